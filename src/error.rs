@@ -1,0 +1,163 @@
+//! The one error type of the crate.
+
+use std::path::PathBuf;
+
+use crate::model::SessionId;
+
+/// Every error the library returns.
+///
+/// Messages name the session, the seq and the byte offset where they apply,
+/// so that a one-line report is enough to find the damage.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An operating-system I/O error, with what we were doing and on which path.
+    #[error("I/O error while {context}: {source}")]
+    Io {
+        /// What the journal was doing (`"opening /x/y"`, `"syncing"`).
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A record failed its checksum, its version or its decoding, before good
+    /// records: the journal refuses to guess. Use `salvage` to copy what is readable.
+    #[error("corruption in {}{}{}: {reason}",
+        session.map(|s| format!("session {s}")).unwrap_or_else(|| "journal".to_owned()),
+        seq.map(|s| format!(" at seq {s}")).unwrap_or_default(),
+        offset.map(|o| format!(" at byte offset {o}")).unwrap_or_default())]
+    Corruption {
+        /// The session the damaged record belongs to, when known.
+        session: Option<SessionId>,
+        /// The seq of the damaged record, when known.
+        seq: Option<u64>,
+        /// The byte offset of the damaged record in its file, when it has one.
+        offset: Option<u64>,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An append was made against a stale head: someone else appended first.
+    /// Nothing was written; re-read the head and retry.
+    #[error(
+        "conflict on session {session}: expected next seq {expected}, but the stream is at {found}"
+    )]
+    Conflict {
+        /// The session appended to.
+        session: SessionId,
+        /// The next seq the writer expected.
+        expected: u64,
+        /// The real next seq of the stream.
+        found: u64,
+    },
+    /// No session with this id exists in the journal.
+    #[error("session {0} not found")]
+    SessionNotFound(SessionId),
+    /// A seq or range beyond the stream's head.
+    #[error("session {session}: seq {seq} is past the head (the stream has {len} events)")]
+    SeqOutOfRange {
+        /// The session.
+        session: SessionId,
+        /// The seq asked for.
+        seq: u64,
+        /// Number of events in the stream.
+        len: u64,
+    },
+    /// There is no conversation (evaluation) to resume in the session.
+    #[error("no conversation to resume in session {0}")]
+    ConversationNotFound(SessionId),
+    /// The prompt given for a resume is not the one the evaluation started with.
+    #[error(
+        "prompt mismatch: the evaluation was started with {expected}, resume was asked with {found}"
+    )]
+    PromptMismatch {
+        /// `ns/key` of the recorded evaluation.
+        expected: String,
+        /// `ns/key` given by the caller.
+        found: String,
+    },
+    /// A snapshot (binary or WINK-shaped JSON) could not be restored.
+    #[error("cannot restore snapshot: {0}")]
+    SnapshotRestore(String),
+    /// A tool call is in doubt (started, no result) and its tool must never run twice.
+    #[error(
+        "tool call {call_id} ({tool}) was running when the process stopped and its tool is not idempotent"
+    )]
+    ToolIdempotency {
+        /// The provider's call id.
+        call_id: String,
+        /// The tool's name.
+        tool: String,
+    },
+    /// An adapter state is too old, or does not match, to be resumed.
+    #[error("adapter session expired or invalid: {0}")]
+    SessionExpired(String),
+    /// The database is in use by another process.
+    #[error("database {} is locked by another process (only one process may open it at a time)", path.display())]
+    Locked {
+        /// The database directory.
+        path: PathBuf,
+    },
+    /// The path exists but is not a journal database or exported journal file.
+    #[error("{} is not an agent-journal database or .ajournal file: {reason}", path.display())]
+    NotAJournal {
+        /// The path given.
+        path: PathBuf,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// An event (or snapshot) is over the configured size limit; nothing was written.
+    #[error("event of {size} bytes is over the limit of {limit} bytes; nothing was written")]
+    TooLarge {
+        /// Encoded size of the event.
+        size: u64,
+        /// The configured limit (`JournalConfig::max_event_bytes`).
+        limit: u64,
+    },
+    /// An earlier flush failed: the writer refuses further appends, because the
+    /// durability of what it acknowledged before can no longer be promised.
+    #[error("journal writer is poisoned by an earlier failed flush ({0}); reopen the journal")]
+    Poisoned(String),
+    /// The operation is not possible on this kind of journal (for example,
+    /// appending to an exported `.ajournal` file opened read-only).
+    #[error("{0}")]
+    Unsupported(String),
+    /// An input file (import) is malformed.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// An error of the storage engine that is not I/O or corruption.
+    #[error("storage error: {0}")]
+    Storage(String),
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Wraps an I/O error with a description of what was being done.
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// A corruption error with the parts that are known.
+    pub(crate) fn corruption(
+        session: Option<SessionId>,
+        seq: Option<u64>,
+        offset: Option<u64>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Corruption {
+            session,
+            seq,
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    /// True for errors that mean stored data is damaged (CLI exit code 3).
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+}
