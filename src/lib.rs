@@ -7,6 +7,7 @@ mod codec;
 mod error;
 mod event;
 mod model;
+mod state;
 
 pub use crate::codec::{
     DEFAULT_MAX_EVENT_BYTES, FRAME_HEADER_LEN, FRAME_VERSION, FrameError, codec, decode_frame,
@@ -19,4 +20,9 @@ pub use crate::event::{
 pub use crate::model::{
     CallId, EvaluationId, InnerMessage, MessageId, Role, SessionId, ToolCallRecord, ToolStatus,
     now, ts,
+};
+pub use crate::state::{
+    AdapterStates, Conversation, ConversationView, EvaluationInfo, Evaluations, Messages,
+    SessionState, Slice, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, TurnIds, TurnView,
+    Usage, UsageTotals,
 };

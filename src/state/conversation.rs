@@ -1,0 +1,211 @@
+//! The `Conversation` slice: the conversation-state spec's view, by message id.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{EvaluationId, InnerMessage, MessageId, Role};
+use crate::state::Messages;
+
+/// The ids of one turn's messages: the assistant message and the tool results
+/// of its calls. Ids are stored with their `sequence` so they keep message order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnIds {
+    /// The turn number (`InnerMessage::turn`, 1 for the first assistant message).
+    pub turn_number: u32,
+    /// `(sequence, message_id)` of the assistant message (the lowest, if a turn
+    /// has several).
+    pub assistant: Option<(u64, MessageId)>,
+    /// `(sequence, message_id)` of the tool-role messages of the turn, ordered.
+    pub tools: BTreeSet<(u64, MessageId)>,
+}
+
+impl TurnIds {
+    /// The assistant message's id.
+    pub fn assistant_id(&self) -> Option<MessageId> {
+        self.assistant.map(|(_, id)| id)
+    }
+
+    /// The tool messages' ids, in sequence order.
+    pub fn tool_message_ids(&self) -> impl Iterator<Item = MessageId> + '_ {
+        self.tools.iter().map(|(_, id)| *id)
+    }
+}
+
+/// One evaluation's conversation, by message id.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ConversationIds {
+    /// The system message (the lowest sequence, if several).
+    pub(crate) system: Option<(u64, MessageId)>,
+    /// The user messages, ordered.
+    pub(crate) users: BTreeSet<(u64, MessageId)>,
+    /// The turns, by number.
+    pub(crate) turns: BTreeMap<u32, TurnIds>,
+}
+
+/// The conversation-state spec's view of every evaluation: its system
+/// message, its user messages and its turns (assistant message + tool
+/// results), by `InnerMessage::turn` (state slice).
+///
+/// It stores message ids, not copies: resolve them against [`Messages`] with
+/// [`Conversation::view`]. It depends only on the set of distinct messages,
+/// never on their arrival order. O(log n) per message.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conversation {
+    evals: BTreeMap<EvaluationId, ConversationIds>,
+}
+
+/// A turn resolved against [`Messages`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnView<'a> {
+    /// The turn number.
+    pub turn_number: u32,
+    /// The assistant message, if it was recorded.
+    pub assistant_message: Option<&'a InnerMessage>,
+    /// The tool results of the turn, by sequence.
+    pub tool_messages: Vec<&'a InnerMessage>,
+}
+
+/// One evaluation's conversation resolved against [`Messages`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConversationView<'a> {
+    /// The evaluation.
+    pub evaluation_id: EvaluationId,
+    /// The system message.
+    pub system_message: Option<&'a InnerMessage>,
+    /// The user messages, by sequence.
+    pub user_messages: Vec<&'a InnerMessage>,
+    /// The turns, by number.
+    pub turns: Vec<TurnView<'a>>,
+}
+
+impl Conversation {
+    /// The evaluation's turns (ids only), by number.
+    pub fn turns(&self, eval: EvaluationId) -> impl Iterator<Item = &TurnIds> + '_ {
+        self.evals
+            .get(&eval)
+            .into_iter()
+            .flat_map(|c| c.turns.values())
+    }
+
+    /// The system message id of an evaluation.
+    pub fn system_message_id(&self, eval: EvaluationId) -> Option<MessageId> {
+        self.evals.get(&eval)?.system.map(|(_, id)| id)
+    }
+
+    /// The user message ids of an evaluation, by sequence.
+    pub fn user_message_ids(&self, eval: EvaluationId) -> impl Iterator<Item = MessageId> + '_ {
+        self.evals
+            .get(&eval)
+            .into_iter()
+            .flat_map(|c| c.users.iter().map(|(_, id)| *id))
+    }
+
+    /// The evaluations that have a conversation, in id order.
+    pub fn evaluations(&self) -> impl Iterator<Item = EvaluationId> + '_ {
+        self.evals.keys().copied()
+    }
+
+    /// The conversation of `eval` with its messages looked up in `messages`
+    /// (normally the same state's [`Messages`]); `None` if it has none.
+    pub fn view<'a>(
+        &self,
+        eval: EvaluationId,
+        messages: &'a Messages,
+    ) -> Option<ConversationView<'a>> {
+        let c = self.evals.get(&eval)?;
+        let look = |k: &(u64, MessageId)| messages.get_at(eval, k.0, k.1);
+        Some(ConversationView {
+            evaluation_id: eval,
+            system_message: c.system.as_ref().and_then(look),
+            user_messages: c.users.iter().filter_map(look).collect(),
+            turns: c
+                .turns
+                .values()
+                .map(|t| TurnView {
+                    turn_number: t.turn_number,
+                    assistant_message: t.assistant.as_ref().and_then(look),
+                    tool_messages: t.tools.iter().filter_map(look).collect(),
+                })
+                .collect(),
+        })
+    }
+
+    /// Folds a (new, not duplicate) message.
+    pub(crate) fn on_message(&mut self, m: &InnerMessage) {
+        let c = self.evals.entry(m.evaluation_id).or_default();
+        let key = (m.sequence, m.message_id);
+        let lowest = |slot: &mut Option<(u64, MessageId)>| {
+            if slot.is_none_or(|s| key < s) {
+                *slot = Some(key);
+            }
+        };
+        match m.role {
+            Role::System => lowest(&mut c.system),
+            Role::User => {
+                c.users.insert(key);
+            }
+            Role::Assistant => lowest(&mut turn(c, m.turn).assistant),
+            Role::Tool => {
+                turn(c, m.turn).tools.insert(key);
+            }
+        }
+    }
+
+    /// Rebuilds the slice from the messages.
+    pub(crate) fn from_messages(messages: &Messages) -> Self {
+        let mut out = Conversation::default();
+        for m in messages.iter() {
+            out.on_message(m);
+        }
+        out
+    }
+
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (EvaluationId, &ConversationIds)> + '_ {
+        self.evals.iter().map(|(k, v)| (*k, v))
+    }
+}
+
+fn turn(c: &mut ConversationIds, number: u32) -> &mut TurnIds {
+    c.turns.entry(number).or_insert_with(|| TurnIds {
+        turn_number: number,
+        ..TurnIds::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_messages_into_turns_whatever_the_order() {
+        let eval = EvaluationId::new();
+        let sys = InnerMessage::new(Role::System, "s", eval, 0);
+        let user = InnerMessage::new(Role::User, "u", eval, 1);
+        let mut a = InnerMessage::new(Role::Assistant, "a", eval, 2);
+        a.turn = 1;
+        let mut t2 = InnerMessage::new(Role::Tool, "r2", eval, 4);
+        t2.turn = 1;
+        let mut t1 = InnerMessage::new(Role::Tool, "r1", eval, 3);
+        t1.turn = 1;
+        let mut msgs = Messages::default();
+        let mut c = Conversation::default();
+        for m in [&t2, &a, &user, &t1, &sys] {
+            assert!(msgs.insert(m));
+            c.on_message(m);
+        }
+        assert_eq!(c, Conversation::from_messages(&msgs));
+        let v = c.view(eval, &msgs).expect("view");
+        assert_eq!(v.system_message.map(|m| m.sequence), Some(0));
+        assert_eq!(v.user_messages.len(), 1);
+        assert_eq!(v.turns.len(), 1);
+        assert_eq!(v.turns[0].assistant_message.map(|m| m.sequence), Some(2));
+        let seqs: Vec<u64> = v.turns[0]
+            .tool_messages
+            .iter()
+            .map(|m| m.sequence)
+            .collect();
+        assert_eq!(seqs, vec![3, 4]);
+        assert_eq!(c.turns(eval).count(), 1);
+    }
+}

@@ -1,0 +1,449 @@
+//! `SessionState`: the built-in slices, the application slices, and the
+//! binary snapshot of them.
+
+use std::fmt;
+
+use bincode::Options;
+use serde::{Deserialize, Serialize};
+
+use crate::codec::codec;
+use crate::error::{Error, Result};
+use crate::event::{Envelope, Event};
+use crate::model::{EvaluationId, SessionId};
+use crate::state::{
+    AdapterStates, Conversation, ConversationView, DynSlice, Evaluations, Messages, Slice,
+    SlicePolicy, SliceRegistry, ToolCalls, Usage,
+};
+
+/// The binary snapshot body's own format version (inside the frame's).
+const SNAPSHOT_FORMAT: u32 = 1;
+
+/// The state of a session: every slice folded from its events.
+///
+/// `fold(events[0..=N])` is the state at event N. Folding is pure and
+/// deterministic, so a state decoded from a snapshot and folded on from the
+/// snapshot's seq equals the state folded from zero.
+///
+/// ```
+/// use agent_journal::{Envelope, Event, SessionId, SessionState, now};
+///
+/// let mut state = SessionState::new();
+/// state.apply(&Envelope {
+///     session: SessionId::new(),
+///     seq: 0,
+///     at: now(),
+///     event: Event::SessionOpened { labels: vec![("agent".into(), "demo".into())] },
+/// });
+/// assert_eq!(state.last_seq(), Some(0));
+/// assert_eq!(state.labels(), &[("agent".to_owned(), "demo".to_owned())]);
+/// ```
+pub struct SessionState {
+    pub(crate) messages: Messages,
+    pub(crate) tool_calls: ToolCalls,
+    pub(crate) evaluations: Evaluations,
+    pub(crate) conversation: Conversation,
+    pub(crate) adapter_states: AdapterStates,
+    pub(crate) usage: Usage,
+    pub(crate) labels: Vec<(String, String)>,
+    pub(crate) forked_from: Option<(SessionId, u64)>,
+    pub(crate) last_seq: Option<u64>,
+    pub(crate) events_applied: u64,
+    pub(crate) app: Vec<Box<dyn DynSlice>>,
+}
+
+impl Default for SessionState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SessionState {
+    /// An empty state with the built-in slices only.
+    pub fn new() -> Self {
+        Self {
+            messages: Messages::default(),
+            tool_calls: ToolCalls::default(),
+            evaluations: Evaluations::default(),
+            conversation: Conversation::default(),
+            adapter_states: AdapterStates::default(),
+            usage: Usage::default(),
+            labels: Vec::new(),
+            forked_from: None,
+            last_seq: None,
+            events_applied: 0,
+            app: Vec::new(),
+        }
+    }
+
+    /// An empty state with the built-in slices and every slice of `registry`
+    /// at its default value.
+    pub fn with_slices(registry: &SliceRegistry) -> Self {
+        let mut s = Self::new();
+        s.app = registry.factories().iter().map(|f| (f.make)()).collect();
+        s
+    }
+
+    /// Folds one event into every slice and records its seq.
+    ///
+    /// A `Message` whose `message_id` was already seen changes no built-in
+    /// slice; application slices see every envelope, duplicates included.
+    pub fn apply(&mut self, envelope: &Envelope) {
+        self.last_seq = Some(envelope.seq);
+        self.events_applied = self.events_applied.saturating_add(1);
+        match &envelope.event {
+            Event::SessionOpened { labels } => self.labels.clone_from(labels),
+            Event::EvaluationStarted {
+                evaluation_id,
+                prompt_ns,
+                prompt_key,
+                adapter,
+            } => self.evaluations.on_started(
+                *evaluation_id,
+                prompt_ns,
+                prompt_key,
+                adapter,
+                envelope.at,
+            ),
+            Event::Message(m) => {
+                if self.messages.insert(m) {
+                    self.tool_calls.on_message(m);
+                    self.evaluations.on_message(m);
+                    self.conversation.on_message(m);
+                }
+            }
+            Event::ToolStatus {
+                evaluation_id,
+                call_id,
+                status,
+                error,
+            } => {
+                self.messages.set_status(*evaluation_id, call_id, *status);
+                self.tool_calls.on_status(
+                    *evaluation_id,
+                    call_id,
+                    *status,
+                    error.as_ref(),
+                    envelope.at,
+                );
+            }
+            Event::ProviderCall(p) => self.usage.on_provider_call(p),
+            Event::AdapterState(a) => self.adapter_states.push(a),
+            Event::Compacted {
+                evaluation_id,
+                through_sequence,
+                summary,
+            } => self
+                .evaluations
+                .on_compacted(*evaluation_id, *through_sequence, summary),
+            Event::EvaluationFinished {
+                evaluation_id,
+                outcome,
+            } => self
+                .evaluations
+                .on_finished(*evaluation_id, outcome, envelope.at),
+            Event::Forked { parent, at } => self.forked_from = Some((*parent, *at)),
+            Event::Custom { .. } => {}
+        }
+        for s in &mut self.app {
+            s.apply(envelope);
+        }
+    }
+
+    /// The seq of the last applied envelope.
+    pub fn last_seq(&self) -> Option<u64> {
+        self.last_seq
+    }
+
+    /// Number of envelopes applied (duplicates included).
+    pub fn events_applied(&self) -> u64 {
+        self.events_applied
+    }
+
+    /// Every message, ordered and deduplicated.
+    pub fn messages(&self) -> &Messages {
+        &self.messages
+    }
+
+    /// Every tool call and its lifecycle.
+    pub fn tool_calls(&self) -> &ToolCalls {
+        &self.tool_calls
+    }
+
+    /// Every evaluation.
+    pub fn evaluations(&self) -> &Evaluations {
+        &self.evaluations
+    }
+
+    /// The conversation view (message ids by turn).
+    pub fn conversation(&self) -> &Conversation {
+        &self.conversation
+    }
+
+    /// One evaluation's conversation with its messages.
+    pub fn conversation_view(&self, eval: EvaluationId) -> Option<ConversationView<'_>> {
+        self.conversation.view(eval, &self.messages)
+    }
+
+    /// The captured adapter states (LOG slice).
+    pub fn adapter_states(&self) -> &AdapterStates {
+        &self.adapter_states
+    }
+
+    /// Token usage.
+    pub fn usage(&self) -> &Usage {
+        &self.usage
+    }
+
+    /// The labels of `SessionOpened`.
+    pub fn labels(&self) -> &[(String, String)] {
+        &self.labels
+    }
+
+    /// The parent session and seq, if this session is a fork.
+    pub fn forked_from(&self) -> Option<(SessionId, u64)> {
+        self.forked_from
+    }
+
+    /// The application slice of type `S`, if registered.
+    pub fn slice<S: Slice>(&self) -> Option<&S> {
+        self.app.iter().find_map(|s| s.as_any().downcast_ref::<S>())
+    }
+
+    /// Restores `other` into this state with WINK's semantics: every STATE
+    /// slice (and the seq, labels and fork origin) is taken from `other`;
+    /// every LOG slice ([`AdapterStates`], application slices with
+    /// [`SlicePolicy::Log`]) is kept from `self`.
+    ///
+    /// Application slices are matched by name. A STATE slice `other` lacks
+    /// is reset to its default; a LOG slice only `other` has starts empty.
+    pub fn restore(&mut self, other: SessionState) {
+        let SessionState {
+            messages,
+            tool_calls,
+            evaluations,
+            conversation,
+            adapter_states: _,
+            usage,
+            labels,
+            forked_from,
+            last_seq,
+            events_applied,
+            app: mut theirs,
+        } = other;
+        self.messages = messages;
+        self.tool_calls = tool_calls;
+        self.evaluations = evaluations;
+        self.conversation = conversation;
+        self.usage = usage;
+        self.labels = labels;
+        self.forked_from = forked_from;
+        self.last_seq = last_seq;
+        self.events_applied = events_applied;
+        let mut out: Vec<Box<dyn DynSlice>> = Vec::with_capacity(self.app.len());
+        for mine in self.app.drain(..) {
+            let found = theirs.iter().position(|t| t.name() == mine.name());
+            let taken = found.map(|i| theirs.remove(i));
+            out.push(match (mine.policy(), taken) {
+                (SlicePolicy::Log, _) => mine,
+                (SlicePolicy::State, Some(t)) => t,
+                (SlicePolicy::State, None) => mine.fresh(),
+            });
+        }
+        for t in theirs {
+            out.push(match t.policy() {
+                SlicePolicy::State => t,
+                SlicePolicy::Log => t.fresh(),
+            });
+        }
+        self.app = out;
+    }
+
+    /// The binary snapshot body: bincode (via [`codec`]) of every slice,
+    /// serialized by reference. Frame it with [`crate::encode_frame`]'s
+    /// format ([`crate::seal`]) to store it.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] when the body (or one application slice) would be
+    /// over `limit` bytes; [`Error::InvalidInput`] when an application slice
+    /// cannot be encoded.
+    pub fn encode_snapshot(&self, limit: u64) -> Result<Vec<u8>> {
+        let app = self
+            .app
+            .iter()
+            .map(|s| Ok((s.name(), s.encode(limit)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let body = SnapshotRef {
+            format: SNAPSHOT_FORMAT,
+            labels: &self.labels,
+            forked_from: self.forked_from,
+            last_seq: self.last_seq,
+            events_applied: self.events_applied,
+            messages: &self.messages,
+            tool_calls: &self.tool_calls,
+            evaluations: &self.evaluations,
+            conversation: &self.conversation,
+            adapter_states: &self.adapter_states,
+            usage: &self.usage,
+            app,
+        };
+        codec(limit).serialize(&body).map_err(|e| match *e {
+            bincode::ErrorKind::SizeLimit => Error::TooLarge {
+                size: bincode::DefaultOptions::new()
+                    .serialized_size(&body)
+                    .unwrap_or(u64::MAX),
+                limit,
+            },
+            other => Error::InvalidInput(format!("cannot encode snapshot: {other}")),
+        })
+    }
+
+    /// Decodes a binary snapshot body written by [`encode_snapshot`](Self::encode_snapshot).
+    /// Application slices in the snapshot that `registry` does not name are dropped.
+    ///
+    /// # Errors
+    /// [`Error::SnapshotRestore`] when the body is undecodable, of an unknown
+    /// format, or lacks a slice of `registry`: replay the stream instead.
+    pub fn decode_snapshot(
+        body: &[u8],
+        registry: &SliceRegistry,
+        limit: u64,
+    ) -> Result<SessionState> {
+        let format: u32 = bincode::DefaultOptions::new()
+            .with_limit(limit)
+            .allow_trailing_bytes()
+            .deserialize(body)
+            .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot format: {e}")))?;
+        if format != SNAPSHOT_FORMAT {
+            return Err(Error::SnapshotRestore(format!(
+                "unknown snapshot format {format} (this build reads {SNAPSHOT_FORMAT})"
+            )));
+        }
+        let s: SnapshotOwned = codec(limit)
+            .deserialize(body)
+            .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot: {e}")))?;
+        let mut app = Vec::with_capacity(registry.len());
+        for f in registry.factories() {
+            let bytes = s
+                .app
+                .iter()
+                .find(|(name, _)| name == f.name)
+                .map(|(_, b)| b)
+                .ok_or_else(|| {
+                    Error::SnapshotRestore(format!("application slice {:?} is missing", f.name))
+                })?;
+            app.push((f.decode)(bytes, limit).map_err(|e| {
+                Error::SnapshotRestore(format!("application slice {:?}: {e}", f.name))
+            })?);
+        }
+        Ok(SessionState {
+            messages: s.messages,
+            tool_calls: s.tool_calls,
+            evaluations: s.evaluations,
+            conversation: s.conversation,
+            adapter_states: s.adapter_states,
+            usage: s.usage,
+            labels: s.labels,
+            forked_from: s.forked_from,
+            last_seq: s.last_seq,
+            events_applied: s.events_applied,
+            app,
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct SnapshotRef<'a> {
+    format: u32,
+    labels: &'a [(String, String)],
+    forked_from: Option<(SessionId, u64)>,
+    last_seq: Option<u64>,
+    events_applied: u64,
+    messages: &'a Messages,
+    tool_calls: &'a ToolCalls,
+    evaluations: &'a Evaluations,
+    conversation: &'a Conversation,
+    adapter_states: &'a AdapterStates,
+    usage: &'a Usage,
+    app: Vec<(&'a str, Vec<u8>)>,
+}
+
+#[derive(Deserialize)]
+struct SnapshotOwned {
+    #[allow(dead_code)]
+    format: u32,
+    labels: Vec<(String, String)>,
+    forked_from: Option<(SessionId, u64)>,
+    last_seq: Option<u64>,
+    events_applied: u64,
+    messages: Messages,
+    tool_calls: ToolCalls,
+    evaluations: Evaluations,
+    conversation: Conversation,
+    adapter_states: AdapterStates,
+    usage: Usage,
+    app: Vec<(String, Vec<u8>)>,
+}
+
+impl Clone for SessionState {
+    fn clone(&self) -> Self {
+        Self {
+            messages: self.messages.clone(),
+            tool_calls: self.tool_calls.clone(),
+            evaluations: self.evaluations.clone(),
+            conversation: self.conversation.clone(),
+            adapter_states: self.adapter_states.clone(),
+            usage: self.usage.clone(),
+            labels: self.labels.clone(),
+            forked_from: self.forked_from,
+            last_seq: self.last_seq,
+            events_applied: self.events_applied,
+            app: self.app.iter().map(|s| s.clone_box()).collect(),
+        }
+    }
+}
+
+impl PartialEq for SessionState {
+    /// Built-in slices compare by value; application slices by name and by
+    /// their bincode bytes, in registration order.
+    fn eq(&self, other: &Self) -> bool {
+        self.last_seq == other.last_seq
+            && self.events_applied == other.events_applied
+            && self.labels == other.labels
+            && self.forked_from == other.forked_from
+            && self.messages == other.messages
+            && self.tool_calls == other.tool_calls
+            && self.evaluations == other.evaluations
+            && self.conversation == other.conversation
+            && self.adapter_states == other.adapter_states
+            && self.usage == other.usage
+            && self.app.len() == other.app.len()
+            && self.app.iter().zip(&other.app).all(|(a, b)| {
+                a.name() == b.name()
+                    && match (a.encode(u64::MAX), b.encode(u64::MAX)) {
+                        (Ok(x), Ok(y)) => x == y,
+                        _ => false,
+                    }
+            })
+    }
+}
+
+impl fmt::Debug for SessionState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionState")
+            .field("last_seq", &self.last_seq)
+            .field("events_applied", &self.events_applied)
+            .field("labels", &self.labels)
+            .field("forked_from", &self.forked_from)
+            .field("messages", &self.messages)
+            .field("tool_calls", &self.tool_calls)
+            .field("evaluations", &self.evaluations)
+            .field("conversation", &self.conversation)
+            .field("adapter_states", &self.adapter_states)
+            .field("usage", &self.usage)
+            .field(
+                "app_slices",
+                &self.app.iter().map(|s| s.name()).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}

@@ -1,0 +1,556 @@
+//! Property tests of the reducers and of the binary snapshot; generators
+//! shared with the JSON tests.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use chrono::{DateTime, TimeZone, Utc};
+use proptest::prelude::*;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::*;
+use crate::error::Error;
+use crate::event::{
+    AdapterStateSnapshot, Event, Outcome, ProviderCallRecord, ProviderOutcome, TokenUsage,
+};
+use crate::model::{
+    CallId, EvaluationId, InnerMessage, MessageId, Role, SessionId, ToolCallRecord, ToolStatus,
+};
+
+/// An application STATE slice: counts Custom events by kind.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct CustomCounter {
+    pub(crate) total: u64,
+    pub(crate) by_kind: BTreeMap<String, u64>,
+}
+
+impl Slice for CustomCounter {
+    const NAME: &'static str = "test:CustomCounter";
+    fn apply(&mut self, envelope: &Envelope) {
+        if let Event::Custom { kind, .. } = &envelope.event {
+            self.total += 1;
+            *self.by_kind.entry(kind.clone()).or_default() += 1;
+        }
+    }
+}
+
+/// An application LOG slice: the seqs of Custom events.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct CustomLog(pub(crate) Vec<u64>);
+
+impl Slice for CustomLog {
+    const NAME: &'static str = "test:CustomLog";
+    const POLICY: SlicePolicy = SlicePolicy::Log;
+    fn apply(&mut self, envelope: &Envelope) {
+        if let Event::Custom { .. } = &envelope.event {
+            self.0.push(envelope.seq);
+        }
+    }
+}
+
+pub(crate) fn registry() -> SliceRegistry {
+    let mut r = SliceRegistry::new();
+    r.register::<CustomCounter>().register::<CustomLog>();
+    r
+}
+
+/// What happens to one tool call.
+#[derive(Clone, Debug)]
+pub(crate) struct CallSpec {
+    /// 0: nothing, 1: started, 2: started+completed, 3: started+failed, 4: completed only.
+    outcome: u8,
+    with_result: bool,
+}
+
+/// One evaluation.
+#[derive(Clone, Debug)]
+pub(crate) struct EvalSpec {
+    started: bool,
+    turns: Vec<Vec<CallSpec>>,
+    final_answer: bool,
+    compact: Option<u64>,
+    adapter_state: bool,
+    custom: u8,
+    finished: bool,
+}
+
+fn call_spec() -> impl Strategy<Value = CallSpec> {
+    (0u8..5, any::<bool>()).prop_map(|(outcome, with_result)| CallSpec {
+        outcome,
+        with_result,
+    })
+}
+
+fn eval_spec() -> impl Strategy<Value = EvalSpec> {
+    (
+        any::<bool>(),
+        prop::collection::vec(prop::collection::vec(call_spec(), 0..3), 0..4),
+        any::<bool>(),
+        prop::option::of(0u64..6),
+        any::<bool>(),
+        0u8..3,
+        any::<bool>(),
+    )
+        .prop_map(
+            |(started, turns, final_answer, compact, adapter_state, custom, finished)| EvalSpec {
+                started,
+                turns,
+                final_answer,
+                compact,
+                adapter_state,
+                custom,
+                finished,
+            },
+        )
+}
+
+pub(crate) fn session_spec() -> impl Strategy<Value = Vec<EvalSpec>> {
+    prop::collection::vec(eval_spec(), 1..4)
+}
+
+pub(crate) fn t(micros: i64) -> DateTime<Utc> {
+    Utc.timestamp_micros(1_700_000_000_000_000 + micros)
+        .single()
+        .unwrap_or_default()
+}
+
+fn message(role: Role, eval_ix: u128, seq: u64, turn: u32) -> InnerMessage {
+    let mut m = InnerMessage::new(
+        role,
+        format!("{role} {seq}"),
+        EvaluationId(Uuid::from_u128(0x1000 + eval_ix)),
+        seq,
+    );
+    m.turn = turn;
+    m.prompt_ns = "ns".into();
+    m.prompt_key = format!("key{eval_ix}");
+    m.created_at = t(((eval_ix as i64) << 20) + seq as i64);
+    m.message_id = MessageId(Uuid::from_u128(
+        (eval_ix << 64) | u128::from(seq) | 1 << 100,
+    ));
+    m
+}
+
+/// The events of a session described by `spec`.
+pub(crate) fn build_events(spec: &[EvalSpec]) -> Vec<Event> {
+    let mut ev = vec![Event::SessionOpened {
+        labels: vec![("agent".into(), "test".into())],
+    }];
+    ev.push(Event::Forked {
+        parent: SessionId(Uuid::from_u128(7)),
+        at: 3,
+    });
+    for (i, e) in spec.iter().enumerate() {
+        let ix = i as u128;
+        let eval = EvaluationId(Uuid::from_u128(0x1000 + ix));
+        if e.started {
+            ev.push(Event::EvaluationStarted {
+                evaluation_id: eval,
+                prompt_ns: "ns".into(),
+                prompt_key: format!("key{i}"),
+                adapter: "scripted".into(),
+            });
+        }
+        ev.push(Event::Message(message(Role::System, ix, 0, 0)));
+        ev.push(Event::Message(message(Role::User, ix, 1, 0)));
+        let mut seq = 2;
+        for (turn_ix, calls) in e.turns.iter().enumerate() {
+            let turn = turn_ix as u32 + 1;
+            let mut a = message(Role::Assistant, ix, seq, turn);
+            seq += 1;
+            let ids: Vec<CallId> = (0..calls.len())
+                .map(|k| CallId(format!("c{turn}_{k}")))
+                .collect();
+            a.tool_calls = ids
+                .iter()
+                .map(|c| ToolCallRecord::new(c.clone(), "tool", "{\"x\":1}"))
+                .collect();
+            ev.push(Event::Message(a));
+            ev.push(Event::ProviderCall(ProviderCallRecord {
+                evaluation_id: eval,
+                turn,
+                provider: "scripted".into(),
+                model: "m".into(),
+                usage: TokenUsage {
+                    input_tokens: 100 + u64::from(turn),
+                    output_tokens: 10,
+                    cache_read_tokens: 1,
+                    cache_write_tokens: 2,
+                },
+                started_at: t(1),
+                finished_at: t(2),
+                outcome: ProviderOutcome::Ok,
+            }));
+            for (c, id) in calls.iter().zip(&ids) {
+                let status = |status, error: Option<&str>| Event::ToolStatus {
+                    evaluation_id: eval,
+                    call_id: id.clone(),
+                    status,
+                    error: error.map(str::to_owned),
+                };
+                if matches!(c.outcome, 1..=3) {
+                    ev.push(status(ToolStatus::Started, None));
+                }
+                if c.with_result {
+                    let mut r = message(Role::Tool, ix, seq, turn);
+                    seq += 1;
+                    r.tool_call_id = Some(id.clone());
+                    r.tool_name = Some("tool".into());
+                    ev.push(Event::Message(r));
+                }
+                match c.outcome {
+                    2 | 4 => ev.push(status(ToolStatus::Completed, None)),
+                    3 => ev.push(status(ToolStatus::Failed, Some("boom"))),
+                    _ => {}
+                }
+            }
+        }
+        if e.final_answer {
+            let turn = e.turns.len() as u32 + 1;
+            ev.push(Event::Message(message(Role::Assistant, ix, seq, turn)));
+        }
+        if let Some(through) = e.compact {
+            ev.push(Event::Compacted {
+                evaluation_id: eval,
+                through_sequence: through,
+                summary: Some(format!("summary {through}")),
+            });
+        }
+        if e.adapter_state {
+            ev.push(Event::AdapterState(AdapterStateSnapshot {
+                snapshot_id: Uuid::from_u128(0x5000 + ix),
+                adapter_type: "sdk".into(),
+                state: "{\"s\":1}".into(),
+                resumable: true,
+                captured_at: t(5),
+                evaluation_id: Some(eval),
+                supersedes: None,
+            }));
+        }
+        for k in 0..e.custom {
+            ev.push(Event::Custom {
+                kind: format!("k{k}"),
+                payload: vec![k],
+            });
+        }
+        if e.finished {
+            ev.push(Event::EvaluationFinished {
+                evaluation_id: eval,
+                outcome: Outcome::Failed {
+                    error: "stopped".into(),
+                },
+            });
+        }
+    }
+    ev
+}
+
+pub(crate) fn envelopes(events: Vec<Event>) -> Vec<Envelope> {
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| Envelope {
+            session: SessionId(Uuid::from_u128(42)),
+            seq: i as u64,
+            at: t(1_000 + i as i64),
+            event,
+        })
+        .collect()
+}
+
+pub(crate) fn fold(start: SessionState, envs: &[Envelope]) -> SessionState {
+    let mut s = start;
+    for e in envs {
+        s.apply(e);
+    }
+    s
+}
+
+/// The events of a generated session, in order and shuffled.
+pub(crate) fn in_order_and_shuffled() -> impl Strategy<Value = (Vec<Event>, Vec<Event>)> {
+    session_spec().prop_flat_map(|spec| {
+        let events = build_events(&spec);
+        (Just(events.clone()), Just(events).prop_shuffle())
+    })
+}
+
+const LIMIT: u64 = 1 << 24;
+
+fn binary_round_trip(s: &SessionState, reg: &SliceRegistry) -> SessionState {
+    let body = s.encode_snapshot(LIMIT).expect("encode");
+    let frame = crate::codec::seal(&body);
+    let body = crate::codec::verify_frame(&frame).expect("frame");
+    SessionState::decode_snapshot(body, reg, LIMIT).expect("decode")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn fold_all_equals_fold_prefix_then_rest_through_a_snapshot(
+        (events, shuffled) in in_order_and_shuffled()
+    ) {
+        let reg = registry();
+        for events in [events, shuffled] {
+            let envs = envelopes(events);
+            let all = fold(SessionState::with_slices(&reg), &envs);
+            for k in 0..=envs.len() {
+                let prefix = fold(SessionState::with_slices(&reg), &envs[..k]);
+                prop_assert_eq!(&fold(prefix.clone(), &envs[k..]), &all);
+                let restored = binary_round_trip(&prefix, &reg);
+                prop_assert_eq!(&fold(restored, &envs[k..]), &all);
+            }
+        }
+    }
+
+    #[test]
+    fn messages_do_not_depend_on_order_or_duplicates(
+        (events, shuffled, dups) in session_spec().prop_flat_map(|spec| {
+            let events = build_events(&spec);
+            let n = events.len();
+            (Just(events.clone()), Just(events).prop_shuffle(), prop::collection::vec(0..n, 0..12))
+        })
+    ) {
+        let in_order = fold(SessionState::new(), &envelopes(events));
+        let mut permuted = shuffled.clone();
+        for i in dups {
+            if let Some(e @ (Event::Message(_) | Event::ToolStatus { .. })) = shuffled.get(i) {
+                permuted.push(e.clone());
+            }
+        }
+        let other = fold(SessionState::new(), &envelopes(permuted));
+        prop_assert_eq!(other.messages(), in_order.messages());
+        prop_assert_eq!(other.conversation(), in_order.conversation());
+        let counts = |s: &SessionState| {
+            s.evaluations().iter().map(|e| (e.turns, e.message_count)).collect::<Vec<_>>()
+        };
+        prop_assert_eq!(counts(&other), counts(&in_order));
+        for c in in_order.tool_calls().iter() {
+            let got = other.tool_calls().get(c.evaluation_id, &c.call_id).map(|o| (o.status, o.result));
+            prop_assert_eq!(got, Some((c.status, c.result)));
+        }
+    }
+
+    #[test]
+    fn binary_snapshot_round_trips((events, shuffled) in in_order_and_shuffled()) {
+        let reg = registry();
+        let s = fold(SessionState::with_slices(&reg), &envelopes(events));
+        prop_assert_eq!(&binary_round_trip(&s, &reg), &s);
+        // Out of order: statuses before their messages, results before calls.
+        let s = fold(SessionState::with_slices(&reg), &envelopes(shuffled));
+        let back = binary_round_trip(&s, &reg);
+        prop_assert_eq!(&back, &s);
+        prop_assert_eq!(back.encode_snapshot(LIMIT).ok(), s.encode_snapshot(LIMIT).ok());
+    }
+}
+
+#[test]
+fn state_and_registry_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<SessionState>();
+    assert_send_sync::<SliceRegistry>();
+}
+
+#[test]
+fn tool_status_updates_the_assistant_message_and_tool_calls() {
+    let spec = EvalSpec {
+        started: true,
+        turns: vec![vec![
+            CallSpec {
+                outcome: 2,
+                with_result: true,
+            },
+            CallSpec {
+                outcome: 1,
+                with_result: false,
+            },
+            CallSpec {
+                outcome: 0,
+                with_result: false,
+            },
+        ]],
+        final_answer: false,
+        compact: None,
+        adapter_state: false,
+        custom: 0,
+        finished: false,
+    };
+    let s = fold(SessionState::new(), &envelopes(build_events(&[spec])));
+    let eval = EvaluationId(Uuid::from_u128(0x1000));
+    let a = s
+        .messages()
+        .for_evaluation(eval)
+        .find(|m| m.role == Role::Assistant)
+        .expect("assistant");
+    let statuses: Vec<ToolStatus> = a.tool_calls.iter().map(|c| c.status).collect();
+    assert_eq!(
+        statuses,
+        vec![
+            ToolStatus::Completed,
+            ToolStatus::Started,
+            ToolStatus::Pending
+        ]
+    );
+    let ids = |it: &mut dyn Iterator<Item = &ToolCallInfo>| {
+        it.map(|c| c.call_id.0.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&mut s.tool_calls().in_doubt(eval)), vec!["c1_1"]);
+    assert_eq!(ids(&mut s.tool_calls().pending(eval)), vec!["c1_2"]);
+    let view = s.conversation_view(eval).expect("view");
+    assert_eq!(view.turns.len(), 1);
+    assert_eq!(view.turns[0].tool_messages.len(), 1);
+    assert_eq!(
+        s.evaluations().latest().map(|e| e.evaluation_id),
+        Some(eval)
+    );
+    assert_eq!(s.usage().total().provider_calls, 1);
+    assert_eq!(s.forked_from(), Some((SessionId(Uuid::from_u128(7)), 3)));
+}
+
+#[test]
+fn app_slice_round_trips_and_a_missing_one_is_refused() {
+    let reg = registry();
+    let spec = EvalSpec {
+        started: true,
+        turns: vec![],
+        final_answer: true,
+        compact: None,
+        adapter_state: true,
+        custom: 2,
+        finished: true,
+    };
+    let s = fold(
+        SessionState::with_slices(&reg),
+        &envelopes(build_events(&[spec])),
+    );
+    assert_eq!(s.slice::<CustomCounter>().map(|c| c.total), Some(2));
+    assert_eq!(s.slice::<CustomLog>().map(|c| c.0.len()), Some(2));
+    assert_eq!(binary_round_trip(&s, &reg), s);
+
+    // A registry with a slice the snapshot lacks: replay instead.
+    let plain = fold(SessionState::new(), &envelopes(build_events(&[])));
+    let body = plain.encode_snapshot(LIMIT).expect("encode");
+    let r = SessionState::decode_snapshot(&body, &reg, LIMIT);
+    assert!(matches!(&r, Err(Error::SnapshotRestore(m)) if m.contains("test:CustomCounter")));
+    // Without the registry the app slices are dropped.
+    let r = SessionState::decode_snapshot(
+        &s.encode_snapshot(LIMIT).expect("encode"),
+        &SliceRegistry::new(),
+        LIMIT,
+    );
+    assert!(
+        matches!(&r, Ok(d) if d.slice::<CustomCounter>().is_none() && d.messages() == s.messages())
+    );
+}
+
+#[test]
+fn damaged_or_oversized_snapshots_are_refused() {
+    let reg = registry();
+    let spec = EvalSpec {
+        started: true,
+        turns: vec![vec![CallSpec {
+            outcome: 1,
+            with_result: false,
+        }]],
+        final_answer: false,
+        compact: None,
+        adapter_state: false,
+        custom: 1,
+        finished: false,
+    };
+    let s = fold(
+        SessionState::with_slices(&reg),
+        &envelopes(build_events(&[spec])),
+    );
+    let body = s.encode_snapshot(LIMIT).expect("encode");
+    for cut in 0..body.len() {
+        let r = SessionState::decode_snapshot(&body[..cut], &reg, LIMIT);
+        assert!(matches!(r, Err(Error::SnapshotRestore(_))), "cut at {cut}");
+    }
+    let mut other_format = body.clone();
+    other_format[0] = 2;
+    let r = SessionState::decode_snapshot(&other_format, &reg, LIMIT);
+    assert!(matches!(&r, Err(Error::SnapshotRestore(m)) if m.contains("format 2")));
+    assert!(matches!(
+        s.encode_snapshot(64),
+        Err(Error::TooLarge { limit: 64, .. })
+    ));
+    // Any byte flipped: an error or some state, never a panic.
+    for i in 0..body.len() {
+        let mut b = body.clone();
+        b[i] ^= 0x5a;
+        let _ = SessionState::decode_snapshot(&b, &reg, LIMIT);
+    }
+}
+
+#[test]
+fn restore_takes_state_slices_and_keeps_log_slices() {
+    let reg = registry();
+    let mk = |custom, adapter_state| EvalSpec {
+        started: true,
+        turns: vec![],
+        final_answer: true,
+        compact: None,
+        adapter_state,
+        custom,
+        finished: false,
+    };
+    let live = fold(
+        SessionState::with_slices(&reg),
+        &envelopes(build_events(&[mk(2, true), mk(1, true)])),
+    );
+    let snap = fold(
+        SessionState::with_slices(&reg),
+        &envelopes(build_events(&[mk(1, false)])),
+    );
+    let mut restored = live.clone();
+    restored.restore(snap.clone());
+    assert_eq!(restored.messages(), snap.messages());
+    assert_eq!(restored.last_seq(), snap.last_seq());
+    assert_eq!(restored.adapter_states(), live.adapter_states());
+    assert_eq!(
+        restored.slice::<CustomCounter>(),
+        snap.slice::<CustomCounter>()
+    );
+    assert_eq!(restored.slice::<CustomLog>(), live.slice::<CustomLog>());
+}
+
+#[test]
+fn folding_in_order_messages_is_linear() {
+    let eval = EvaluationId::new();
+    let mut envs = Vec::with_capacity(200_000);
+    let mut turn = 0;
+    for seq in 0..200_000u64 {
+        let mut m = InnerMessage::new(Role::Assistant, "x", eval, seq);
+        if seq % 2 == 0 {
+            turn += 1;
+            m.tool_calls = vec![ToolCallRecord::new(format!("c{seq}"), "t", "{}")];
+        } else {
+            m.role = Role::Tool;
+            m.tool_call_id = Some(CallId(format!("c{}", seq - 1)));
+        }
+        m.turn = turn;
+        envs.push(Envelope {
+            session: SessionId(Uuid::from_u128(1)),
+            seq,
+            at: t(seq as i64),
+            event: Event::Message(m),
+        });
+    }
+    let mut s = SessionState::new();
+    let (first, second) = envs.split_at(100_000);
+    let t0 = Instant::now();
+    for e in first {
+        s.apply(e);
+    }
+    let t1 = Instant::now();
+    for e in second {
+        s.apply(e);
+    }
+    let t2 = Instant::now();
+    let (a, b) = (t1 - t0, t2 - t1);
+    assert_eq!(s.messages().len(), 200_000);
+    assert_eq!(s.tool_calls().len(), 100_000);
+    assert!(b < a * 3, "first 100k: {a:?}, second 100k: {b:?}");
+}

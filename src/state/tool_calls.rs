@@ -1,0 +1,247 @@
+//! The `ToolCalls` slice: one record per tool call with its lifecycle.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, ToolStatus};
+
+/// One tool call of an evaluation and what became of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallInfo {
+    /// The evaluation of the call.
+    pub evaluation_id: EvaluationId,
+    /// The provider's id of the call.
+    pub call_id: CallId,
+    /// The tool's name (empty until the assistant message is seen).
+    pub name: String,
+    /// The arguments as JSON text (empty until the assistant message is seen).
+    pub arguments: String,
+    /// The highest-ranked status seen ([`ToolStatus::rank`]).
+    pub status: ToolStatus,
+    /// `created_at` of the assistant message that made the call.
+    #[serde(with = "crate::model::ts::option")]
+    pub requested_at: Option<DateTime<Utc>>,
+    /// When the first `Started` status was appended.
+    #[serde(with = "crate::model::ts::option")]
+    pub started_at: Option<DateTime<Utc>>,
+    /// When the status last moved up to a terminal one.
+    #[serde(with = "crate::model::ts::option")]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// The tool-role message holding the result (first one seen).
+    pub result: Option<MessageId>,
+    /// The error of the last `ToolStatus` event that carried one.
+    pub error: Option<String>,
+}
+
+impl ToolCallInfo {
+    fn new(evaluation_id: EvaluationId, call_id: CallId) -> Self {
+        Self {
+            evaluation_id,
+            call_id,
+            name: String::new(),
+            arguments: String::new(),
+            status: ToolStatus::Pending,
+            requested_at: None,
+            started_at: None,
+            finished_at: None,
+            result: None,
+            error: None,
+        }
+    }
+}
+
+/// Every tool call of the session, in first-seen order (state slice).
+///
+/// A call is keyed by `(evaluation_id, call_id)` and created by whichever
+/// comes first: the assistant message that makes it, a `ToolStatus` event, or
+/// its tool-role result message. O(1) per event; the index is rebuilt on decode.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(try_from = "Vec<ToolCallInfo>")]
+pub struct ToolCalls {
+    calls: Vec<ToolCallInfo>,
+    index: HashMap<(EvaluationId, CallId), usize>,
+    by_eval: HashMap<EvaluationId, Vec<usize>>,
+}
+
+impl ToolCalls {
+    /// The call `call_id` of evaluation `eval`.
+    pub fn get(&self, eval: EvaluationId, call_id: &CallId) -> Option<&ToolCallInfo> {
+        let i = self.index.get(&(eval, call_id.clone()))?;
+        self.calls.get(*i)
+    }
+
+    /// All calls, in first-seen order.
+    pub fn iter(&self) -> impl Iterator<Item = &ToolCallInfo> + '_ {
+        self.calls.iter()
+    }
+
+    /// The calls of one evaluation, in first-seen order.
+    pub fn for_evaluation(&self, eval: EvaluationId) -> impl Iterator<Item = &ToolCallInfo> + '_ {
+        self.by_eval
+            .get(&eval)
+            .into_iter()
+            .flatten()
+            .filter_map(|i| self.calls.get(*i))
+    }
+
+    /// Calls of `eval` that never started: status `Pending` and no result message.
+    pub fn pending(&self, eval: EvaluationId) -> impl Iterator<Item = &ToolCallInfo> + '_ {
+        self.for_evaluation(eval)
+            .filter(|c| c.status == ToolStatus::Pending && c.result.is_none())
+    }
+
+    /// Calls of `eval` that are in doubt: `Started`, with no terminal status
+    /// and no result message (they may or may not have had their effect).
+    pub fn in_doubt(&self, eval: EvaluationId) -> impl Iterator<Item = &ToolCallInfo> + '_ {
+        self.for_evaluation(eval)
+            .filter(|c| c.status == ToolStatus::Started && c.result.is_none())
+    }
+
+    /// Number of calls.
+    pub fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// True when there is no call.
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+
+    fn entry(&mut self, eval: EvaluationId, call_id: &CallId) -> &mut ToolCallInfo {
+        let key = (eval, call_id.clone());
+        let i = match self.index.get(&key) {
+            Some(i) => *i,
+            None => {
+                let i = self.calls.len();
+                self.calls.push(ToolCallInfo::new(eval, call_id.clone()));
+                self.index.insert(key, i);
+                self.by_eval.entry(eval).or_default().push(i);
+                i
+            }
+        };
+        &mut self.calls[i]
+    }
+
+    /// Folds a (new, not duplicate) message.
+    pub(crate) fn on_message(&mut self, m: &InnerMessage) {
+        for record in &m.tool_calls {
+            let info = self.entry(m.evaluation_id, &record.call_id);
+            if info.requested_at.is_none() {
+                info.requested_at = Some(m.created_at);
+                info.name.clone_from(&record.name);
+                info.arguments.clone_from(&record.arguments);
+            }
+            if record.status.rank() > info.status.rank() {
+                info.status = record.status;
+            }
+        }
+        if let Some(call_id) = &m.tool_call_id {
+            let info = self.entry(m.evaluation_id, call_id);
+            if info.result.is_none() {
+                info.result = Some(m.message_id);
+            }
+        }
+    }
+
+    /// Folds a `ToolStatus` event appended at `at`.
+    pub(crate) fn on_status(
+        &mut self,
+        eval: EvaluationId,
+        call_id: &CallId,
+        status: ToolStatus,
+        error: Option<&String>,
+        at: DateTime<Utc>,
+    ) {
+        let info = self.entry(eval, call_id);
+        if status == ToolStatus::Started && info.started_at.is_none() {
+            info.started_at = Some(at);
+        }
+        if status.rank() > info.status.rank() {
+            info.status = status;
+            if status.is_terminal() {
+                info.finished_at = Some(at);
+            }
+        }
+        if let Some(e) = error {
+            info.error = Some(e.clone());
+        }
+    }
+
+    /// Builds the slice from calls in listing order. Fails on a repeated
+    /// `(evaluation_id, call_id)`, with the item's index.
+    pub(crate) fn from_items(items: Vec<ToolCallInfo>) -> Result<Self, (usize, String)> {
+        let mut out = ToolCalls::default();
+        for (i, info) in items.into_iter().enumerate() {
+            let key = (info.evaluation_id, info.call_id.clone());
+            if out.index.contains_key(&key) {
+                return Err((
+                    i,
+                    format!(
+                        "duplicate tool call {} of evaluation {}",
+                        info.call_id, info.evaluation_id
+                    ),
+                ));
+            }
+            out.index.insert(key, i);
+            out.by_eval.entry(info.evaluation_id).or_default().push(i);
+            out.calls.push(info);
+        }
+        Ok(out)
+    }
+}
+
+impl PartialEq for ToolCalls {
+    /// Equal calls in equal order (the indexes are derived from them).
+    fn eq(&self, other: &Self) -> bool {
+        self.calls == other.calls
+    }
+}
+
+impl Serialize for ToolCalls {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.calls.serialize(s)
+    }
+}
+
+impl TryFrom<Vec<ToolCallInfo>> for ToolCalls {
+    type Error = String;
+    fn try_from(items: Vec<ToolCallInfo>) -> Result<Self, String> {
+        ToolCalls::from_items(items).map_err(|(i, e)| format!("tool_calls[{i}]: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Role, ToolCallRecord, now};
+
+    #[test]
+    fn lifecycle_pending_started_completed() {
+        let eval = EvaluationId::new();
+        let mut a = InnerMessage::new(Role::Assistant, "", eval, 1);
+        a.tool_calls = vec![
+            ToolCallRecord::new("c1", "ls", "{}"),
+            ToolCallRecord::new("c2", "rm", "{}"),
+        ];
+        let mut t = ToolCalls::default();
+        t.on_message(&a);
+        let c1 = CallId::from("c1");
+        t.on_status(eval, &c1, ToolStatus::Started, None, now());
+        assert_eq!(t.pending(eval).count(), 1);
+        assert_eq!(t.in_doubt(eval).count(), 1);
+        t.on_status(eval, &c1, ToolStatus::Completed, None, now());
+        let mut r = InnerMessage::new(Role::Tool, "ok", eval, 2);
+        r.tool_call_id = Some(c1.clone());
+        t.on_message(&r);
+        let info = t.get(eval, &c1).expect("call");
+        assert_eq!(info.status, ToolStatus::Completed);
+        assert_eq!(info.result, Some(r.message_id));
+        assert!(info.started_at.is_some() && info.finished_at.is_some());
+        assert_eq!(info.name, "ls");
+        assert_eq!(t.in_doubt(eval).count(), 0);
+        assert_eq!(t.len(), 2);
+    }
+}
