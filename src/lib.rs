@@ -7,6 +7,7 @@ mod codec;
 mod error;
 mod event;
 mod model;
+mod snapshot;
 mod state;
 
 pub use crate::codec::{
@@ -21,6 +22,7 @@ pub use crate::model::{
     CallId, EvaluationId, InnerMessage, MessageId, Role, SessionId, ToolCallRecord, ToolStatus,
     now, ts,
 };
+pub use crate::snapshot::{CheckpointStrategy, JsonOptions};
 pub use crate::state::{
     AdapterStates, Conversation, ConversationView, EvaluationInfo, Evaluations, Messages,
     SessionState, Slice, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, TurnIds, TurnView,
