@@ -1,4 +1,66 @@
-//! agent-journal (work in progress; crate docs written with the journal).
+//! **agent-journal**: the flight recorder and durable memory of AI agents.
+//!
+//! Every message and every tool-call status change an agent makes is appended
+//! as an event to an append-only, checksummed journal (sled, embedded).
+//! Reducers fold the events into a session state, so the state at any event
+//! is the fold up to it, a snapshot is that fold cached, and resuming after a
+//! crash is "replay to the crash point, then run only the tool calls that
+//! never finished".
+//!
+//! ```
+//! use agent_journal::{Journal, Outcome, ToolCallRecord, ToolStatus};
+//!
+//! # fn main() -> agent_journal::Result<()> {
+//! # let dir = tempfile::tempdir().expect("tempdir");
+//! # let path = dir.path().join("journal.db");
+//! let (session_id, eval_id) = {
+//!     let journal = Journal::open(&path)?;
+//!     let session = journal.create_session()?;
+//!     let eval = session.start_evaluation("support", "triage")?;
+//!     eval.system("You are a helpful agent.")?;
+//!     eval.user("What is in /tmp?")?;
+//!     eval.assistant("Let me look.", vec![ToolCallRecord::new("call_1", "list_dir", r#"{"path":"/tmp"}"#)])?;
+//!     eval.tool_started("call_1")?;
+//!     // The process dies here: the tool was running, no result was recorded.
+//!     (session.id(), eval.id())
+//! }; // dropping everything is the crash: each append above was already durable
+//!
+//! let journal = Journal::open(&path)?;
+//! let session = journal.session(session_id)?;
+//! let call = session.state().tool_calls().get(eval_id, &"call_1".into()).cloned().expect("recorded");
+//! assert_eq!(call.status, ToolStatus::Started); // in doubt: it started, it never finished
+//!
+//! // Continue the same evaluation where it stopped.
+//! let eval = session.evaluation(eval_id)?;
+//! eval.tool_result("call_1", "a.txt b.txt")?;
+//! eval.assistant("There are two files.", vec![])?;
+//! eval.finish(Outcome::Succeeded)?;
+//! assert_eq!(session.state().messages().for_evaluation(eval_id).count(), 5);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What survives what
+//!
+//! With the default [`Durability::Synced`], an event is on disk (flushed and
+//! `fdatasync`ed) when `append` returns: it survives a crash of the process
+//! and a loss of power. [`Durability::Flushed`] survives a process crash but
+//! not necessarily power loss; [`Durability::Buffered`] may lose the last
+//! ~500 ms in a process crash. In every case what survives is a gap-free
+//! prefix of each stream. Concurrent appenders share one flush (group commit).
+//!
+//! Every record is a checksummed frame (`docs/format.md`). A damaged record
+//! at the end of a stream (a torn tail) is reported and cut off at the next
+//! append; a damaged record followed by good ones is [`Error::Corruption`]
+//! with its session and seq, never a panic and never skipped silently.
+//! Snapshots are only a cache: a damaged one is ignored.
+//!
+//! # What it is not
+//!
+//! Not a general database (one writer process per database: a second gets
+//! [`Error::Locked`]), not a model client (providers are traits you
+//! implement), and not a place for large blobs (events are limited to
+//! 16 MiB by default).
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
@@ -6,9 +68,13 @@
 mod codec;
 mod error;
 mod event;
+mod journal;
 mod model;
+mod recorder;
+mod session;
 mod snapshot;
 mod state;
+mod verify;
 
 pub use crate::codec::{
     DEFAULT_MAX_EVENT_BYTES, FRAME_HEADER_LEN, FRAME_VERSION, FrameError, codec, decode_frame,
@@ -18,13 +84,62 @@ pub use crate::error::{Error, Result};
 pub use crate::event::{
     AdapterStateSnapshot, Envelope, Event, Outcome, ProviderCallRecord, ProviderOutcome, TokenUsage,
 };
+pub use crate::journal::file::TailDamage;
+pub use crate::journal::store::{Store, Visit};
+pub use crate::journal::{Durability, Journal, JournalConfig, SessionInfo, SessionStatus};
 pub use crate::model::{
     CallId, EvaluationId, InnerMessage, MessageId, Role, SessionId, ToolCallRecord, ToolStatus,
     now, ts,
 };
+pub use crate::recorder::Evaluation;
+pub use crate::session::{LoadStats, Session, StateGuard, TornTail};
 pub use crate::snapshot::{CheckpointStrategy, JsonOptions};
 pub use crate::state::{
     AdapterStates, Conversation, ConversationView, EvaluationInfo, Evaluations, Messages,
     SessionState, Slice, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, TurnIds, TurnView,
     Usage, UsageTotals,
 };
+pub use crate::verify::{Problem, ProblemKind, VerifyReport};
+
+/// Exported journal files (`.ajournal`) as bytes, for tools and fuzzing.
+pub mod ajournal {
+    pub use crate::journal::file::MAGIC;
+
+    /// Every session of a file with its events, in order.
+    pub type Streams = Vec<(crate::SessionId, Vec<crate::Envelope>)>;
+
+    /// Parses the bytes of an exported journal: every session's verified
+    /// events in order, and the damaged tail that was cut off, if any.
+    ///
+    /// # Errors
+    /// [`Error::NotAJournal`](crate::Error::NotAJournal) without the magic;
+    /// [`Error::Corruption`](crate::Error::Corruption) for damage before the end.
+    pub fn parse(bytes: &[u8], limit: u64) -> crate::Result<(Streams, Option<crate::TailDamage>)> {
+        let contents = crate::journal::file::parse(bytes, limit)?;
+        let mut out = Vec::new();
+        for (id, frames) in contents.streams {
+            let mut events = Vec::with_capacity(frames.len());
+            for f in frames {
+                let env = crate::codec::decode_frame(&f, limit).map_err(|e| {
+                    crate::Error::Corruption {
+                        session: Some(id),
+                        seq: None,
+                        offset: None,
+                        reason: e.to_string(),
+                    }
+                })?;
+                events.push(env);
+            }
+            out.push((id, events));
+        }
+        Ok((out, contents.tail))
+    }
+}
+
+fn _assert_send_sync<T: Send + Sync>() {}
+#[allow(dead_code)]
+fn _assert_handles_are_send_sync() {
+    _assert_send_sync::<Journal>();
+    _assert_send_sync::<Session>();
+    _assert_send_sync::<Evaluation>();
+}

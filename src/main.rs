@@ -1,1 +1,7 @@
-fn main() {}
+//! `agent-journal`: replay-debug the runs of AI agents.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

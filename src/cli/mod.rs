@@ -1,0 +1,440 @@
+//! The command line. Exit codes: 0 ok, 1 error, 2 usage, 3 corruption found.
+
+mod demo;
+mod render;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use agent_journal::{Error, Journal, JournalConfig, JsonOptions, Session, SessionId};
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Replay-debug the runs of AI agents recorded in an agent-journal.
+#[derive(Parser, Debug)]
+#[command(name = "agent-journal", version, about)]
+struct Cli {
+    /// The database directory, or an exported .ajournal file for read commands.
+    #[arg(
+        long,
+        global = true,
+        env = "AGENT_JOURNAL_DB",
+        default_value = "agent-journal.db"
+    )]
+    db: PathBuf,
+    /// Machine-readable output (JSON) on stdout.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a scripted agent with real local tools in a sandbox, recording every event.
+    Demo {
+        /// Folder the demo's tools work in (default: next to the database).
+        #[arg(long)]
+        sandbox: Option<PathBuf>,
+    },
+    /// List sessions: id, created, events, status, last activity.
+    Sessions,
+    /// The timeline of a session, one event a line.
+    Log {
+        /// Session id (or a unique prefix of it).
+        session: String,
+        /// First seq to show.
+        #[arg(long)]
+        from: Option<u64>,
+        /// Last seq to show (inclusive).
+        #[arg(long)]
+        to: Option<u64>,
+    },
+    /// The state at a seq: evaluations, messages, tool calls and their status.
+    Show {
+        /// Session id (or a unique prefix of it).
+        session: String,
+        /// Show the state right after this event (default: the last).
+        #[arg(long)]
+        at: Option<u64>,
+    },
+    /// Check every frame and invariant; exit 3 with the location of any damage.
+    Verify {
+        /// Only this session.
+        session: Option<String>,
+    },
+    /// Export a session.
+    Export {
+        /// Session id (or a unique prefix of it).
+        session: String,
+        /// Output format.
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// For `wink`: the state after this seq (default: the last).
+        #[arg(long)]
+        at: Option<u64>,
+        /// Output file (default: stdout for wink, SESSION.ajournal for journal).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// For `wink`: include LOG slices (adapter states).
+        #[arg(long)]
+        include_logs: bool,
+    },
+    /// Import sessions from a file into the database.
+    Import {
+        /// The file to import.
+        file: PathBuf,
+        /// Its format.
+        #[arg(long, value_enum)]
+        format: ImportFormat,
+    },
+    /// A new session branching from SESSION after event SEQ.
+    Fork {
+        /// Session id (or a unique prefix of it).
+        session: String,
+        /// The last event of the parent to include.
+        #[arg(long)]
+        at: u64,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ExportFormat {
+    /// An exported journal file (.ajournal): every frame, verifiable.
+    Journal,
+    /// A WINK-shaped session snapshot (JSON).
+    Wink,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ImportFormat {
+    /// An exported journal file (.ajournal).
+    Journal,
+}
+
+/// Runs the command line and maps errors to exit codes.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(code) => code,
+        Err(e) => {
+            let line = e.to_string().replace('\n', " ");
+            eprintln!("error: {line}");
+            ExitCode::from(if e.is_corruption() { 3 } else { 1 })
+        }
+    }
+}
+
+fn open_existing(db: &Path) -> Result<Journal, Error> {
+    Journal::open_with(
+        db,
+        JournalConfig {
+            create_if_missing: false,
+            ..JournalConfig::default()
+        },
+    )
+}
+
+/// Finds a session by full id or unique prefix.
+fn find_session(journal: &Journal, text: &str) -> Result<Session, Error> {
+    if let Ok(id) = text.parse::<SessionId>() {
+        return journal.session(id);
+    }
+    let needle = text.to_ascii_lowercase();
+    let matches: Vec<SessionId> = journal
+        .sessions()?
+        .into_iter()
+        .filter(|id| id.to_string().starts_with(&needle))
+        .collect();
+    match matches.as_slice() {
+        [one] => journal.session(*one),
+        [] => Err(Error::InvalidInput(format!("no session matches {text:?}"))),
+        many => Err(Error::InvalidInput(format!(
+            "{text:?} matches {} sessions; give more of the id",
+            many.len()
+        ))),
+    }
+}
+
+/// A progress bar on stderr, hidden when stderr is not a terminal.
+pub(crate) fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(what.to_owned());
+    bar
+}
+
+fn print_json(value: &serde_json::Value) -> Result<(), Error> {
+    let text =
+        serde_json::to_string_pretty(value).map_err(|e| Error::InvalidInput(e.to_string()))?;
+    println!("{text}");
+    Ok(())
+}
+
+fn run(cli: &Cli) -> Result<ExitCode, Error> {
+    match &cli.command {
+        Command::Demo { sandbox } => {
+            let journal = Journal::open(&cli.db)?;
+            let sandbox = sandbox.clone().unwrap_or_else(|| default_sandbox(&cli.db));
+            let session = demo::run(&journal, &sandbox)?;
+            if cli.json {
+                print_json(&serde_json::json!({
+                    "session": session.id().to_string(),
+                    "events": session.head(),
+                    "sandbox": sandbox.display().to_string(),
+                }))?;
+            } else {
+                println!(
+                    "recorded session {} ({} events) in {}",
+                    session.id(),
+                    session.head(),
+                    cli.db.display()
+                );
+                println!("tools worked in {}", sandbox.display());
+                println!();
+                render::print_log(&session, 0, session.head())?;
+                println!();
+                println!(
+                    "next: agent-journal show {}    (state at the end)",
+                    session.id()
+                );
+                println!("      agent-journal show {} --at 5", session.id());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sessions => {
+            let journal = open_existing(&cli.db)?;
+            let infos = journal.sessions_info()?;
+            if cli.json {
+                print_json(&serde_json::Value::Array(
+                    infos.iter().map(render::info_json).collect(),
+                ))?;
+            } else {
+                render::print_sessions(&infos);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Log { session, from, to } => {
+            let journal = open_existing(&cli.db)?;
+            let s = find_session(&journal, session)?;
+            let head = s.head();
+            let from = from.unwrap_or(0);
+            let to = match to {
+                Some(t) => t.saturating_add(1),
+                None => head,
+            };
+            if cli.json {
+                let events = s.events(from..to)?;
+                let v = serde_json::to_value(&events)
+                    .map_err(|e| Error::InvalidInput(e.to_string()))?;
+                print_json(&v)?;
+            } else {
+                render::print_log(&s, from, to)?;
+                if let Some(t) = s.torn_tail() {
+                    println!("!! {t}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Show { session, at } => {
+            let journal = open_existing(&cli.db)?;
+            let s = find_session(&journal, session)?;
+            let at = at.unwrap_or(s.head().saturating_sub(1));
+            let state = s.state_at(at)?;
+            if cli.json {
+                let text = state.to_json(&JsonOptions {
+                    include_logs: true,
+                    ..JsonOptions::default()
+                });
+                println!("{text}");
+            } else {
+                render::print_state(&s, at, &state);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Verify { session } => verify(cli, session.as_deref()),
+        Command::Export {
+            session,
+            format,
+            at,
+            output,
+            include_logs,
+        } => {
+            let journal = open_existing(&cli.db)?;
+            let s = find_session(&journal, session)?;
+            match format {
+                ExportFormat::Journal => {
+                    if at.is_some() {
+                        return Err(Error::InvalidInput(
+                            "--at applies to --format wink; a journal export holds every event"
+                                .into(),
+                        ));
+                    }
+                    let out = output
+                        .clone()
+                        .unwrap_or_else(|| PathBuf::from(format!("{}.ajournal", s.id())));
+                    let bar = progress(s.head(), "export");
+                    let n = journal.export_journal(&[s.id()], &out, |k| bar.inc(k))?;
+                    bar.finish_and_clear();
+                    if cli.json {
+                        print_json(
+                            &serde_json::json!({"file": out.display().to_string(), "events": n}),
+                        )?;
+                    } else {
+                        println!(
+                            "wrote {n} events of session {} to {}",
+                            s.id(),
+                            out.display()
+                        );
+                    }
+                }
+                ExportFormat::Wink => {
+                    let at = at.unwrap_or(s.head().saturating_sub(1));
+                    let state = s.state_at(at)?;
+                    let forked = state.forked_from().map(|(p, _)| p);
+                    let text = state.to_json(&JsonOptions {
+                        include_logs: *include_logs,
+                        parent_id: forked,
+                        tags: vec![
+                            ("session".into(), s.id().to_string()),
+                            ("seq".into(), at.to_string()),
+                        ],
+                        created_at: None,
+                    });
+                    match output {
+                        Some(p) => std::fs::write(p, text).map_err(|e| Error::Io {
+                            context: format!("writing {}", p.display()),
+                            source: e,
+                        })?,
+                        None => println!("{text}"),
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Import { file, format } => {
+            let journal = Journal::open(&cli.db)?;
+            match format {
+                ImportFormat::Journal => {
+                    let (ids, tail) = journal.import_journal(file)?;
+                    if cli.json {
+                        print_json(&serde_json::json!({
+                            "sessions": ids.iter().map(|i| i.to_string()).collect::<Vec<_>>(),
+                            "torn_tail": tail.as_ref().map(|t| t.to_string()),
+                        }))?;
+                    } else {
+                        for id in &ids {
+                            println!("imported session {id}");
+                        }
+                        if let Some(t) = tail {
+                            eprintln!("warning: {}: {t}", file.display());
+                        }
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Fork { session, at } => {
+            let journal = Journal::open(&cli.db)?;
+            let s = find_session(&journal, session)?;
+            let f = s.fork(*at)?;
+            if cli.json {
+                print_json(
+                    &serde_json::json!({"session": f.id().to_string(), "parent": s.id().to_string(), "at": at}),
+                )?;
+            } else {
+                println!("forked session {} from {} at seq {at}", f.id(), s.id());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn default_sandbox(db: &Path) -> PathBuf {
+    let parent = db
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    parent.join("agent-journal-sandbox")
+}
+
+fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error> {
+    let journal = open_existing(&cli.db)?;
+    let id = match session {
+        Some(text) => Some(find_session_id(&journal, text)?),
+        None => None,
+    };
+    let total: u64 = match id {
+        Some(_) => 0,
+        None => 0,
+    };
+    let bar = progress(total, "verify");
+    let report = journal.verify(id, |k| bar.inc(k))?;
+    bar.finish_and_clear();
+    let file_damage = journal.file_damage().cloned();
+    let damaged = report.has_damage() || file_damage.is_some();
+    if cli.json {
+        print_json(&serde_json::json!({
+            "sessions": report.sessions,
+            "events": report.events,
+            "snapshots": report.snapshots,
+            "ok": !damaged,
+            "file_tail": file_damage.as_ref().map(|d| serde_json::json!({"offset": d.offset, "bytes": d.bytes, "reason": d.reason})),
+            "problems": report.problems.iter().map(|p| serde_json::json!({
+                "session": p.session.to_string(),
+                "seq": p.seq,
+                "offset": p.offset,
+                "kind": format!("{:?}", p.kind).to_lowercase(),
+                "message": p.message,
+            })).collect::<Vec<_>>(),
+        }))?;
+    } else {
+        for p in &report.problems {
+            println!("{:?}: {p}", p.kind);
+        }
+        if let Some(d) = &file_damage {
+            println!("Damage: {}: {d}", cli.db.display());
+        }
+        println!(
+            "checked {} sessions, {} events, {} snapshots: {}",
+            report.sessions,
+            report.events,
+            report.snapshots,
+            if damaged {
+                "DAMAGE FOUND"
+            } else if report.is_clean() {
+                "ok"
+            } else {
+                "ok (with warnings)"
+            }
+        );
+    }
+    if damaged {
+        if !cli.json {
+            let first = report
+                .problems
+                .iter()
+                .find(|p| p.kind == agent_journal::ProblemKind::Damage)
+                .map(|p| p.to_string())
+                .or(file_damage.map(|d| format!("{}: {d}", cli.db.display())))
+                .unwrap_or_default();
+            eprintln!("error: corruption: {first}");
+        }
+        return Ok(ExitCode::from(3));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn find_session_id(journal: &Journal, text: &str) -> Result<SessionId, Error> {
+    if let Ok(id) = text.parse::<SessionId>() {
+        return Ok(id);
+    }
+    find_session(journal, text).map(|s| s.id())
+}

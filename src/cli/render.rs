@@ -1,0 +1,231 @@
+//! Text rendering of timelines, states and session lists.
+
+use agent_journal::{
+    Envelope, Error, Event, InnerMessage, Outcome, Session, SessionInfo, SessionState,
+    SessionStatus,
+};
+
+/// At most `n` characters of `s` on one line, with an ellipsis if cut.
+pub(crate) fn clip(s: &str, n: usize) -> String {
+    let one_line: String = s
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .collect();
+    if one_line.chars().count() <= n {
+        one_line
+    } else {
+        let mut out: String = one_line.chars().take(n.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+fn short(id: impl std::fmt::Display) -> String {
+    id.to_string().chars().take(8).collect()
+}
+
+fn outcome(o: &Outcome) -> String {
+    match o {
+        Outcome::Succeeded => "succeeded".into(),
+        Outcome::Failed { error } => format!("failed: {}", clip(error, 60)),
+        Outcome::Cancelled => "cancelled".into(),
+    }
+}
+
+fn message_line(m: &InnerMessage) -> String {
+    let mut line = format!(
+        "{:<9} seq={} turn={} {:?}",
+        m.role.as_str(),
+        m.sequence,
+        m.turn,
+        clip(&m.content, 70)
+    );
+    for c in &m.tool_calls {
+        line.push_str(&format!(
+            " -> {}({}) [{}]",
+            c.name,
+            clip(&c.arguments, 40),
+            c.call_id
+        ));
+    }
+    if let Some(id) = &m.tool_call_id {
+        line.push_str(&format!(" <- {id}"));
+    }
+    line
+}
+
+/// One line describing an event.
+pub(crate) fn event_line(e: &Envelope) -> String {
+    let what = match &e.event {
+        Event::SessionOpened { labels } => {
+            let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("session opened {}", l.join(" "))
+        }
+        Event::EvaluationStarted {
+            evaluation_id,
+            prompt_ns,
+            prompt_key,
+            adapter,
+        } => format!(
+            "evaluation {} started: prompt {prompt_ns}/{prompt_key} via {adapter}",
+            short(evaluation_id)
+        ),
+        Event::Message(m) => message_line(m),
+        Event::ToolStatus {
+            call_id,
+            status,
+            error,
+            ..
+        } => match error {
+            Some(err) => format!("tool {call_id} {status}: {}", clip(err, 60)),
+            None => format!("tool {call_id} {status}"),
+        },
+        Event::ProviderCall(p) => format!(
+            "provider {} {} turn {}: {} in / {} out tokens, {} ms",
+            p.provider,
+            p.model,
+            p.turn,
+            p.usage.input_tokens,
+            p.usage.output_tokens,
+            (p.finished_at - p.started_at).num_milliseconds()
+        ),
+        Event::AdapterState(a) => format!(
+            "adapter state {} (resumable: {})",
+            a.adapter_type, a.resumable
+        ),
+        Event::Compacted {
+            through_sequence,
+            summary,
+            ..
+        } => format!(
+            "compacted through sequence {through_sequence}{}",
+            if summary.is_some() {
+                " with summary"
+            } else {
+                ""
+            }
+        ),
+        Event::EvaluationFinished {
+            evaluation_id,
+            outcome: o,
+        } => {
+            format!(
+                "evaluation {} finished: {}",
+                short(evaluation_id),
+                outcome(o)
+            )
+        }
+        Event::Forked { parent, at } => format!("forked from {parent} at seq {at}"),
+        Event::Custom { kind, payload } => format!("custom {kind} ({} bytes)", payload.len()),
+    };
+    format!(
+        "{:>5}  {}  {:<18} {}",
+        e.seq,
+        e.at.format("%H:%M:%S%.3f"),
+        e.event.kind(),
+        what
+    )
+}
+
+/// Prints events `from..to`, streaming.
+pub(crate) fn print_log(s: &Session, from: u64, to: u64) -> Result<(), Error> {
+    s.for_each_event(from..to, |e| {
+        println!("{}", event_line(&e));
+        Ok(())
+    })
+}
+
+fn status(s: SessionStatus) -> &'static str {
+    match s {
+        SessionStatus::Idle => "idle",
+        SessionStatus::Unfinished => "unfinished",
+        SessionStatus::Finished => "finished",
+    }
+}
+
+/// Prints the session table.
+pub(crate) fn print_sessions(infos: &[SessionInfo]) {
+    if infos.is_empty() {
+        println!("no sessions");
+        return;
+    }
+    println!(
+        "{:<36}  {:<19}  {:>7}  {:<10}  {:<19}  labels",
+        "session", "created", "events", "status", "last activity"
+    );
+    for i in infos {
+        let labels: Vec<String> = i.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!(
+            "{:<36}  {:<19}  {:>7}  {:<10}  {:<19}  {}",
+            i.id,
+            i.created.format("%Y-%m-%d %H:%M:%S"),
+            i.events,
+            status(i.status),
+            i.last_activity.format("%Y-%m-%d %H:%M:%S"),
+            labels.join(" ")
+        );
+    }
+}
+
+/// The JSON of one session summary.
+pub(crate) fn info_json(i: &SessionInfo) -> serde_json::Value {
+    serde_json::json!({
+        "id": i.id.to_string(),
+        "created": i.created.to_rfc3339(),
+        "last_activity": i.last_activity.to_rfc3339(),
+        "events": i.events,
+        "status": status(i.status),
+        "labels": i.labels.iter().map(|(k, v)| serde_json::json!([k, v])).collect::<Vec<_>>(),
+    })
+}
+
+/// Prints the state after event `at`.
+pub(crate) fn print_state(s: &Session, at: u64, state: &SessionState) {
+    println!(
+        "session {} at seq {at} (of {})",
+        s.id(),
+        s.head().saturating_sub(1)
+    );
+    if let Some((parent, pat)) = state.forked_from() {
+        println!("forked from {parent} at seq {pat}");
+    }
+    for e in state.evaluations().iter() {
+        let st = match &e.outcome {
+            Some(o) => outcome(o),
+            None => "unfinished".into(),
+        };
+        println!();
+        println!(
+            "evaluation {}  prompt {}/{}  turns {}  messages {}  {st}",
+            e.evaluation_id, e.prompt_ns, e.prompt_key, e.turns, e.message_count
+        );
+        for m in state.messages().for_evaluation(e.evaluation_id) {
+            println!("  {}", message_line(m));
+        }
+        let calls: Vec<_> = state.tool_calls().for_evaluation(e.evaluation_id).collect();
+        if !calls.is_empty() {
+            println!("  tool calls:");
+            for c in calls {
+                let err = c
+                    .error
+                    .as_deref()
+                    .map(|e| format!(" ({})", clip(e, 50)))
+                    .unwrap_or_default();
+                println!(
+                    "    {:<24} {:<12} {}{err}",
+                    c.call_id.as_str(),
+                    c.name,
+                    c.status
+                );
+            }
+        }
+    }
+    let u = state.usage().total();
+    if u.provider_calls > 0 {
+        println!();
+        println!(
+            "usage: {} provider calls, {} input + {} output tokens",
+            u.provider_calls, u.usage.input_tokens, u.usage.output_tokens
+        );
+    }
+}

@@ -1,0 +1,138 @@
+//! Group commit: concurrent writers share one flush.
+//!
+//! A writer that needs durability takes a ticket *after* its write. If no
+//! flush is running it becomes the leader: it flushes, which covers every
+//! write whose ticket was taken before the flush started, and wakes the
+//! others. If a flush is running, it waits for the next one. N writers
+//! arriving together cost about two flushes, not N.
+//!
+//! A failed flush poisons the committer: the error is returned to every
+//! waiter and to every later caller, because the durability of what was
+//! acknowledged can no longer be promised.
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use crate::error::{Error, Result};
+
+#[derive(Default)]
+struct State {
+    /// Tickets handed out.
+    requested: u64,
+    /// Every ticket `<= completed` is durable.
+    completed: u64,
+    flushing: bool,
+    poisoned: Option<String>,
+    flushes: u64,
+}
+
+/// Shares flushes between concurrent writers.
+#[derive(Default)]
+pub(crate) struct GroupCommit {
+    state: Mutex<State>,
+    done: Condvar,
+}
+
+impl GroupCommit {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock cannot leave the counters
+        // inconsistent (they are only ever advanced), so recover the guard.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Returns an error if an earlier flush failed.
+    pub(crate) fn check(&self) -> Result<()> {
+        match &self.lock().poisoned {
+            Some(reason) => Err(Error::Poisoned(reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Number of flushes actually performed (for tests and benchmarks).
+    pub(crate) fn flushes(&self) -> u64 {
+        self.lock().flushes
+    }
+
+    /// Waits until a flush that started after this call has completed,
+    /// running it with `flush` if no one else is.
+    pub(crate) fn commit(&self, flush: impl Fn() -> Result<()>) -> Result<()> {
+        let mut s = self.lock();
+        s.requested += 1;
+        let ticket = s.requested;
+        loop {
+            if let Some(reason) = &s.poisoned {
+                return Err(Error::Poisoned(reason.clone()));
+            }
+            if s.completed >= ticket {
+                return Ok(());
+            }
+            if !s.flushing {
+                s.flushing = true;
+                let target = s.requested;
+                drop(s);
+                let result = flush();
+                s = self.lock();
+                s.flushing = false;
+                s.flushes += 1;
+                match result {
+                    Ok(()) => s.completed = s.completed.max(target),
+                    Err(e) => {
+                        s.poisoned = Some(e.to_string());
+                        self.done.notify_all();
+                        return Err(e);
+                    }
+                }
+                self.done.notify_all();
+            } else {
+                s = self.done.wait(s).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    #[test]
+    fn concurrent_writers_share_flushes() {
+        let gc = Arc::new(GroupCommit::default());
+        let calls = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = (0..16)
+            .map(|_| {
+                let gc = gc.clone();
+                let calls = calls.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..20 {
+                        gc.commit(|| {
+                            calls.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(2));
+                            Ok(())
+                        })
+                        .expect("commit");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("join");
+        }
+        let n = calls.load(Ordering::SeqCst);
+        assert!(
+            n < 16 * 20 / 2,
+            "expected shared flushes, got {n} for 320 commits"
+        );
+        assert_eq!(gc.flushes(), n);
+    }
+
+    #[test]
+    fn a_failed_flush_poisons_every_later_commit() {
+        let gc = GroupCommit::default();
+        let r = gc.commit(|| Err(Error::io("syncing", std::io::Error::other("disk full"))));
+        assert!(matches!(r, Err(Error::Io { .. })));
+        assert!(matches!(gc.commit(|| Ok(())), Err(Error::Poisoned(m)) if m.contains("disk full")));
+        assert!(matches!(gc.check(), Err(Error::Poisoned(_))));
+    }
+}

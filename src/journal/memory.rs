@@ -1,0 +1,145 @@
+//! The in-memory store: the same contract as sled, nothing on disk.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, RwLock};
+
+use crate::error::{Error, Result};
+use crate::journal::Durability;
+use crate::journal::store::{Store, Visit};
+use crate::model::SessionId;
+
+/// Keeps frames in memory. Used by `Journal::memory()`, by tests, and to
+/// serve exported `.ajournal` files to the read commands (read-only).
+#[derive(Default)]
+pub struct MemoryStore {
+    streams: RwLock<BTreeMap<SessionId, Vec<Vec<u8>>>>,
+    snapshots: Mutex<HashMap<SessionId, (u64, Vec<u8>)>>,
+    read_only: bool,
+}
+
+impl MemoryStore {
+    /// An empty, writable store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A read-only store holding the given streams (seq = index).
+    pub(crate) fn frozen(streams: BTreeMap<SessionId, Vec<Vec<u8>>>) -> Self {
+        Self {
+            streams: RwLock::new(streams),
+            snapshots: Mutex::new(HashMap::new()),
+            read_only: true,
+        }
+    }
+
+    fn snaps(&self) -> MutexGuard<'_, HashMap<SessionId, (u64, Vec<u8>)>> {
+        self.snapshots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Store for MemoryStore {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
+    fn append(&self, session: SessionId, expected: u64, frames: &[Vec<u8>]) -> Result<()> {
+        if self.read_only {
+            return Err(Error::Unsupported(
+                "this journal is read-only (an exported file)".into(),
+            ));
+        }
+        let mut streams = self.streams.write().unwrap_or_else(|p| p.into_inner());
+        let stream = streams.entry(session).or_default();
+        let found = stream.len() as u64;
+        if found != expected {
+            if stream.is_empty() {
+                streams.remove(&session);
+            }
+            return Err(Error::Conflict {
+                session,
+                expected,
+                found,
+            });
+        }
+        stream.extend(frames.iter().cloned());
+        if stream.is_empty() {
+            streams.remove(&session);
+        }
+        Ok(())
+    }
+
+    fn len(&self, session: SessionId) -> Result<Option<u64>> {
+        let streams = self.streams.read().unwrap_or_else(|p| p.into_inner());
+        Ok(streams.get(&session).map(|s| s.len() as u64))
+    }
+
+    fn scan(
+        &self,
+        session: SessionId,
+        from: u64,
+        to: u64,
+        visit: &mut dyn FnMut(u64, &[u8]) -> Result<Visit>,
+    ) -> Result<()> {
+        let streams = self.streams.read().unwrap_or_else(|p| p.into_inner());
+        let Some(stream) = streams.get(&session) else {
+            return Ok(());
+        };
+        let end = to.min(stream.len() as u64);
+        let mut seq = from;
+        while seq < end {
+            let frame = &stream[seq as usize];
+            if visit(seq, frame)?.is_break() {
+                break;
+            }
+            seq += 1;
+        }
+        Ok(())
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionId>> {
+        let streams = self.streams.read().unwrap_or_else(|p| p.into_inner());
+        Ok(streams.keys().copied().collect())
+    }
+
+    fn truncate(&self, session: SessionId, from: u64) -> Result<()> {
+        if self.read_only {
+            return Err(Error::Unsupported(
+                "this journal is read-only (an exported file)".into(),
+            ));
+        }
+        let mut streams = self.streams.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = streams.get_mut(&session) {
+            s.truncate(from as usize);
+            if s.is_empty() {
+                streams.remove(&session);
+            }
+        }
+        Ok(())
+    }
+
+    fn put_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
+        self.snaps().insert(session, (seq, frame));
+        Ok(())
+    }
+
+    fn latest_snapshot(&self, session: SessionId) -> Result<Option<(u64, Vec<u8>)>> {
+        Ok(self.snaps().get(&session).cloned())
+    }
+
+    fn drop_snapshots(&self, session: SessionId) -> Result<()> {
+        self.snaps().remove(&session);
+        Ok(())
+    }
+
+    fn flush(&self, _level: Durability) -> Result<()> {
+        Ok(())
+    }
+
+    fn size_on_disk(&self) -> Result<u64> {
+        Ok(0)
+    }
+
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+}

@@ -1,0 +1,390 @@
+//! The journal: the user's handle over a store.
+
+pub(crate) mod file;
+mod group_commit;
+pub(crate) mod memory;
+pub(crate) mod sled;
+pub(crate) mod store;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+
+use chrono::{DateTime, Utc};
+
+use crate::codec::{self, DEFAULT_MAX_EVENT_BYTES};
+use crate::error::{Error, Result};
+use crate::event::{Envelope, Event};
+use crate::journal::file::TailDamage;
+use crate::journal::store::{Store, Visit};
+use crate::model::SessionId;
+use crate::session::{Session, SessionShared};
+use crate::snapshot::CheckpointStrategy;
+use crate::state::SliceRegistry;
+
+/// How durable an event is when `append` returns.
+///
+/// | level | survives a process crash | survives power loss |
+/// |---|---|---|
+/// | `Buffered` | no: the last ~500 ms may be lost | no |
+/// | `Flushed` | yes | not guaranteed |
+/// | `Synced` | yes | yes |
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// In sled's memory buffer when `append` returns; sled writes it out
+    /// within ~500 ms. A process crash can lose the last half second; the
+    /// stream stays gap-free (what survives is a prefix).
+    Buffered,
+    /// Written to the operating system with `sync_file_range` (sled's
+    /// `flush`): guaranteed to survive a crash of the process as soon as
+    /// `append` returns; not guaranteed to survive power loss, because sled
+    /// 0.34 does not issue `fsync` (sled issue #1452).
+    Flushed,
+    /// Flushed, then `fdatasync` of the database file (and of any blob file
+    /// holding a large value): guaranteed to survive a process crash and
+    /// power loss as soon as `append` returns. Concurrent appenders share one
+    /// sync (group commit).
+    #[default]
+    Synced,
+}
+
+/// Settings of a journal. Build with `JournalConfig::default()` and adjust.
+#[derive(Clone, Debug)]
+pub struct JournalConfig {
+    /// Durability of each append. Default: [`Durability::Synced`].
+    pub durability: Durability,
+    /// Largest encoded event, in bytes; larger ones are refused before
+    /// anything is written. Default: 16 MiB.
+    pub max_event_bytes: u64,
+    /// Largest snapshot, in bytes; a larger state is simply not cached.
+    /// Default: 4 GiB.
+    pub max_snapshot_bytes: u64,
+    /// When snapshots are written. Default: [`CheckpointStrategy::default()`]
+    /// (geometric spacing, so snapshot bytes stay O(journal bytes)).
+    pub checkpoint: CheckpointStrategy,
+    /// Application slices folded into every session's state. Default: none.
+    pub slices: SliceRegistry,
+    /// Create the database if the path does not exist. Default: `true`.
+    pub create_if_missing: bool,
+    /// sled page-cache size in bytes. Default: 512 MiB.
+    pub cache_bytes: u64,
+}
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        Self {
+            durability: Durability::Synced,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            max_snapshot_bytes: 4 << 30,
+            checkpoint: CheckpointStrategy::default(),
+            slices: SliceRegistry::default(),
+            create_if_missing: true,
+            cache_bytes: 512 << 20,
+        }
+    }
+}
+
+/// What `Journal::sessions_info` reports for one session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// The session.
+    pub id: SessionId,
+    /// When its first event was appended.
+    pub created: DateTime<Utc>,
+    /// When its last event was appended.
+    pub last_activity: DateTime<Utc>,
+    /// Number of events.
+    pub events: u64,
+    /// Its labels.
+    pub labels: Vec<(String, String)>,
+    /// Running (unfinished evaluation), finished, or empty.
+    pub status: SessionStatus,
+}
+
+/// Whether a session's latest evaluation finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionStatus {
+    /// No evaluation was ever started.
+    Idle,
+    /// The latest evaluation has not finished: it is running in this process,
+    /// or its process stopped (crashed) before finishing it.
+    Unfinished,
+    /// The latest evaluation finished.
+    Finished,
+}
+
+pub(crate) struct Inner {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) config: JournalConfig,
+    path: Option<PathBuf>,
+    open: Mutex<HashMap<SessionId, Weak<SessionShared>>>,
+    file_tail: Option<TailDamage>,
+}
+
+/// An open journal: one sled database directory, an exported `.ajournal`
+/// file (read-only), or memory. Cheap to clone; `Send + Sync`.
+///
+/// Only one process may open a sled database at a time: a second one gets
+/// [`Error::Locked`].
+#[derive(Clone)]
+pub struct Journal {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("store", &self.inner.store.kind())
+            .field("path", &self.inner.path)
+            .finish()
+    }
+}
+
+impl Journal {
+    /// Opens the journal at `path` with the default configuration, creating
+    /// a database there if nothing exists.
+    ///
+    /// `path` is a database directory, or an exported `.ajournal` file (opened
+    /// read-only).
+    ///
+    /// # Errors
+    /// [`Error::Locked`] if another process has the database open;
+    /// [`Error::NotAJournal`] if the path holds something else;
+    /// [`Error::Corruption`] if an exported file is damaged before its end.
+    pub fn open(path: impl AsRef<Path>) -> Result<Journal> {
+        Self::open_with(path, JournalConfig::default())
+    }
+
+    /// Opens the journal at `path` with `config`. See [`Journal::open`].
+    pub fn open_with(path: impl AsRef<Path>, config: JournalConfig) -> Result<Journal> {
+        let path = path.as_ref();
+        if path.is_file() && file::looks_like_journal_file(path) {
+            let contents = file::read_file(path, config.max_event_bytes)?;
+            let store = Arc::new(memory::MemoryStore::frozen(contents.streams));
+            return Ok(Self::build(
+                store,
+                config,
+                Some(path.to_owned()),
+                contents.tail,
+            ));
+        }
+        let store = Arc::new(sled::SledStore::open(
+            path,
+            config.create_if_missing,
+            config.cache_bytes,
+        )?);
+        Ok(Self::build(store, config, Some(path.to_owned()), None))
+    }
+
+    /// A journal in memory, with `Durability::Buffered` semantics: nothing
+    /// survives the process.
+    pub fn memory() -> Journal {
+        Self::memory_with(JournalConfig::default())
+    }
+
+    /// A journal in memory with `config`.
+    pub fn memory_with(config: JournalConfig) -> Journal {
+        Self::build(Arc::new(memory::MemoryStore::new()), config, None, None)
+    }
+
+    /// A journal over any [`Store`] implementation.
+    pub fn with_store(store: Arc<dyn Store>, config: JournalConfig) -> Journal {
+        Self::build(store, config, None, None)
+    }
+
+    fn build(
+        store: Arc<dyn Store>,
+        config: JournalConfig,
+        path: Option<PathBuf>,
+        file_tail: Option<TailDamage>,
+    ) -> Journal {
+        Journal {
+            inner: Arc::new(Inner {
+                store,
+                config,
+                path,
+                open: Mutex::new(HashMap::new()),
+                file_tail,
+            }),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &JournalConfig {
+        &self.inner.config
+    }
+
+    /// The path it was opened from, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// True for an exported file opened for reading.
+    pub fn is_read_only(&self) -> bool {
+        self.inner.store.read_only()
+    }
+
+    /// The damaged tail cut off when an exported file was read, if any.
+    pub fn file_damage(&self) -> Option<&TailDamage> {
+        self.inner.file_tail.as_ref()
+    }
+
+    /// Creates a new session (it starts with `SessionOpened` at seq 0).
+    pub fn create_session(&self) -> Result<Session> {
+        self.create_session_with_labels(Vec::new())
+    }
+
+    /// Creates a new session with labels (`("agent", "demo")`).
+    pub fn create_session_with_labels(&self, labels: Vec<(String, String)>) -> Result<Session> {
+        let id = SessionId::new();
+        self.create_session_from(id, vec![Event::SessionOpened { labels }])
+    }
+
+    /// Creates a session with the given id whose stream starts with `events`
+    /// (the first must be `SessionOpened`), atomically.
+    pub(crate) fn create_session_from(&self, id: SessionId, events: Vec<Event>) -> Result<Session> {
+        let session = Session::empty(self.clone(), id);
+        session.append_batch_at(0, events)?;
+        self.register(&session);
+        Ok(session)
+    }
+
+    fn register(&self, session: &Session) {
+        let mut open = self.inner.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|_, w| w.strong_count() > 0);
+        open.insert(session.id(), Arc::downgrade(&session.shared));
+    }
+
+    /// Opens a session: loads its latest valid snapshot and replays only the
+    /// events after it, verifying each frame. Handles to the same session
+    /// within one `Journal` share their state.
+    ///
+    /// # Errors
+    /// [`Error::SessionNotFound`]; [`Error::Corruption`] if a frame other
+    /// than the stream's torn tail is damaged (a torn tail is reported by
+    /// [`Session::torn_tail`] and cut off at the next append).
+    pub fn session(&self, id: SessionId) -> Result<Session> {
+        {
+            let open = self.inner.open.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(shared) = open.get(&id).and_then(Weak::upgrade) {
+                return Ok(Session::from_shared(self.clone(), shared));
+            }
+        }
+        let session = Session::load(self.clone(), id)?;
+        // Another thread may have loaded it meanwhile: keep the first.
+        let mut open = self.inner.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(shared) = open.get(&id).and_then(Weak::upgrade) {
+            return Ok(Session::from_shared(self.clone(), shared));
+        }
+        open.insert(id, Arc::downgrade(&session.shared));
+        Ok(session)
+    }
+
+    /// The ids of every session, in creation order.
+    pub fn sessions(&self) -> Result<Vec<SessionId>> {
+        self.inner.store.sessions()
+    }
+
+    /// A summary of every session (reads each session's state).
+    pub fn sessions_info(&self) -> Result<Vec<SessionInfo>> {
+        self.sessions()?
+            .into_iter()
+            .map(|id| self.session(id)?.info())
+            .collect()
+    }
+
+    /// Makes everything appended so far survive power loss (a `Synced` flush).
+    pub fn flush(&self) -> Result<()> {
+        self.inner.store.flush(Durability::Synced)
+    }
+
+    /// Bytes on disk (0 for memory and exported files).
+    pub fn size_on_disk(&self) -> Result<u64> {
+        self.inner.store.size_on_disk()
+    }
+
+    /// Reads raw frames of a session, for tools that copy them verbatim.
+    pub(crate) fn scan_frames(
+        &self,
+        id: SessionId,
+        from: u64,
+        to: u64,
+        visit: &mut dyn FnMut(u64, &[u8]) -> Result<Visit>,
+    ) -> Result<()> {
+        self.inner.store.scan(id, from, to, visit)
+    }
+
+    /// Writes the given sessions (all if empty) to an exported journal file,
+    /// verifying every frame on the way. Returns the number of records.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] if a frame is damaged: a damaged journal is not
+    /// exported as if it were sound (use `salvage`).
+    pub fn export_journal(
+        &self,
+        sessions: &[SessionId],
+        path: impl AsRef<Path>,
+        mut progress: impl FnMut(u64),
+    ) -> Result<u64> {
+        let ids = if sessions.is_empty() {
+            self.sessions()?
+        } else {
+            sessions.to_vec()
+        };
+        let mut w = file::FileWriter::create(path.as_ref())?;
+        let limit = self.inner.config.max_event_bytes;
+        for id in ids {
+            let len = self
+                .inner
+                .store
+                .len(id)?
+                .ok_or(Error::SessionNotFound(id))?;
+            let mut expect = 0u64;
+            self.inner.store.scan(id, 0, len, &mut |seq, frame| {
+                let env: Envelope = codec::decode_frame(frame, limit)
+                    .map_err(|e| Error::corruption(Some(id), Some(seq), None, e.to_string()))?;
+                if env.seq != seq || env.session != id || seq != expect {
+                    return Err(Error::corruption(
+                        Some(id),
+                        Some(seq),
+                        None,
+                        "record out of place",
+                    ));
+                }
+                expect += 1;
+                w.write_frame(frame)?;
+                progress(1);
+                Ok(Visit::Continue(()))
+            })?;
+        }
+        w.finish()
+    }
+
+    /// Imports every session of an exported journal file, keeping their ids.
+    /// Each session is written in one atomic batch; returns the ids.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] if the file is damaged before its end (nothing
+    /// is written then); [`Error::InvalidInput`] if a session already exists
+    /// here (nothing of it is written).
+    pub fn import_journal(
+        &self,
+        path: impl AsRef<Path>,
+    ) -> Result<(Vec<SessionId>, Option<TailDamage>)> {
+        let contents = file::read_file(path.as_ref(), self.inner.config.max_event_bytes)?;
+        for id in contents.streams.keys() {
+            if self.inner.store.len(*id)?.is_some() {
+                return Err(Error::InvalidInput(format!(
+                    "session {id} already exists in this journal; nothing was imported"
+                )));
+            }
+        }
+        let mut ids = Vec::new();
+        for (id, frames) in contents.streams {
+            self.inner.store.append(id, 0, &frames)?;
+            ids.push(id);
+        }
+        self.inner.store.flush(self.inner.config.durability)?;
+        Ok((ids, contents.tail))
+    }
+}

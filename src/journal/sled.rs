@@ -1,0 +1,454 @@
+//! The sled store: the embedded default.
+//!
+//! Layout (see `docs/format.md`):
+//! - tree `events`: key = session id (16 B) ++ seq (u64 big-endian), value = frame;
+//! - tree `snapshots`: same key shape, value = frame of a `SessionState`;
+//! - tree `meta`: `format` = `agent-journal 1`, written when the database is created.
+//!
+//! The head (next seq) of a session is derived from its last key and cached;
+//! one lock per session makes the compare-and-append atomic, and a sled batch
+//! makes a multi-event append all-or-none.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::error::{Error, Result};
+use crate::journal::Durability;
+use crate::journal::group_commit::GroupCommit;
+use crate::journal::store::{Store, Visit};
+use crate::model::SessionId;
+
+const FORMAT_KEY: &[u8] = b"format";
+const FORMAT_VALUE: &[u8] = b"agent-journal 1";
+
+/// Key of event `seq` of `session`.
+pub(crate) fn key(session: SessionId, seq: u64) -> [u8; 24] {
+    let mut k = [0u8; 24];
+    k[..16].copy_from_slice(session.as_bytes());
+    k[16..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// Splits a key into its session and seq, if it has the right shape.
+pub(crate) fn split_key(k: &[u8]) -> Option<(SessionId, u64)> {
+    let sid: [u8; 16] = k.get(..16)?.try_into().ok()?;
+    let seq: [u8; 8] = k.get(16..24)?.try_into().ok()?;
+    if k.len() != 24 {
+        return None;
+    }
+    Some((SessionId::from_bytes(sid), u64::from_be_bytes(seq)))
+}
+
+fn storage(e: sled::Error, context: &str) -> Error {
+    match e {
+        sled::Error::Io(io) => Error::io(context.to_owned(), io),
+        sled::Error::Corruption { at, .. } => Error::corruption(
+            None,
+            None,
+            at.map(|p| p.lid()),
+            format!("sled reports corruption while {context}"),
+        ),
+        other => Error::Storage(format!("{context}: {other}")),
+    }
+}
+
+/// The sled-backed store.
+pub(crate) struct SledStore {
+    path: PathBuf,
+    db: sled::Db,
+    events: sled::Tree,
+    snapshots: sled::Tree,
+    /// Cached next seq per session; one lock per session.
+    heads: RwLock<HashMap<SessionId, Arc<Mutex<Option<u64>>>>>,
+    /// The database file, for a real fdatasync (sled 0.34 only sync_file_ranges).
+    db_file: File,
+    /// Highest blob file number already synced.
+    synced_blob: AtomicU64,
+    flushed: GroupCommit,
+    synced: GroupCommit,
+}
+
+impl SledStore {
+    /// Opens (or creates, if `create`) the database directory at `path`.
+    pub(crate) fn open(path: &Path, create: bool, cache_bytes: u64) -> Result<Self> {
+        let existed = path.exists();
+        if existed {
+            if !path.is_dir() {
+                return Err(Error::NotAJournal {
+                    path: path.to_owned(),
+                    reason: "a file that is not an exported journal (.ajournal)".into(),
+                });
+            }
+            let has_db = path.join("db").is_file() && path.join("conf").is_file();
+            let empty = std::fs::read_dir(path)
+                .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
+                .next()
+                .is_none();
+            if !has_db && !empty {
+                return Err(Error::NotAJournal {
+                    path: path.to_owned(),
+                    reason: "a non-empty directory without a database in it".into(),
+                });
+            }
+            if !has_db && !create {
+                return Err(Error::NotAJournal {
+                    path: path.to_owned(),
+                    reason: "no database here".into(),
+                });
+            }
+        } else if !create {
+            return Err(Error::NotAJournal {
+                path: path.to_owned(),
+                reason: "no such file or directory".into(),
+            });
+        }
+        let db = sled::Config::new()
+            .path(path)
+            .cache_capacity(cache_bytes)
+            .mode(sled::Mode::HighThroughput)
+            .open()
+            .map_err(|e| match e {
+                sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => {
+                    Error::Locked {
+                        path: path.to_owned(),
+                    }
+                }
+                other => storage(other, &format!("opening {}", path.display())),
+            })?;
+        let meta = db
+            .open_tree("meta")
+            .map_err(|e| storage(e, "opening tree meta"))?;
+        let events = db
+            .open_tree("events")
+            .map_err(|e| storage(e, "opening tree events"))?;
+        let snapshots = db
+            .open_tree("snapshots")
+            .map_err(|e| storage(e, "opening tree snapshots"))?;
+        match meta
+            .get(FORMAT_KEY)
+            .map_err(|e| storage(e, "reading meta"))?
+        {
+            Some(v) if v.as_ref() == FORMAT_VALUE => {}
+            Some(v) => {
+                return Err(Error::NotAJournal {
+                    path: path.to_owned(),
+                    reason: format!("unknown format marker {:?}", String::from_utf8_lossy(&v)),
+                });
+            }
+            None if events.is_empty() => {
+                meta.insert(FORMAT_KEY, FORMAT_VALUE)
+                    .map_err(|e| storage(e, "writing meta"))?;
+                db.flush()
+                    .map_err(|e| storage(e, "flushing a new database"))?;
+            }
+            None => {
+                return Err(Error::NotAJournal {
+                    path: path.to_owned(),
+                    reason: "a sled database without the agent-journal format marker".into(),
+                });
+            }
+        }
+        let db_file = File::options()
+            .read(true)
+            .open(path.join("db"))
+            .map_err(|e| Error::io(format!("opening {}/db for syncing", path.display()), e))?;
+        let store = Self {
+            path: path.to_owned(),
+            db,
+            events,
+            snapshots,
+            heads: RwLock::new(HashMap::new()),
+            db_file,
+            synced_blob: AtomicU64::new(0),
+            flushed: GroupCommit::default(),
+            synced: GroupCommit::default(),
+        };
+        // Blobs that exist at open were written by an earlier process: sync them once.
+        store.sync_blobs()?;
+        Ok(store)
+    }
+
+    fn head_lock(&self, session: SessionId) -> Arc<Mutex<Option<u64>>> {
+        if let Some(l) = self
+            .heads
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&session)
+        {
+            return l.clone();
+        }
+        let mut heads = self.heads.write().unwrap_or_else(|p| p.into_inner());
+        heads
+            .entry(session)
+            .or_insert_with(|| Arc::new(Mutex::new(None)))
+            .clone()
+    }
+
+    fn read_head(&self, session: SessionId) -> Result<u64> {
+        let last = self
+            .events
+            .scan_prefix(session.as_bytes())
+            .keys()
+            .next_back()
+            .transpose()
+            .map_err(|e| storage(e, "reading the head"))?;
+        Ok(match last.as_deref().and_then(split_key) {
+            Some((_, seq)) => seq + 1,
+            None => 0,
+        })
+    }
+
+    /// fsyncs blob files sled wrote since the last call (sled writes values
+    /// over ~128 KiB to `blobs/` without syncing them), and the directory.
+    fn sync_blobs(&self) -> Result<()> {
+        let dir = self.path.join("blobs");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Ok(());
+        };
+        let done = self.synced_blob.load(Ordering::Acquire);
+        let mut highest = done;
+        let mut any = false;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(n) = name.to_str().and_then(|s| s.parse::<u64>().ok()) else {
+                continue;
+            };
+            if n <= done && done != 0 {
+                continue;
+            }
+            if let Ok(f) = File::open(entry.path()) {
+                f.sync_data().map_err(|e| {
+                    Error::io(format!("syncing blob {}", entry.path().display()), e)
+                })?;
+                any = true;
+            }
+            highest = highest.max(n);
+        }
+        if any {
+            File::open(&dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))?;
+        }
+        self.synced_blob.fetch_max(highest, Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn flush_sled(&self) -> Result<()> {
+        self.db
+            .flush()
+            .map(|_| ())
+            .map_err(|e| storage(e, "flushing"))
+    }
+
+    /// Number of flushes each level performed (for tests and benchmarks).
+    #[allow(dead_code)]
+    pub(crate) fn flush_counts(&self) -> (u64, u64) {
+        (self.flushed.flushes(), self.synced.flushes())
+    }
+}
+
+impl Store for SledStore {
+    fn kind(&self) -> &'static str {
+        "sled"
+    }
+
+    fn append(&self, session: SessionId, expected: u64, frames: &[Vec<u8>]) -> Result<()> {
+        self.flushed.check()?;
+        self.synced.check()?;
+        let lock = self.head_lock(session);
+        let mut head = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let found = match *head {
+            Some(h) => h,
+            None => self.read_head(session)?,
+        };
+        *head = Some(found);
+        if found != expected {
+            return Err(Error::Conflict {
+                session,
+                expected,
+                found,
+            });
+        }
+        match frames {
+            [] => {}
+            [one] => {
+                self.events
+                    .insert(key(session, expected), one.as_slice())
+                    .map_err(|e| storage(e, "appending"))?;
+            }
+            many => {
+                let mut batch = sled::Batch::default();
+                for (i, f) in many.iter().enumerate() {
+                    batch.insert(&key(session, expected + i as u64)[..], f.as_slice());
+                }
+                self.events
+                    .apply_batch(batch)
+                    .map_err(|e| storage(e, "appending a batch"))?;
+            }
+        }
+        *head = Some(expected + frames.len() as u64);
+        Ok(())
+    }
+
+    fn len(&self, session: SessionId) -> Result<Option<u64>> {
+        let lock = self.head_lock(session);
+        let mut head = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let h = match *head {
+            Some(h) => h,
+            None => {
+                let h = self.read_head(session)?;
+                *head = Some(h);
+                h
+            }
+        };
+        Ok(if h == 0 { None } else { Some(h) })
+    }
+
+    fn scan(
+        &self,
+        session: SessionId,
+        from: u64,
+        to: u64,
+        visit: &mut dyn FnMut(u64, &[u8]) -> Result<Visit>,
+    ) -> Result<()> {
+        if from >= to {
+            return Ok(());
+        }
+        let start = key(session, from);
+        let end = key(session, to);
+        for item in self.events.range(start..end) {
+            let (k, v) = item.map_err(|e| storage(e, "reading events"))?;
+            let Some((_, seq)) = split_key(&k) else {
+                return Err(Error::corruption(
+                    Some(session),
+                    None,
+                    None,
+                    "malformed key in tree events",
+                ));
+            };
+            if visit(seq, &v)?.is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionId>> {
+        let mut out = Vec::new();
+        let mut start = [0u8; 16];
+        loop {
+            let next = self
+                .events
+                .range(start..)
+                .keys()
+                .next()
+                .transpose()
+                .map_err(|e| storage(e, "listing sessions"))?;
+            let Some(k) = next else { break };
+            let Some((sid, _)) = split_key(&k) else {
+                return Err(Error::corruption(
+                    None,
+                    None,
+                    None,
+                    "malformed key in tree events",
+                ));
+            };
+            out.push(sid);
+            // Jump past every key of this session: increment the 16-byte id.
+            let mut n = u128::from_be_bytes(*sid.as_bytes());
+            if n == u128::MAX {
+                break;
+            }
+            n += 1;
+            start = n.to_be_bytes();
+        }
+        Ok(out)
+    }
+
+    fn truncate(&self, session: SessionId, from: u64) -> Result<()> {
+        let lock = self.head_lock(session);
+        let mut head = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let keys: Vec<sled::IVec> = self
+            .events
+            .range(key(session, from)..=key(session, u64::MAX))
+            .keys()
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| storage(e, "listing a tail to cut"))?;
+        let mut batch = sled::Batch::default();
+        for k in keys {
+            batch.remove(k);
+        }
+        self.events
+            .apply_batch(batch)
+            .map_err(|e| storage(e, "cutting a tail"))?;
+        *head = Some(from.min(self.read_head(session)?));
+        Ok(())
+    }
+
+    fn put_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
+        let k = key(session, seq);
+        self.snapshots
+            .insert(k, frame)
+            .map_err(|e| storage(e, "writing a snapshot"))?;
+        let older: Vec<sled::IVec> = self
+            .snapshots
+            .range(key(session, 0)..k)
+            .keys()
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| storage(e, "listing snapshots"))?;
+        for old in older {
+            self.snapshots
+                .remove(old)
+                .map_err(|e| storage(e, "removing an old snapshot"))?;
+        }
+        Ok(())
+    }
+
+    fn latest_snapshot(&self, session: SessionId) -> Result<Option<(u64, Vec<u8>)>> {
+        let last = self
+            .snapshots
+            .scan_prefix(session.as_bytes())
+            .next_back()
+            .transpose()
+            .map_err(|e| storage(e, "reading a snapshot"))?;
+        Ok(last.and_then(|(k, v)| split_key(&k).map(|(_, seq)| (seq, v.to_vec()))))
+    }
+
+    fn drop_snapshots(&self, session: SessionId) -> Result<()> {
+        let keys: Vec<sled::IVec> = self
+            .snapshots
+            .scan_prefix(session.as_bytes())
+            .keys()
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| storage(e, "listing snapshots"))?;
+        for k in keys {
+            self.snapshots
+                .remove(k)
+                .map_err(|e| storage(e, "removing a snapshot"))?;
+        }
+        Ok(())
+    }
+
+    fn flush(&self, level: Durability) -> Result<()> {
+        match level {
+            Durability::Buffered => Ok(()),
+            Durability::Flushed => self.flushed.commit(|| self.flush_sled()),
+            Durability::Synced => self.synced.commit(|| {
+                self.flush_sled()?;
+                self.db_file.sync_data().map_err(|e| {
+                    Error::io(format!("fdatasync of {}/db", self.path.display()), e)
+                })?;
+                self.sync_blobs()
+            }),
+        }
+    }
+
+    fn size_on_disk(&self) -> Result<u64> {
+        self.db
+            .size_on_disk()
+            .map_err(|e| storage(e, "measuring size"))
+    }
+}

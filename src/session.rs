@@ -1,0 +1,663 @@
+//! Sessions: append, read, fold, time travel, fork.
+
+use std::ops::{Bound, Deref, RangeBounds};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::event::{Envelope, Event};
+use crate::journal::store::Visit;
+use crate::journal::{Journal, SessionInfo, SessionStatus};
+use crate::model::{EvaluationId, SessionId, now};
+use crate::recorder::Evaluation;
+use crate::state::SessionState;
+
+/// Unreadable events at the end of a stream: the crash point of a write that
+/// did not complete. They are not part of the stream, and the next append
+/// cuts them off.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    /// The seq of the first unreadable event.
+    pub from_seq: u64,
+    /// How many unreadable events there are.
+    pub events: u64,
+    /// Why the first one is unreadable.
+    pub reason: String,
+}
+
+impl std::fmt::Display for TornTail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "torn tail: {} unreadable event(s) from seq {}: {}",
+            self.events, self.from_seq, self.reason
+        )
+    }
+}
+
+/// What opening a session cost: how much was read from where.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoadStats {
+    /// The seq of the snapshot the state started from, if one was used.
+    pub snapshot_seq: Option<u64>,
+    /// Events read and folded after the snapshot (or from 0).
+    pub events_replayed: u64,
+    /// Why a snapshot that existed was not used, if it was not.
+    pub snapshot_rejected: Option<String>,
+}
+
+pub(crate) struct Core {
+    /// Next seq (number of good events).
+    head: u64,
+    state: SessionState,
+    last_snapshot: Option<u64>,
+    last_snapshot_at: Option<Instant>,
+    /// A torn tail found at load, cut off at the next append.
+    tail: Option<TornTail>,
+    load: LoadStats,
+    checkpoint_error: Option<String>,
+}
+
+pub(crate) struct SessionShared {
+    id: SessionId,
+    core: Mutex<Core>,
+}
+
+/// One event stream. Cheap to clone; clones share state. `Send + Sync`.
+#[derive(Clone)]
+pub struct Session {
+    journal: Journal,
+    pub(crate) shared: Arc<SessionShared>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.shared.id)
+            .field("head", &self.head())
+            .finish()
+    }
+}
+
+/// A read guard over a session's folded state. Appends to the session wait
+/// while it is held, so keep it short.
+pub struct StateGuard<'a>(MutexGuard<'a, Core>);
+
+impl Deref for StateGuard<'_> {
+    type Target = SessionState;
+    fn deref(&self) -> &SessionState {
+        &self.0.state
+    }
+}
+
+fn bounds(range: impl RangeBounds<u64>, len: u64) -> (u64, u64) {
+    let from = match range.start_bound() {
+        Bound::Included(&a) => a,
+        Bound::Excluded(&a) => a.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let to = match range.end_bound() {
+        Bound::Included(&b) => b.saturating_add(1),
+        Bound::Excluded(&b) => b,
+        Bound::Unbounded => len,
+    };
+    (from, to)
+}
+
+impl Session {
+    pub(crate) fn empty(journal: Journal, id: SessionId) -> Session {
+        let state = SessionState::with_slices(&journal.inner.config.slices);
+        Session {
+            journal,
+            shared: Arc::new(SessionShared {
+                id,
+                core: Mutex::new(Core {
+                    head: 0,
+                    state,
+                    last_snapshot: None,
+                    last_snapshot_at: None,
+                    tail: None,
+                    load: LoadStats::default(),
+                    checkpoint_error: None,
+                }),
+            }),
+        }
+    }
+
+    pub(crate) fn from_shared(journal: Journal, shared: Arc<SessionShared>) -> Session {
+        Session { journal, shared }
+    }
+
+    fn core(&self) -> MutexGuard<'_, Core> {
+        self.shared.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Loads a session from the store: snapshot, then the verified tail.
+    pub(crate) fn load(journal: Journal, id: SessionId) -> Result<Session> {
+        let store = journal.inner.store.clone();
+        let len = store.len(id)?.ok_or(Error::SessionNotFound(id))?;
+        let session = Session::empty(journal, id);
+        {
+            let mut core = session.core();
+            let config = &session.journal.inner.config;
+            let mut from = 0;
+            if let Some((seq, frame)) = store.latest_snapshot(id)? {
+                match decode_snapshot(&frame, seq, len, config) {
+                    Ok(state) => {
+                        core.state = state;
+                        core.last_snapshot = Some(seq);
+                        core.load.snapshot_seq = Some(seq);
+                        from = seq + 1;
+                    }
+                    Err(reason) => core.load.snapshot_rejected = Some(reason),
+                }
+            }
+            let core = &mut *core;
+            let (head, tail) = replay(
+                &session.journal,
+                id,
+                from,
+                len,
+                &mut core.state,
+                &mut core.load.events_replayed,
+            )?;
+            core.head = head;
+            core.tail = tail;
+        }
+        Ok(session)
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> SessionId {
+        self.shared.id
+    }
+
+    /// The journal this session belongs to.
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// The number of events in the stream: the seq the next event will get.
+    pub fn head(&self) -> u64 {
+        self.core().head
+    }
+
+    /// The damaged tail found when the session was opened, if any. It is
+    /// not part of the stream and is cut off by the next append.
+    pub fn torn_tail(&self) -> Option<TornTail> {
+        self.core().tail.clone()
+    }
+
+    /// What opening this session read.
+    pub fn load_stats(&self) -> LoadStats {
+        self.core().load.clone()
+    }
+
+    /// The error of the last failed automatic checkpoint, if any (snapshots
+    /// are a cache: a failed one loses nothing).
+    pub fn checkpoint_error(&self) -> Option<String> {
+        self.core().checkpoint_error.clone()
+    }
+
+    /// Appends one event and returns its seq. Durable as configured
+    /// ([`JournalConfig::durability`](crate::JournalConfig::durability)) when it returns.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] (nothing written), [`Error::Poisoned`] after a
+    /// failed flush, [`Error::Io`].
+    pub fn append(&self, event: Event) -> Result<u64> {
+        self.append_batch(vec![event]).map(|(first, _)| first)
+    }
+
+    /// Appends one event only if the stream's next seq is `expected`
+    /// (optimistic concurrency).
+    ///
+    /// # Errors
+    /// [`Error::Conflict`] when another writer appended first; nothing is written.
+    pub fn append_expected(&self, expected: u64, event: Event) -> Result<u64> {
+        self.append_batch_at(expected, vec![event])
+            .map(|(first, _)| first)
+    }
+
+    /// Appends events atomically (all or none); returns the seqs of the first
+    /// and of the last. An empty batch appends nothing.
+    pub fn append_batch(&self, events: Vec<Event>) -> Result<(u64, u64)> {
+        self.append_inner(None, events)
+    }
+
+    /// [`Session::append_batch`] with an expected next seq.
+    pub fn append_batch_at(&self, expected: u64, events: Vec<Event>) -> Result<(u64, u64)> {
+        self.append_inner(Some(expected), events)
+    }
+
+    fn append_inner(&self, expected: Option<u64>, events: Vec<Event>) -> Result<(u64, u64)> {
+        let inner = &self.journal.inner;
+        let store = &inner.store;
+        let id = self.id();
+        let (first, last) = {
+            let mut core = self.core();
+            if let Some(e) = expected
+                && e != core.head
+            {
+                return Err(Error::Conflict {
+                    session: id,
+                    expected: e,
+                    found: core.head,
+                });
+            }
+            let first = core.head;
+            if events.is_empty() {
+                return Ok((first, first));
+            }
+            let at = now();
+            let envelopes: Vec<Envelope> = events
+                .into_iter()
+                .enumerate()
+                .map(|(i, event)| Envelope {
+                    session: id,
+                    seq: first + i as u64,
+                    at,
+                    event,
+                })
+                .collect();
+            let frames = envelopes
+                .iter()
+                .map(|e| codec::encode_frame(e, inner.config.max_event_bytes))
+                .collect::<Result<Vec<_>>>()?;
+            if let Some(tail) = &core.tail {
+                let _ = tail;
+                store.truncate(id, first)?;
+                core.tail = None;
+            }
+            match store.append(id, first, &frames) {
+                Ok(()) => {}
+                Err(Error::Conflict { found, .. }) => {
+                    // Another writer (another process on a shared store) got
+                    // there first: catch up so the next attempt sees its events.
+                    let (head, _) =
+                        replay(&self.journal, id, core.head, found, &mut core.state, &mut 0)?;
+                    core.head = head;
+                    return Err(Error::Conflict {
+                        session: id,
+                        expected: first,
+                        found,
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+            for env in &envelopes {
+                core.state.apply(env);
+            }
+            core.head = first + envelopes.len() as u64;
+            let last = core.head - 1;
+            if let Some(env) = envelopes.last() {
+                self.maybe_checkpoint(&mut core, env);
+            }
+            (first, last)
+        };
+        store.flush(inner.config.durability)?;
+        Ok((first, last))
+    }
+
+    fn maybe_checkpoint(&self, core: &mut Core, env: &Envelope) {
+        let strategy = &self.journal.inner.config.checkpoint;
+        if strategy.should_checkpoint(core.last_snapshot, core.last_snapshot_at, env) {
+            if let Err(e) = self.write_snapshot(core) {
+                core.checkpoint_error = Some(e.to_string());
+            }
+        }
+    }
+
+    fn write_snapshot(&self, core: &mut Core) -> Result<Option<u64>> {
+        if core.head == 0 || self.journal.is_read_only() {
+            return Ok(None);
+        }
+        let seq = core.head - 1;
+        let config = &self.journal.inner.config;
+        let body = core.state.encode_snapshot(config.max_snapshot_bytes)?;
+        let frame = codec::seal(&body);
+        self.journal
+            .inner
+            .store
+            .put_snapshot(self.id(), seq, frame)?;
+        core.last_snapshot = Some(seq);
+        core.last_snapshot_at = Some(Instant::now());
+        core.checkpoint_error = None;
+        Ok(Some(seq))
+    }
+
+    /// Writes a snapshot of the current state now (the `OnDemand` strategy)
+    /// and returns the seq it covers (`None` for an empty or read-only session).
+    pub fn snapshot(&self) -> Result<Option<u64>> {
+        let mut core = self.core();
+        self.write_snapshot(&mut core)
+    }
+
+    /// The folded state after the last event. O(1): it is kept folded.
+    pub fn state(&self) -> StateGuard<'_> {
+        StateGuard(self.core())
+    }
+
+    /// A copy of the folded state.
+    pub fn state_cloned(&self) -> SessionState {
+        self.core().state.clone()
+    }
+
+    /// The state right after event `seq`: the fold of events `0..=seq`.
+    ///
+    /// # Errors
+    /// [`Error::SeqOutOfRange`] past the head.
+    pub fn state_at(&self, seq: u64) -> Result<SessionState> {
+        let (head, last_snapshot) = {
+            let core = self.core();
+            (core.head, core.last_snapshot)
+        };
+        if seq >= head {
+            return Err(Error::SeqOutOfRange {
+                session: self.id(),
+                seq,
+                len: head,
+            });
+        }
+        if seq == head - 1 {
+            return Ok(self.state_cloned());
+        }
+        let config = &self.journal.inner.config;
+        let mut state = SessionState::with_slices(&config.slices);
+        let mut from = 0;
+        if let Some(snap) = last_snapshot.filter(|s| *s <= seq)
+            && let Some((sseq, frame)) = self.journal.inner.store.latest_snapshot(self.id())?
+            && sseq == snap
+            && let Ok(s) = decode_snapshot(&frame, sseq, head, config)
+        {
+            state = s;
+            from = sseq + 1;
+        }
+        replay(&self.journal, self.id(), from, seq + 1, &mut state, &mut 0)?;
+        Ok(state)
+    }
+
+    /// Events with seq in `range`, verified and decoded.
+    ///
+    /// # Errors
+    /// [`Error::SeqOutOfRange`] if the range starts or ends past the head;
+    /// [`Error::Corruption`] for a damaged frame.
+    pub fn events(&self, range: impl RangeBounds<u64>) -> Result<Vec<Envelope>> {
+        let mut out = Vec::new();
+        self.for_each_event(range, |env| {
+            out.push(env);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f` for each event with seq in `range`, in order, streaming.
+    pub fn for_each_event(
+        &self,
+        range: impl RangeBounds<u64>,
+        mut f: impl FnMut(Envelope) -> Result<()>,
+    ) -> Result<()> {
+        let head = self.head();
+        let (from, to) = bounds(range, head);
+        if from > to || to > head {
+            return Err(Error::SeqOutOfRange {
+                session: self.id(),
+                seq: to.max(from).saturating_sub(1).max(from.min(to)),
+                len: head,
+            });
+        }
+        let id = self.id();
+        let limit = self.journal.inner.config.max_event_bytes;
+        let mut expect = from;
+        self.journal.scan_frames(id, from, to, &mut |seq, frame| {
+            let env = check_frame(id, seq, expect, frame, limit)?;
+            expect += 1;
+            f(env)?;
+            Ok(Visit::Continue(()))
+        })?;
+        if expect != to {
+            return Err(Error::corruption(
+                Some(id),
+                Some(expect),
+                None,
+                "event missing from the stream (a gap)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Starts an evaluation (appends `EvaluationStarted`) and returns its
+    /// recorder, which assigns `sequence` and `turn` to every message.
+    pub fn start_evaluation(&self, prompt_ns: &str, prompt_key: &str) -> Result<Evaluation> {
+        self.start_evaluation_with(prompt_ns, prompt_key, "agent-journal")
+    }
+
+    /// [`Session::start_evaluation`] naming the adapter that runs it.
+    pub fn start_evaluation_with(
+        &self,
+        prompt_ns: &str,
+        prompt_key: &str,
+        adapter: &str,
+    ) -> Result<Evaluation> {
+        let evaluation_id = EvaluationId::new();
+        self.append(Event::EvaluationStarted {
+            evaluation_id,
+            prompt_ns: prompt_ns.to_owned(),
+            prompt_key: prompt_key.to_owned(),
+            adapter: adapter.to_owned(),
+        })?;
+        Ok(Evaluation::new(
+            self.clone(),
+            evaluation_id,
+            prompt_ns.to_owned(),
+            prompt_key.to_owned(),
+            0,
+            0,
+        ))
+    }
+
+    /// A recorder that continues an existing evaluation where its messages
+    /// stop (next `sequence`, current `turn`).
+    ///
+    /// # Errors
+    /// [`Error::ConversationNotFound`] if the evaluation is not in this session.
+    pub fn evaluation(&self, evaluation_id: EvaluationId) -> Result<Evaluation> {
+        let state = self.state();
+        let info = state
+            .evaluations()
+            .get(evaluation_id)
+            .ok_or(Error::ConversationNotFound(self.id()))?;
+        let (next_sequence, turn) = match state.messages().last_for(evaluation_id) {
+            Some(m) => (
+                m.sequence + 1,
+                state
+                    .messages()
+                    .for_evaluation(evaluation_id)
+                    .map(|m| m.turn)
+                    .max()
+                    .unwrap_or(0),
+            ),
+            None => (0, 0),
+        };
+        let (ns, key) = (info.prompt_ns.clone(), info.prompt_key.clone());
+        drop(state);
+        Ok(Evaluation::new(
+            self.clone(),
+            evaluation_id,
+            ns,
+            key,
+            next_sequence,
+            turn,
+        ))
+    }
+
+    /// A new session that branches from this one after event `at`: it starts
+    /// with `SessionOpened` and `Forked { parent, at }`, then holds copies of
+    /// events `1..=at`, so its state equals `state_at(at)` plus the fork marker.
+    ///
+    /// # Errors
+    /// [`Error::SeqOutOfRange`] if `at` is past the head.
+    pub fn fork(&self, at: u64) -> Result<Session> {
+        let head = self.head();
+        if at >= head {
+            return Err(Error::SeqOutOfRange {
+                session: self.id(),
+                seq: at,
+                len: head,
+            });
+        }
+        let labels = self.state().labels().to_vec();
+        let mut events = vec![
+            Event::SessionOpened { labels },
+            Event::Forked {
+                parent: self.id(),
+                at,
+            },
+        ];
+        self.for_each_event(1..=at, |env| {
+            events.push(env.event);
+            Ok(())
+        })?;
+        self.journal
+            .create_session_from(crate::model::SessionId::new(), events)
+    }
+
+    /// A summary: created, last activity, number of events, status.
+    pub fn info(&self) -> Result<SessionInfo> {
+        let head = self.head();
+        let first = self.events(0..1)?;
+        let last = if head > 1 {
+            self.events(head - 1..head)?
+        } else {
+            first.clone()
+        };
+        let created = first.first().map(|e| e.at).unwrap_or_else(now);
+        let last_activity = last.first().map(|e| e.at).unwrap_or(created);
+        let state = self.state();
+        let status = match state.evaluations().latest() {
+            None => SessionStatus::Idle,
+            Some(e) if e.outcome.is_some() => SessionStatus::Finished,
+            Some(_) => SessionStatus::Unfinished,
+        };
+        Ok(SessionInfo {
+            id: self.id(),
+            created,
+            last_activity,
+            events: head,
+            labels: state.labels().to_vec(),
+            status,
+        })
+    }
+}
+
+/// Decodes a snapshot frame; `Err(reason)` if it cannot be used.
+fn decode_snapshot(
+    frame: &[u8],
+    seq: u64,
+    len: u64,
+    config: &crate::JournalConfig,
+) -> std::result::Result<SessionState, String> {
+    if seq >= len {
+        return Err(format!(
+            "snapshot at seq {seq} is past the stream's head {len}"
+        ));
+    }
+    let body = codec::verify_frame(frame).map_err(|e| e.to_string())?;
+    let state = SessionState::decode_snapshot(body, &config.slices, config.max_snapshot_bytes)
+        .map_err(|e| e.to_string())?;
+    if state.last_seq() != Some(seq) {
+        return Err(format!(
+            "snapshot claims seq {:?} but is stored at {seq}",
+            state.last_seq()
+        ));
+    }
+    Ok(state)
+}
+
+fn check_frame(id: SessionId, seq: u64, expect: u64, frame: &[u8], limit: u64) -> Result<Envelope> {
+    if seq != expect {
+        return Err(Error::corruption(
+            Some(id),
+            Some(expect),
+            None,
+            "event missing from the stream (a gap)",
+        ));
+    }
+    let env: Envelope = codec::decode_frame(frame, limit)
+        .map_err(|e| Error::corruption(Some(id), Some(seq), None, e.to_string()))?;
+    if env.session != id || env.seq != seq {
+        return Err(Error::corruption(
+            Some(id),
+            Some(seq),
+            None,
+            format!("record belongs to session {} seq {}", env.session, env.seq),
+        ));
+    }
+    Ok(env)
+}
+
+/// Replays frames `from..to` into `state`, verifying each. Returns the new
+/// head and, if the stream ends in damaged frames, the torn tail.
+///
+/// A damaged frame followed by a good one is corruption, never skipped. A
+/// frame with an unknown format version is never treated as a torn tail (a
+/// newer build may have written it).
+fn replay(
+    journal: &Journal,
+    id: SessionId,
+    from: u64,
+    to: u64,
+    state: &mut SessionState,
+    count: &mut u64,
+) -> Result<(u64, Option<TornTail>)> {
+    let limit = journal.inner.config.max_event_bytes;
+    let mut expect = from;
+    let mut bad: Option<(u64, String)> = None;
+    let mut bad_count = 0u64;
+    journal.scan_frames(id, from, to, &mut |seq, frame| {
+        if let Some((bseq, reason)) = &bad {
+            // Anything after a damaged frame: if it is readable, the damage
+            // was not a torn tail.
+            if check_frame(id, seq, seq, frame, limit).is_ok() {
+                return Err(Error::corruption(
+                    Some(id),
+                    Some(*bseq),
+                    None,
+                    reason.clone(),
+                ));
+            }
+            bad_count += 1;
+            return Ok(Visit::Continue(()));
+        }
+        match check_frame(id, seq, expect, frame, limit) {
+            Ok(env) => {
+                state.apply(&env);
+                *count += 1;
+                expect += 1;
+                Ok(Visit::Continue(()))
+            }
+            Err(e) => {
+                if matches!(
+                    codec::verify_frame(frame),
+                    Err(codec::FrameError::UnknownVersion(_))
+                ) {
+                    return Err(e);
+                }
+                let reason = match &e {
+                    Error::Corruption { reason, .. } => reason.clone(),
+                    other => other.to_string(),
+                };
+                bad = Some((seq, reason));
+                bad_count += 1;
+                Ok(Visit::Continue(()))
+            }
+        }
+    })?;
+    let tail = bad.map(|(from_seq, reason)| TornTail {
+        from_seq,
+        events: bad_count,
+        reason,
+    });
+    Ok((expect, tail))
+}

@@ -1,0 +1,272 @@
+//! Sessions through the public API: the recorder, state, time travel,
+//! snapshots, forks and application slices, on both stores.
+
+use agent_journal::{
+    CheckpointStrategy, Envelope, Event, Journal, JournalConfig, JsonOptions, Outcome, Role,
+    SessionState, Slice, SliceRegistry, ToolCallRecord, ToolStatus,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::common::{backends, backends_with};
+
+/// The inner-messages spec's example run, recorded with the recorder.
+fn record_spec_run(s: &agent_journal::Session) -> agent_journal::EvaluationId {
+    let eval = s.start_evaluation("ns", "key").expect("start");
+    eval.system("sys").expect("system");
+    eval.assistant(
+        "calling",
+        vec![
+            ToolCallRecord::new("c1", "read", "{}"),
+            ToolCallRecord::new("c2", "write", "{\"x\":1}"),
+        ],
+    )
+    .expect("assistant");
+    eval.tool_started("c1").expect("started");
+    eval.tool_result("c1", "Result 1").expect("result");
+    eval.tool_started("c2").expect("started");
+    eval.tool_result("c2", "Result 2").expect("result");
+    eval.assistant("Final response", vec![]).expect("assistant");
+    eval.finish(Outcome::Succeeded).expect("finish");
+    eval.id()
+}
+
+#[test]
+fn the_recorder_numbers_messages_as_the_spec_does() {
+    for b in backends() {
+        let s = b.journal.create_session().expect(b.name);
+        let eval = record_spec_run(&s);
+        let state = s.state();
+        let got: Vec<(Role, u64, u32)> = state
+            .messages()
+            .for_evaluation(eval)
+            .map(|m| (m.role, m.sequence, m.turn))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Role::System, 0, 0),
+                (Role::Assistant, 1, 1),
+                (Role::Tool, 2, 1),
+                (Role::Tool, 3, 1),
+                (Role::Assistant, 4, 2),
+            ],
+            "{}",
+            b.name
+        );
+        // The ToolStatus events really updated the assistant message.
+        let assistant = state
+            .messages()
+            .for_evaluation(eval)
+            .nth(1)
+            .expect("assistant")
+            .clone();
+        assert!(
+            assistant
+                .tool_calls
+                .iter()
+                .all(|c| c.status == ToolStatus::Completed),
+            "{}",
+            b.name
+        );
+        let tool = state.messages().for_evaluation(eval).nth(2).expect("tool");
+        assert_eq!(tool.tool_call_id.as_ref().map(|c| c.as_str()), Some("c1"));
+        assert_eq!(tool.tool_name.as_deref(), Some("read"));
+        let info = state.evaluations().get(eval).expect("evaluation");
+        assert_eq!(info.outcome, Some(Outcome::Succeeded));
+        assert_eq!(state.conversation().turns(eval).count(), 2, "{}", b.name);
+    }
+}
+
+#[test]
+fn a_tool_status_for_an_unknown_call_is_refused_and_writes_nothing() {
+    for b in backends() {
+        let s = b.journal.create_session().expect(b.name);
+        let eval = s.start_evaluation("ns", "key").expect("start");
+        let head = s.head();
+        assert!(eval.tool_started("nope").is_err());
+        assert!(eval.tool_result("nope", "x").is_err());
+        assert_eq!(s.head(), head);
+    }
+}
+
+#[test]
+fn state_at_every_seq_equals_the_fold_of_the_prefix() {
+    for b in backends() {
+        let s = b.journal.create_session().expect(b.name);
+        record_spec_run(&s);
+        let events: Vec<Envelope> = s.events(..).expect(b.name);
+        let mut fold = SessionState::new();
+        for e in &events {
+            fold.apply(e);
+            assert_eq!(
+                s.state_at(e.seq).expect(b.name),
+                fold,
+                "{} seq {}",
+                b.name,
+                e.seq
+            );
+        }
+        assert_eq!(*s.state(), fold);
+    }
+}
+
+#[test]
+fn reopening_reads_only_the_events_after_the_snapshot() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let config = || JournalConfig {
+        checkpoint: CheckpointStrategy::OnDemand,
+        durability: agent_journal::Durability::Buffered,
+        ..JournalConfig::default()
+    };
+    let (id, expected) = {
+        let j = Journal::open_with(&path, config()).expect("open");
+        let s = j.create_session().expect("create");
+        record_spec_run(&s);
+        let snap = s.snapshot().expect("snapshot").expect("seq");
+        let eval = s.start_evaluation("ns", "key2").expect("start");
+        eval.system("again").expect("system");
+        eval.user("more").expect("user");
+        assert_eq!(s.head(), snap + 4);
+        (s.id(), s.state_cloned())
+    };
+    let j = Journal::open_with(&path, config()).expect("reopen");
+    let s = j.session(id).expect("session");
+    let stats = s.load_stats();
+    assert_eq!(stats.events_replayed, 3, "{stats:?}");
+    assert_eq!(s.state_cloned(), expected);
+}
+
+#[test]
+fn the_default_checkpoints_are_geometric() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let id = {
+        let j = Journal::open_with(
+            &path,
+            JournalConfig {
+                durability: agent_journal::Durability::Buffered,
+                ..JournalConfig::default()
+            },
+        )
+        .expect("open");
+        let s = j.create_session().expect("create");
+        for n in 0..5000u64 {
+            s.append(Event::Custom {
+                kind: "n".into(),
+                payload: n.to_le_bytes().to_vec(),
+            })
+            .expect("append");
+        }
+        s.id()
+    };
+    let j = Journal::open(&path).expect("reopen");
+    let s = j.session(id).expect("session");
+    let stats = s.load_stats();
+    let snap = stats
+        .snapshot_seq
+        .expect("a snapshot was taken automatically");
+    assert!(snap >= 2000, "{stats:?}");
+    assert_eq!(stats.events_replayed, 5000 - snap);
+}
+
+#[test]
+fn a_fork_starts_with_the_parent_state_and_diverges() {
+    for b in backends() {
+        let s = b.journal.create_session().expect(b.name);
+        let eval = record_spec_run(&s);
+        let at = 5;
+        let f = s.fork(at).expect(b.name);
+        assert_ne!(f.id(), s.id());
+        let fs = f.state_cloned();
+        assert_eq!(fs.forked_from(), Some((s.id(), at)));
+        let parent_at = s.state_at(at).expect(b.name);
+        let msgs = |st: &SessionState| st.messages().iter().cloned().collect::<Vec<_>>();
+        assert_eq!(msgs(&fs), msgs(&parent_at), "{}", b.name);
+        f.evaluation(eval)
+            .expect("continue")
+            .user("only in the fork")
+            .expect("user");
+        assert_eq!(s.state().messages().len(), 5, "the parent is unchanged");
+        assert_eq!(f.state().messages().len(), msgs(&parent_at).len() + 1);
+        assert!(matches!(
+            s.fork(1000),
+            Err(agent_journal::Error::SeqOutOfRange { .. })
+        ));
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct CustomCounter {
+    n: u64,
+}
+
+impl Slice for CustomCounter {
+    const NAME: &'static str = "test:CustomCounter";
+    fn apply(&mut self, envelope: &Envelope) {
+        if let Event::Custom { .. } = envelope.event {
+            self.n += 1;
+        }
+    }
+}
+
+#[test]
+fn application_slices_fold_and_survive_snapshots() {
+    let config = || {
+        let mut slices = SliceRegistry::default();
+        slices.register::<CustomCounter>();
+        JournalConfig {
+            slices,
+            checkpoint: CheckpointStrategy::EveryEvents(3),
+            ..JournalConfig::default()
+        }
+    };
+    for b in backends_with(config) {
+        let s = b.journal.create_session().expect(b.name);
+        for _ in 0..10 {
+            s.append(Event::Custom {
+                kind: "k".into(),
+                payload: vec![],
+            })
+            .expect(b.name);
+        }
+        assert_eq!(
+            s.state().slice::<CustomCounter>().map(|c| c.n),
+            Some(10),
+            "{}",
+            b.name
+        );
+        let json = s.state().to_json(&JsonOptions::default());
+        let back = SessionState::from_json(&json, &config().slices).expect("from_json");
+        assert_eq!(back.slice::<CustomCounter>().map(|c| c.n), Some(10));
+    }
+}
+
+#[test]
+fn the_wink_json_has_the_documented_shape_and_round_trips() {
+    let j = Journal::memory();
+    let s = j.create_session().expect("create");
+    record_spec_run(&s);
+    let state = s.state_cloned();
+    let text = state.to_json(&JsonOptions {
+        include_logs: true,
+        ..JsonOptions::default()
+    });
+    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let keys: Vec<&String> = v.as_object().expect("object").keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "children_ids",
+            "created_at",
+            "parent_id",
+            "policies",
+            "slices",
+            "tags",
+            "version"
+        ]
+    );
+    assert_eq!(v["version"], "1");
+    let back = SessionState::from_json(&text, &SliceRegistry::default()).expect("from_json");
+    assert_eq!(back, state);
+}
