@@ -65,6 +65,14 @@ pub enum Error {
     /// There is no conversation (evaluation) to resume in the session.
     #[error("no conversation to resume in session {0}")]
     ConversationNotFound(SessionId),
+    /// The evaluation to resume already finished: there is nothing to continue.
+    #[error("evaluation {evaluation} of session {session} already finished; nothing to resume")]
+    AlreadyFinished {
+        /// The session.
+        session: SessionId,
+        /// The finished evaluation.
+        evaluation: crate::model::EvaluationId,
+    },
     /// The prompt given for a resume is not the one the evaluation started with.
     #[error(
         "prompt mismatch: the evaluation was started with {expected}, resume was asked with {found}"

@@ -66,11 +66,13 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod codec;
+mod engine;
 mod error;
 mod event;
 mod journal;
 mod model;
 mod recorder;
+mod resume;
 mod session;
 mod snapshot;
 mod state;
@@ -80,18 +82,30 @@ pub use crate::codec::{
     DEFAULT_MAX_EVENT_BYTES, FRAME_HEADER_LEN, FRAME_VERSION, FrameError, codec, decode_frame,
     encode_frame, seal, verify_frame,
 };
+pub use crate::engine::adapter::{
+    AdapterState, ResumeValidation, SdkSessionState, validate_sdk_state,
+};
+pub use crate::engine::inner_loop::{
+    INTERRUPTED_ERROR, InnerLoop, LoopResult, ResumeMode, ResumeOptions,
+};
+pub use crate::engine::provider::{Provider, ProviderRequest, ProviderResponse};
+pub use crate::engine::scripted::{ScriptStep, ScriptedProvider};
+pub use crate::engine::tool::{Idempotency, Tool, ToolContext};
 pub use crate::error::{Error, Result};
 pub use crate::event::{
     AdapterStateSnapshot, Envelope, Event, Outcome, ProviderCallRecord, ProviderOutcome, TokenUsage,
 };
 pub use crate::journal::file::TailDamage;
 pub use crate::journal::store::{Store, Visit};
-pub use crate::journal::{Durability, Journal, JournalConfig, SessionInfo, SessionStatus};
+pub use crate::journal::{
+    AfterAppend, Durability, Journal, JournalConfig, SessionInfo, SessionStatus,
+};
 pub use crate::model::{
     CallId, EvaluationId, InnerMessage, MessageId, Role, SessionId, ToolCallRecord, ToolStatus,
     now, ts,
 };
 pub use crate::recorder::Evaluation;
+pub use crate::resume::{ResumePlan, ResumeState};
 pub use crate::session::{LoadStats, Session, StateGuard, TornTail};
 pub use crate::snapshot::{CheckpointStrategy, JsonOptions};
 pub use crate::state::{

@@ -80,6 +80,15 @@ impl std::fmt::Debug for Session {
     }
 }
 
+/// Two handles are equal when they are handles of the same session.
+impl PartialEq for Session {
+    fn eq(&self, other: &Self) -> bool {
+        self.id() == other.id()
+    }
+}
+
+impl Eq for Session {}
+
 /// A read guard over a session's folded state. Appends to the session wait
 /// while it is held, so keep it short.
 pub struct StateGuard<'a>(MutexGuard<'a, Core>);
@@ -297,6 +306,9 @@ impl Session {
             (first, last)
         };
         store.flush(inner.config.durability)?;
+        if let Some(hook) = &inner.config.after_append {
+            hook(id, first, last);
+        }
         Ok((first, last))
     }
 

@@ -1,48 +1,52 @@
 //! The demo: a scripted agent with real local tools in a sandbox folder.
 //!
 //! The "model" is a fixed script (deterministic, offline); the tools are
-//! real: they write and read files in the sandbox, so what they did can be
-//! checked on disk.
+//! real: they write and read files in the sandbox. `write_file` is *keyed*:
+//! it remembers each call id it served (`.calls/<id>`) and logs every real
+//! execution to `.executions.log`, so a tool run twice would be visible there.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use agent_journal::{
-    CallId, Error, Journal, Outcome, ProviderCallRecord, ProviderOutcome, Session, TokenUsage,
-    ToolCallRecord, now,
+    Error, Idempotency, InnerLoop, Journal, LoopResult, ResumeMode, ResumeOptions, ScriptStep,
+    ScriptedProvider, Session, Tool, ToolContext,
 };
 
+pub(crate) const PROMPT_NS: &str = "demo";
+pub(crate) const PROMPT_KEY: &str = "file-assistant";
 const SYSTEM: &str =
     "You are a careful file assistant. Use the tools to work in the sandbox folder.";
 const USER: &str = "Write a short todo list to notes.txt, then tell me how many words it has and what else is in the folder.";
 const NOTES: &str = "buy milk\nfix the flaky test\ncall the bank\n";
+/// The name of the file where `write_file` logs each real execution.
+pub(crate) const EXECUTIONS: &str = ".executions.log";
 
-/// One scripted assistant step: text and tool calls (name, JSON arguments).
-struct Step {
-    content: &'static str,
-    calls: Vec<(&'static str, String)>,
-}
-
-fn script() -> Vec<Step> {
+fn script() -> Vec<ScriptStep> {
+    let call = |name: &str, args: serde_json::Value| (name.to_owned(), args.to_string());
     vec![
-        Step {
-            content: "I'll write the todo list first.",
-            calls: vec![(
-                "write_file",
-                serde_json::json!({"path": "notes.txt", "content": NOTES}).to_string(),
-            )],
-        },
-        Step {
-            content: "Now I'll count the words and list the folder.",
+        ScriptStep {
+            content: "I'll write the todo list first.".into(),
             calls: vec![
-                (
-                    "word_count",
-                    serde_json::json!({"path": "notes.txt"}).to_string(),
+                call(
+                    "write_file",
+                    serde_json::json!({"path": "notes.txt", "content": NOTES}),
                 ),
-                ("list_dir", serde_json::json!({"path": "."}).to_string()),
+                call(
+                    "write_file",
+                    serde_json::json!({"path": "README.txt", "content": "sandbox of the agent-journal demo\n"}),
+                ),
             ],
         },
-        Step {
-            content: "Done: notes.txt holds your todo list.",
+        ScriptStep {
+            content: "Now I'll count the words and list the folder.".into(),
+            calls: vec![
+                call("word_count", serde_json::json!({"path": "notes.txt"})),
+                call("list_dir", serde_json::json!({"path": "."})),
+            ],
+        },
+        ScriptStep {
+            content: "Done. The tools said: {results}".into(),
             calls: vec![],
         },
     ]
@@ -52,12 +56,20 @@ fn script() -> Vec<Step> {
 fn inside(sandbox: &Path, rel: &str) -> Result<PathBuf, String> {
     let p = Path::new(rel);
     if p.is_absolute()
-        || p.components()
-            .any(|c| matches!(c, std::path::Component::ParentDir))
+        || p.components().any(|c| {
+            !matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
     {
         return Err(format!("path {rel:?} leaves the sandbox"));
     }
     Ok(sandbox.join(p))
+}
+
+fn args(arguments: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(arguments).map_err(|e| format!("bad arguments: {e}"))
 }
 
 fn arg<'a>(args: &'a serde_json::Value, name: &str) -> Result<&'a str, String> {
@@ -66,96 +78,141 @@ fn arg<'a>(args: &'a serde_json::Value, name: &str) -> Result<&'a str, String> {
         .ok_or_else(|| format!("missing string argument {name:?}"))
 }
 
-/// Runs a real tool. `Err` is a tool failure, recorded as such.
-pub(crate) fn run_tool(sandbox: &Path, name: &str, arguments: &str) -> Result<String, String> {
-    let args: serde_json::Value =
-        serde_json::from_str(arguments).map_err(|e| format!("bad arguments: {e}"))?;
-    match name {
-        "write_file" => {
-            let path = inside(sandbox, arg(&args, "path")?)?;
-            let content = arg(&args, "content")?;
-            std::fs::write(&path, content)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            Ok(format!(
-                "wrote {} bytes to {}",
-                content.len(),
-                arg(&args, "path")?
-            ))
+/// Writes a file; keyed by call id, so a resumed call returns its first result.
+struct WriteFile(PathBuf);
+
+impl Tool for WriteFile {
+    fn name(&self) -> &str {
+        "write_file"
+    }
+    fn idempotency(&self) -> Idempotency {
+        Idempotency::Keyed
+    }
+    fn call(&self, arguments: &str, ctx: &ToolContext) -> Result<String, String> {
+        let marker_dir = self.0.join(".calls");
+        let marker = marker_dir.join(ctx.call_id.as_str());
+        if let Ok(done) = std::fs::read_to_string(&marker) {
+            return Ok(done);
         }
-        "word_count" => {
-            let path = inside(sandbox, arg(&args, "path")?)?;
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            Ok(format!("{} words", text.split_whitespace().count()))
-        }
-        "list_dir" => {
-            let path = inside(sandbox, arg(&args, "path")?)?;
-            let mut names: Vec<String> = std::fs::read_dir(&path)
-                .map_err(|e| format!("cannot list {}: {e}", path.display()))?
-                .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-                .collect();
-            names.sort();
-            Ok(names.join("\n"))
-        }
-        other => Err(format!("unknown tool {other:?}")),
+        let a = args(arguments)?;
+        let rel = arg(&a, "path")?;
+        let content = arg(&a, "content")?;
+        let path = inside(&self.0, rel)?;
+        std::fs::write(&path, content)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.0.join(EXECUTIONS))
+            .map_err(|e| format!("cannot log: {e}"))?;
+        writeln!(log, "{} write_file {rel}", ctx.call_id)
+            .map_err(|e| format!("cannot log: {e}"))?;
+        let result = format!("wrote {} bytes to {rel}", content.len());
+        std::fs::create_dir_all(&marker_dir).map_err(|e| format!("cannot record call: {e}"))?;
+        let tmp = marker_dir.join(format!(".{}.tmp", ctx.call_id.as_str()));
+        std::fs::write(&tmp, &result)
+            .and_then(|()| std::fs::rename(&tmp, &marker))
+            .map_err(|e| format!("cannot record call: {e}"))?;
+        Ok(result)
     }
 }
 
-/// Records one demo run into `journal` and returns its session.
-pub(crate) fn run(journal: &Journal, sandbox_root: &Path) -> Result<Session, Error> {
-    let session = journal.create_session_with_labels(vec![("agent".into(), "demo".into())])?;
-    let sandbox = sandbox_root.join(session.id().to_string());
+/// Counts the words of a file (read-only: safe to re-run).
+struct WordCount(PathBuf);
+
+impl Tool for WordCount {
+    fn name(&self) -> &str {
+        "word_count"
+    }
+    fn call(&self, arguments: &str, _ctx: &ToolContext) -> Result<String, String> {
+        let a = args(arguments)?;
+        let path = inside(&self.0, arg(&a, "path")?)?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Ok(format!("{} words", text.split_whitespace().count()))
+    }
+}
+
+/// Lists the visible files of a folder (read-only: safe to re-run).
+struct ListDir(PathBuf);
+
+impl Tool for ListDir {
+    fn name(&self) -> &str {
+        "list_dir"
+    }
+    fn call(&self, arguments: &str, _ctx: &ToolContext) -> Result<String, String> {
+        let a = args(arguments)?;
+        let path = inside(&self.0, arg(&a, "path")?)?;
+        let mut names: Vec<String> = std::fs::read_dir(&path)
+            .map_err(|e| format!("cannot list {}: {e}", path.display()))?
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        names.sort();
+        Ok(names.join(", "))
+    }
+}
+
+fn with_tools<T>(sandbox: &Path, f: impl FnOnce(&InnerLoop<'_>) -> T) -> T {
+    let provider = ScriptedProvider::new(script());
+    let (w, c, l) = (
+        WriteFile(sandbox.to_owned()),
+        WordCount(sandbox.to_owned()),
+        ListDir(sandbox.to_owned()),
+    );
+    let tools: Vec<&dyn Tool> = vec![&w, &c, &l];
+    let lp = InnerLoop::new(&provider, tools);
+    f(&lp)
+}
+
+/// Records one demo run into `journal` and returns its result.
+pub(crate) fn run(journal: &Journal, sandbox_root: &Path) -> Result<LoopResult, Error> {
+    let sandbox = sandbox_root.join(agent_journal::SessionId::new().to_string());
     std::fs::create_dir_all(&sandbox).map_err(|e| Error::Io {
         context: format!("creating sandbox {}", sandbox.display()),
         source: e,
     })?;
-    let eval = session.start_evaluation_with("demo", "file-assistant", "scripted")?;
-    eval.system(SYSTEM)?;
-    eval.user(USER)?;
-    for (i, step) in script().into_iter().enumerate() {
-        let started_at = now();
-        let calls: Vec<ToolCallRecord> = step
-            .calls
-            .iter()
-            .enumerate()
-            .map(|(k, (name, args))| {
-                ToolCallRecord::new(format!("call_{}_{}", i + 1, k + 1), *name, args.clone())
-            })
-            .collect();
-        eval.provider_call(ProviderCallRecord {
-            evaluation_id: eval.id(),
-            turn: eval.turn() + 1,
-            provider: "scripted".into(),
-            model: "demo-script-1".into(),
-            usage: TokenUsage {
-                input_tokens: 120 + 40 * i as u64,
-                output_tokens: 25,
-                ..TokenUsage::default()
-            },
-            started_at,
-            finished_at: now(),
-            outcome: ProviderOutcome::Ok,
-        })?;
-        eval.assistant(step.content, calls.clone())?;
-        for call in calls {
-            run_call(&eval, &sandbox, &call.call_id, &call.name, &call.arguments)?;
-        }
-    }
-    eval.finish(Outcome::Succeeded)?;
-    Ok(session)
+    let sandbox = sandbox.canonicalize().unwrap_or(sandbox);
+    // Where the tools work is part of the record (forks copy labels), so a
+    // resume finds it.
+    let labels = vec![
+        ("agent".into(), "demo".into()),
+        ("sandbox".into(), sandbox.to_string_lossy().into_owned()),
+    ];
+    let session = journal.create_session_with_labels(labels)?;
+    with_tools(&sandbox, |lp| {
+        lp.run(&session, PROMPT_NS, PROMPT_KEY, SYSTEM, USER)
+    })
 }
 
-fn run_call(
-    eval: &agent_journal::Evaluation,
-    sandbox: &Path,
-    call_id: &CallId,
-    name: &str,
-    arguments: &str,
-) -> Result<(), Error> {
-    eval.tool_started(call_id.clone())?;
-    match run_tool(sandbox, name, arguments) {
-        Ok(out) => eval.tool_result(call_id.clone(), out)?,
-        Err(err) => eval.tool_failed(call_id.clone(), err)?,
+/// The sandbox a demo session's tools worked in.
+pub(crate) fn sandbox_of(session: &Session) -> Result<PathBuf, Error> {
+    let state = session.state();
+    state
+        .labels()
+        .iter()
+        .find(|(k, _)| k == "sandbox")
+        .map(|(_, v)| PathBuf::from(v))
+        .ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "session {} is not a demo session (no sandbox label)",
+                session.id()
+            ))
+        })
+}
+
+/// Resumes a demo session from its crash point.
+pub(crate) fn resume(
+    session: &Session,
+    mode: ResumeMode,
+    interrupt_never_tools: bool,
+) -> Result<LoopResult, Error> {
+    let sandbox = sandbox_of(session)?;
+    let options = ResumeOptions {
+        mode,
+        evaluation: None,
+        prompt: Some((PROMPT_NS.into(), PROMPT_KEY.into())),
+        interrupt_never_tools,
     };
-    Ok(())
+    with_tools(&sandbox, |lp| lp.resume(session, &options))
 }

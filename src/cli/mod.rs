@@ -1,6 +1,7 @@
 //! The command line. Exit codes: 0 ok, 1 error, 2 usage, 3 corruption found.
 
 mod demo;
+mod diff;
 mod render;
 
 use std::io::IsTerminal;
@@ -36,6 +37,34 @@ enum Command {
         /// Folder the demo's tools work in (default: next to the database).
         #[arg(long)]
         sandbox: Option<PathBuf>,
+        /// Abort the process right after event N is durable (crash injection).
+        #[arg(long, value_name = "N")]
+        crash_after: Option<u64>,
+    },
+    /// Continue a demo session from its crash point; finished tools are not run again.
+    Resume {
+        /// Session id (or a unique prefix of it).
+        session: String,
+        /// Append to the crashed session instead of forking it (forking is the default).
+        #[arg(long = "continue")]
+        continue_in_place: bool,
+        /// Record in-doubt calls of never-idempotent tools as failed instead of stopping.
+        #[arg(long)]
+        interrupt_never: bool,
+    },
+    /// The crash point, and the pending and in-doubt tool calls.
+    Pending {
+        /// Session id (or a unique prefix of it).
+        session: String,
+    },
+    /// What changed between two points of a session.
+    Diff {
+        /// Session id (or a unique prefix of it).
+        session: String,
+        /// The earlier seq.
+        a: u64,
+        /// The later seq.
+        b: u64,
     },
     /// List sessions: id, created, events, status, last activity.
     Sessions,
@@ -180,15 +209,31 @@ fn print_json(value: &serde_json::Value) -> Result<(), Error> {
 
 fn run(cli: &Cli) -> Result<ExitCode, Error> {
     match &cli.command {
-        Command::Demo { sandbox } => {
-            let journal = Journal::open(&cli.db)?;
+        Command::Demo {
+            sandbox,
+            crash_after,
+        } => {
+            let mut config = JournalConfig::default();
+            if let Some(n) = *crash_after {
+                config.after_append = Some(std::sync::Arc::new(move |id, _first, last| {
+                    if last >= n {
+                        eprintln!(
+                            "crash injected: aborting right after event {last} of session {id} is durable"
+                        );
+                        std::process::abort();
+                    }
+                }));
+            }
+            let journal = Journal::open_with(&cli.db, config)?;
             let sandbox = sandbox.clone().unwrap_or_else(|| default_sandbox(&cli.db));
-            let session = demo::run(&journal, &sandbox)?;
+            let result = demo::run(&journal, &sandbox)?;
+            let session = &result.session;
             if cli.json {
                 print_json(&serde_json::json!({
                     "session": session.id().to_string(),
                     "events": session.head(),
-                    "sandbox": sandbox.display().to_string(),
+                    "sandbox": demo::sandbox_of(session)?.display().to_string(),
+                    "answer": result.content,
                 }))?;
             } else {
                 println!(
@@ -197,15 +242,92 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
                     session.head(),
                     cli.db.display()
                 );
-                println!("tools worked in {}", sandbox.display());
+                println!("tools worked in {}", demo::sandbox_of(session)?.display());
                 println!();
-                render::print_log(&session, 0, session.head())?;
+                render::print_log(session, 0, session.head())?;
                 println!();
                 println!(
-                    "next: agent-journal show {}    (state at the end)",
+                    "next: agent-journal show {}            (the state at the end)",
                     session.id()
                 );
-                println!("      agent-journal show {} --at 5", session.id());
+                println!(
+                    "      agent-journal show {} --at 6     (time travel)",
+                    session.id()
+                );
+                println!(
+                    "      agent-journal demo --crash-after 9    (crash mid-run, then `resume`)"
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Resume {
+            session,
+            continue_in_place,
+            interrupt_never,
+        } => {
+            let journal = Journal::open(&cli.db)?;
+            let s = find_session(&journal, session)?;
+            let plan = s.resume_plan()?;
+            let mode = if *continue_in_place {
+                agent_journal::ResumeMode::Continue
+            } else {
+                agent_journal::ResumeMode::Fork
+            };
+            let result = demo::resume(&s, mode, *interrupt_never)?;
+            let target = &result.session;
+            if cli.json {
+                print_json(&serde_json::json!({
+                    "session": target.id().to_string(),
+                    "resumed_from": s.id().to_string(),
+                    "crash_point": plan.crash_point,
+                    "state_at_crash": plan.state.name(),
+                    "outcome": format!("{:?}", result.outcome),
+                    "answer": result.content,
+                }))?;
+            } else {
+                println!(
+                    "session {} stopped at seq {} ({}); {}",
+                    s.id(),
+                    plan.crash_point,
+                    plan.state.name(),
+                    if target.id() == s.id() {
+                        "continued in place".to_owned()
+                    } else {
+                        format!("resumed in fork {}", target.id())
+                    }
+                );
+                println!();
+                let from = if target.id() == s.id() {
+                    plan.crash_point + 1
+                } else {
+                    0
+                };
+                render::print_log(target, from, target.head())?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Pending { session } => {
+            let journal = open_existing(&cli.db)?;
+            let s = find_session(&journal, session)?;
+            let plan = s.resume_plan()?;
+            if cli.json {
+                print_json(&render::plan_json(&plan))?;
+            } else {
+                render::print_plan(&plan);
+                if let Some(t) = s.torn_tail() {
+                    println!("!! {t}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Diff { session, a, b } => {
+            let journal = open_existing(&cli.db)?;
+            let s = find_session(&journal, session)?;
+            let d = diff::diff(&s, *a, *b)?;
+            if cli.json {
+                print_json(&d.to_json())?;
+            } else {
+                d.print();
             }
             Ok(ExitCode::SUCCESS)
         }

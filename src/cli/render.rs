@@ -229,3 +229,72 @@ pub(crate) fn print_state(s: &Session, at: u64, state: &SessionState) {
         );
     }
 }
+
+fn call_json(c: &agent_journal::ToolCallInfo) -> serde_json::Value {
+    serde_json::json!({
+        "call_id": c.call_id.as_str(),
+        "name": c.name,
+        "arguments": c.arguments,
+        "status": c.status.as_str(),
+        "requested_at": c.requested_at.map(|t| t.to_rfc3339()),
+        "started_at": c.started_at.map(|t| t.to_rfc3339()),
+    })
+}
+
+/// The JSON of a resume plan (without the messages).
+pub(crate) fn plan_json(p: &agent_journal::ResumePlan) -> serde_json::Value {
+    serde_json::json!({
+        "session": p.session.to_string(),
+        "evaluation": p.evaluation_id.to_string(),
+        "prompt": format!("{}/{}", p.prompt_ns, p.prompt_key),
+        "crash_point": p.crash_point,
+        "state": p.state.name(),
+        "messages": p.messages.len(),
+        "next_sequence": p.next_sequence,
+        "turn": p.turn,
+        "pending": p.pending.iter().map(call_json).collect::<Vec<_>>(),
+        "in_doubt": p.in_doubt.iter().map(call_json).collect::<Vec<_>>(),
+    })
+}
+
+/// Prints where an evaluation stopped and what is left to do.
+pub(crate) fn print_plan(p: &agent_journal::ResumePlan) {
+    println!(
+        "session {}  evaluation {}  prompt {}/{}",
+        p.session, p.evaluation_id, p.prompt_ns, p.prompt_key
+    );
+    println!(
+        "crash point: seq {}   state: {}   messages: {}   turn: {}   next sequence: {}",
+        p.crash_point,
+        p.state.name(),
+        p.messages.len(),
+        p.turn,
+        p.next_sequence
+    );
+    let what = match &p.state {
+        agent_journal::ResumeState::Finished(o) => format!("finished ({}); nothing to resume", outcome(o)),
+        agent_journal::ResumeState::InDoubt(_) => {
+            "tool calls were running when the process stopped: resume re-runs safe and keyed tools, and stops for tools that must never run twice".into()
+        }
+        agent_journal::ResumeState::PendingTools(_) => "tool calls never started: resume runs them".into(),
+        agent_journal::ResumeState::AwaitingProvider => "the next step is a provider call".into(),
+        agent_journal::ResumeState::Answered => "the answer is recorded; resume only records the finish".into(),
+        agent_journal::ResumeState::NotStarted => "the evaluation recorded no message yet".into(),
+    };
+    println!("{what}");
+    for (label, calls) in [("in doubt", &p.in_doubt), ("pending", &p.pending)] {
+        if calls.is_empty() {
+            continue;
+        }
+        println!("{label}:");
+        for c in calls {
+            println!(
+                "  {:<24} {:<12} {:<10} {}",
+                c.call_id.as_str(),
+                c.name,
+                c.status,
+                clip(&c.arguments, 60)
+            );
+        }
+    }
+}

@@ -48,8 +48,13 @@ pub enum Durability {
     Synced,
 }
 
+/// A function called after every append is durable, with the session and
+/// the seqs of the first and last event appended. For crash injection in
+/// tests and demos (abort "right after event N is durable"), and metrics.
+pub type AfterAppend = std::sync::Arc<dyn Fn(SessionId, u64, u64) + Send + Sync>;
+
 /// Settings of a journal. Build with `JournalConfig::default()` and adjust.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct JournalConfig {
     /// Durability of each append. Default: [`Durability::Synced`].
     pub durability: Durability,
@@ -68,6 +73,23 @@ pub struct JournalConfig {
     pub create_if_missing: bool,
     /// sled page-cache size in bytes. Default: 512 MiB.
     pub cache_bytes: u64,
+    /// Called after each append is durable. Default: none.
+    pub after_append: Option<AfterAppend>,
+}
+
+impl std::fmt::Debug for JournalConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JournalConfig")
+            .field("durability", &self.durability)
+            .field("max_event_bytes", &self.max_event_bytes)
+            .field("max_snapshot_bytes", &self.max_snapshot_bytes)
+            .field("checkpoint", &self.checkpoint)
+            .field("slices", &self.slices)
+            .field("create_if_missing", &self.create_if_missing)
+            .field("cache_bytes", &self.cache_bytes)
+            .field("after_append", &self.after_append.as_ref().map(|_| "Fn"))
+            .finish()
+    }
 }
 
 impl Default for JournalConfig {
@@ -80,6 +102,7 @@ impl Default for JournalConfig {
             slices: SliceRegistry::default(),
             create_if_missing: true,
             cache_bytes: 512 << 20,
+            after_append: None,
         }
     }
 }

@@ -1,0 +1,131 @@
+//! `diff`: what changed between two points of a session.
+
+use agent_journal::{Error, InnerMessage, Session, ToolStatus};
+
+use crate::cli::render::{clip, event_line};
+
+/// The difference between the states after events `a` and `b`.
+pub(crate) struct Diff {
+    a: u64,
+    b: u64,
+    events: Vec<String>,
+    new_messages: Vec<InnerMessage>,
+    status_changes: Vec<(String, String, Option<ToolStatus>, ToolStatus)>,
+    evaluations: Vec<String>,
+    tokens: (u64, u64),
+}
+
+/// Computes the diff; `a` must not be after `b`.
+pub(crate) fn diff(s: &Session, a: u64, b: u64) -> Result<Diff, Error> {
+    if a > b {
+        return Err(Error::InvalidInput(format!(
+            "diff needs A <= B (got {a} and {b})"
+        )));
+    }
+    let before = s.state_at(a)?;
+    let after = s.state_at(b)?;
+    let mut events = Vec::new();
+    s.for_each_event(a + 1..=b, |e| {
+        events.push(event_line(&e));
+        Ok(())
+    })?;
+    let new_messages = after
+        .messages()
+        .iter()
+        .filter(|m| before.messages().get(m.message_id).is_none())
+        .cloned()
+        .collect();
+    let mut status_changes = Vec::new();
+    for c in after.tool_calls().iter() {
+        let old = before
+            .tool_calls()
+            .get(c.evaluation_id, &c.call_id)
+            .map(|o| o.status);
+        if old != Some(c.status) {
+            status_changes.push((c.call_id.to_string(), c.name.clone(), old, c.status));
+        }
+    }
+    let mut evaluations = Vec::new();
+    for e in after.evaluations().iter() {
+        match before.evaluations().get(e.evaluation_id) {
+            None => evaluations.push(format!("evaluation {} started", e.evaluation_id)),
+            Some(old) if old.outcome != e.outcome => evaluations.push(format!(
+                "evaluation {} finished: {:?}",
+                e.evaluation_id, e.outcome
+            )),
+            _ => {}
+        }
+    }
+    let (u0, u1) = (before.usage().total().usage, after.usage().total().usage);
+    Ok(Diff {
+        a,
+        b,
+        events,
+        new_messages,
+        status_changes,
+        evaluations,
+        tokens: (
+            u1.input_tokens.saturating_sub(u0.input_tokens),
+            u1.output_tokens.saturating_sub(u0.output_tokens),
+        ),
+    })
+}
+
+impl Diff {
+    pub(crate) fn print(&self) {
+        println!(
+            "from seq {} to seq {}: {} events",
+            self.a,
+            self.b,
+            self.events.len()
+        );
+        for e in &self.events {
+            println!("  {e}");
+        }
+        if !self.new_messages.is_empty() {
+            println!("new messages:");
+            for m in &self.new_messages {
+                println!(
+                    "  + {} seq={} turn={} {:?}",
+                    m.role,
+                    m.sequence,
+                    m.turn,
+                    clip(&m.content, 70)
+                );
+            }
+        }
+        if !self.status_changes.is_empty() {
+            println!("tool calls:");
+            for (id, name, old, new) in &self.status_changes {
+                let old = old.map(|o| o.as_str()).unwrap_or("(new)");
+                println!("  {id} {name}: {old} -> {new}");
+            }
+        }
+        for e in &self.evaluations {
+            println!("{e}");
+        }
+        if self.tokens != (0, 0) {
+            println!(
+                "tokens: +{} input, +{} output",
+                self.tokens.0, self.tokens.1
+            );
+        }
+    }
+
+    pub(crate) fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "from": self.a,
+            "to": self.b,
+            "events": self.events.len(),
+            "new_messages": self.new_messages.iter().map(|m| serde_json::json!({
+                "role": m.role.as_str(), "sequence": m.sequence, "turn": m.turn, "content": m.content,
+                "message_id": m.message_id.to_string(),
+            })).collect::<Vec<_>>(),
+            "tool_calls": self.status_changes.iter().map(|(id, name, old, new)| serde_json::json!({
+                "call_id": id, "name": name, "from": old.map(|o| o.as_str()), "to": new.as_str(),
+            })).collect::<Vec<_>>(),
+            "evaluations": self.evaluations,
+            "tokens": {"input": self.tokens.0, "output": self.tokens.1},
+        })
+    }
+}

@@ -1,0 +1,179 @@
+//! Adapter states (adapter-state spec): what an SDK-backed adapter needs to
+//! resume its own session after a worker dies, kept in a LOG slice.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize as SerializeDerive};
+
+use crate::error::{Error, Result};
+use crate::event::AdapterStateSnapshot;
+use crate::recorder::Evaluation;
+use crate::session::Session;
+
+/// An adapter's resumable state. Keep it small: ids and metadata, not history.
+pub trait AdapterState: Serialize + DeserializeOwned {
+    /// The adapter type (`"claude_agent_sdk"`).
+    fn adapter_type(&self) -> &str;
+    /// Whether the state can be used to resume.
+    fn resumable(&self) -> bool;
+}
+
+/// The state of an SDK session (the spec's `ClaudeAgentSDKState`).
+#[derive(Clone, Debug, PartialEq, Eq, SerializeDerive, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SdkSessionState {
+    /// The SDK's session id, passed back to it to resume.
+    pub session_id: String,
+    /// When the SDK session was created.
+    #[serde(with = "crate::model::ts")]
+    pub created_at: DateTime<Utc>,
+    /// When the last message was received.
+    #[serde(with = "crate::model::ts")]
+    pub last_activity_at: DateTime<Utc>,
+    /// The working directory it ran in.
+    pub workspace_path: Option<String>,
+    /// The prompt that started it.
+    pub prompt_name: String,
+    /// Messages in the SDK session (for validation).
+    pub message_count: u64,
+    /// Whether the SDK session completed normally.
+    pub is_complete: bool,
+}
+
+impl SdkSessionState {
+    /// The adapter type of this state.
+    pub const ADAPTER_TYPE: &'static str = "claude_agent_sdk";
+}
+
+impl AdapterState for SdkSessionState {
+    fn adapter_type(&self) -> &str {
+        Self::ADAPTER_TYPE
+    }
+    fn resumable(&self) -> bool {
+        !self.session_id.is_empty() && !self.is_complete
+    }
+}
+
+/// How strictly a found adapter state is checked before it is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResumeValidation {
+    /// Resumable, same workspace, same prompt, and last active within `max_age`.
+    Strict {
+        /// The oldest `last_activity_at` accepted.
+        max_age: Duration,
+    },
+    /// Resumable and the same prompt.
+    Relaxed,
+    /// Only that it decodes.
+    None,
+}
+
+impl Evaluation {
+    /// Records an adapter state (a LOG slice entry: it survives restores).
+    pub fn capture_adapter_state<S: AdapterState>(&self, state: &S) -> Result<u64> {
+        let json = serde_json::to_string(state)
+            .map_err(|e| Error::InvalidInput(format!("adapter state: {e}")))?;
+        self.adapter_state(state.adapter_type(), json, state.resumable())
+    }
+}
+
+impl Session {
+    /// The most recent resumable adapter state of `adapter_type`, if any.
+    pub fn find_resumable_state(&self, adapter_type: &str) -> Option<AdapterStateSnapshot> {
+        self.state()
+            .adapter_states()
+            .find_resumable(adapter_type)
+            .cloned()
+    }
+
+    /// Finds the latest resumable SDK session state and validates it.
+    ///
+    /// # Errors
+    /// [`Error::SessionExpired`] saying why it cannot be used (none found,
+    /// not resumable, another workspace or prompt, too old, undecodable).
+    pub fn resumable_sdk_state(
+        &self,
+        validation: ResumeValidation,
+        workspace: Option<&str>,
+        prompt_name: &str,
+        at: DateTime<Utc>,
+    ) -> Result<SdkSessionState> {
+        let latest = self
+            .state()
+            .adapter_states()
+            .iter()
+            .filter(|s| s.adapter_type == SdkSessionState::ADAPTER_TYPE)
+            .last()
+            .cloned()
+            .ok_or_else(|| {
+                Error::SessionExpired(format!(
+                    "no {} state in session {}",
+                    SdkSessionState::ADAPTER_TYPE,
+                    self.id()
+                ))
+            })?;
+        validate_sdk_state(&latest, validation, workspace, prompt_name, at)
+    }
+}
+
+/// Checks a captured SDK state against what the resuming worker has.
+///
+/// # Errors
+/// [`Error::SessionExpired`] with the reason.
+pub fn validate_sdk_state(
+    snapshot: &AdapterStateSnapshot,
+    validation: ResumeValidation,
+    workspace: Option<&str>,
+    prompt_name: &str,
+    at: DateTime<Utc>,
+) -> Result<SdkSessionState> {
+    let state: SdkSessionState = serde_json::from_str(&snapshot.state).map_err(|e| {
+        Error::SessionExpired(format!(
+            "adapter state {} is unreadable: {e}",
+            snapshot.snapshot_id
+        ))
+    })?;
+    if validation == ResumeValidation::None {
+        return Ok(state);
+    }
+    if !state.resumable() {
+        return Err(Error::SessionExpired(format!(
+            "SDK session {:?} is not resumable ({})",
+            state.session_id,
+            if state.is_complete {
+                "it completed"
+            } else {
+                "it has no session id"
+            }
+        )));
+    }
+    if state.prompt_name != prompt_name {
+        return Err(Error::SessionExpired(format!(
+            "SDK session {:?} ran prompt {:?}, not {prompt_name:?}",
+            state.session_id, state.prompt_name
+        )));
+    }
+    if let ResumeValidation::Strict { max_age } = validation {
+        if state.workspace_path.as_deref() != workspace {
+            return Err(Error::SessionExpired(format!(
+                "SDK session {:?} ran in workspace {:?}, not {:?}",
+                state.session_id, state.workspace_path, workspace
+            )));
+        }
+        let age = (at - state.last_activity_at)
+            .to_std()
+            .unwrap_or(Duration::ZERO);
+        if age > max_age {
+            return Err(Error::SessionExpired(format!(
+                "SDK session {:?} was last active {}s ago (limit {}s)",
+                state.session_id,
+                age.as_secs(),
+                max_age.as_secs()
+            )));
+        }
+    }
+    Ok(state)
+}

@@ -1,0 +1,294 @@
+//! The inner loop: provider round trips and tool calls, each recorded as it
+//! happens, and its resume from a [`ResumePlan`](crate::ResumePlan).
+
+use crate::engine::provider::{Provider, ProviderRequest};
+use crate::engine::tool::{Idempotency, Tool, ToolContext};
+use crate::error::{Error, Result};
+use crate::event::{Outcome, ProviderCallRecord, ProviderOutcome};
+use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, Role, now};
+use crate::recorder::Evaluation;
+use crate::resume::ResumeState;
+use crate::session::Session;
+
+/// The result shown to the model for a `Never` tool that was in doubt and
+/// recorded as failed on the caller's request.
+pub const INTERRUPTED_ERROR: &str = "interrupted: the process stopped while this tool was running; it was not run again because it must never run twice";
+
+/// Whether a resume appends to the crashed session or to a fork of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ResumeMode {
+    /// Append to the same session.
+    Continue,
+    /// Fork the session at its crash point and continue in the fork, leaving
+    /// the original as the record of the crash. The default for crash recovery.
+    #[default]
+    Fork,
+}
+
+/// How to resume.
+#[derive(Clone, Debug, Default)]
+pub struct ResumeOptions {
+    /// Continue or fork. Default: fork.
+    pub mode: ResumeMode,
+    /// The evaluation to resume. Default: the latest.
+    pub evaluation: Option<EvaluationId>,
+    /// The prompt identity `(ns, key)` the caller resumes with; checked
+    /// against the evaluation's. Default: not checked.
+    pub prompt: Option<(String, String)>,
+    /// Record in-doubt calls of `Never` tools as failed ("interrupted") so
+    /// the conversation can go on, instead of stopping with
+    /// [`Error::ToolIdempotency`]. Default: false.
+    pub interrupt_never_tools: bool,
+}
+
+/// What a run or a resume ended with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoopResult {
+    /// The session the run was recorded in (a fork, for a forking resume).
+    pub session: Session,
+    /// The evaluation.
+    pub evaluation_id: EvaluationId,
+    /// The final assistant text (empty if it failed before one).
+    pub content: String,
+    /// The number of turns.
+    pub turns: u32,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+/// Drives a provider and tools, recording every step in a session.
+pub struct InnerLoop<'a> {
+    provider: &'a dyn Provider,
+    tools: Vec<&'a dyn Tool>,
+    max_turns: u32,
+}
+
+impl<'a> InnerLoop<'a> {
+    /// A loop over `provider` with `tools`; at most 32 turns.
+    pub fn new(provider: &'a dyn Provider, tools: Vec<&'a dyn Tool>) -> Self {
+        Self {
+            provider,
+            tools,
+            max_turns: 32,
+        }
+    }
+
+    /// Sets the turn limit (the evaluation fails past it).
+    pub fn max_turns(mut self, n: u32) -> Self {
+        self.max_turns = n;
+        self
+    }
+
+    fn tool(&self, name: &str) -> Option<&'a dyn Tool> {
+        self.tools.iter().copied().find(|t| t.name() == name)
+    }
+
+    /// Starts an evaluation in `session` and runs it to its end: system and
+    /// user messages, then provider round trips and tool calls until the
+    /// model answers without calling a tool.
+    pub fn run(
+        &self,
+        session: &Session,
+        prompt_ns: &str,
+        prompt_key: &str,
+        system: &str,
+        user: &str,
+    ) -> Result<LoopResult> {
+        let eval = session.start_evaluation_with(prompt_ns, prompt_key, self.provider.name())?;
+        eval.system(system)?;
+        eval.user(user)?;
+        let history = self.history(&eval);
+        self.drive(&eval, history)
+    }
+
+    /// Resumes the latest (or the chosen) evaluation of `session` from its
+    /// crash point: completed calls are not run again; pending calls run;
+    /// in-doubt calls follow their tool's [`Idempotency`]; then the loop goes on.
+    ///
+    /// Nothing is written before every check has passed.
+    ///
+    /// # Errors
+    /// [`Error::ConversationNotFound`], [`Error::PromptMismatch`],
+    /// [`Error::AlreadyFinished`], [`Error::ToolIdempotency`].
+    pub fn resume(&self, session: &Session, options: &ResumeOptions) -> Result<LoopResult> {
+        let plan = match options.evaluation {
+            Some(e) => session.resume_plan_for(e)?,
+            None => session.resume_plan()?,
+        };
+        if let Some((ns, key)) = &options.prompt {
+            plan.check_prompt(ns, key)?;
+        }
+        if plan.is_finished() {
+            return Err(Error::AlreadyFinished {
+                session: session.id(),
+                evaluation: plan.evaluation_id,
+            });
+        }
+        if plan.state == ResumeState::NotStarted {
+            return Err(Error::InvalidInput(format!(
+                "evaluation {} has no messages to resume from (it stopped before its system prompt)",
+                plan.evaluation_id
+            )));
+        }
+        for call in &plan.in_doubt {
+            let never = self
+                .tool(&call.name)
+                .is_some_and(|t| t.idempotency() == Idempotency::Never);
+            if never && !options.interrupt_never_tools {
+                return Err(Error::ToolIdempotency {
+                    call_id: call.call_id.to_string(),
+                    tool: call.name.clone(),
+                });
+            }
+        }
+        let target = match options.mode {
+            ResumeMode::Continue => session.clone(),
+            ResumeMode::Fork => session.fork(plan.crash_point)?,
+        };
+        let eval = target.evaluation(plan.evaluation_id)?;
+        for call in &plan.in_doubt {
+            match self.tool(&call.name).map(|t| t.idempotency()) {
+                Some(Idempotency::Never) => {
+                    eval.tool_failed(call.call_id.clone(), INTERRUPTED_ERROR)?;
+                }
+                _ => {
+                    self.execute(&eval, &call.call_id, &call.name, &call.arguments, true)?;
+                }
+            }
+        }
+        for call in &plan.pending {
+            self.execute(&eval, &call.call_id, &call.name, &call.arguments, false)?;
+        }
+        let history = self.history(&eval);
+        if plan.state == ResumeState::Answered {
+            eval.finish(Outcome::Succeeded)?;
+            return Ok(self.result(&eval, &history, Outcome::Succeeded));
+        }
+        self.drive(&eval, history)
+    }
+
+    fn history(&self, eval: &Evaluation) -> Vec<InnerMessage> {
+        eval.session()
+            .state()
+            .messages()
+            .for_evaluation(eval.id())
+            .cloned()
+            .collect()
+    }
+
+    fn push(&self, eval: &Evaluation, history: &mut Vec<InnerMessage>, id: MessageId) {
+        if let Some(m) = eval.session().state().messages().get(id) {
+            history.push(m.clone());
+        }
+    }
+
+    fn result(&self, eval: &Evaluation, history: &[InnerMessage], outcome: Outcome) -> LoopResult {
+        let content = history
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+            .map(|m| m.content.clone())
+            .unwrap_or_default();
+        LoopResult {
+            session: eval.session().clone(),
+            evaluation_id: eval.id(),
+            content,
+            turns: eval.turn(),
+            outcome,
+        }
+    }
+
+    /// Provider round trips and tool calls until a final answer.
+    fn drive(&self, eval: &Evaluation, mut history: Vec<InnerMessage>) -> Result<LoopResult> {
+        let tools: Vec<String> = self.tools.iter().map(|t| t.name().to_owned()).collect();
+        loop {
+            if eval.turn() >= self.max_turns {
+                let outcome = Outcome::Failed {
+                    error: format!("stopped after {} turns", self.max_turns),
+                };
+                eval.finish(outcome.clone())?;
+                return Ok(self.result(eval, &history, outcome));
+            }
+            let turn = eval.turn() + 1;
+            let started_at = now();
+            let request = ProviderRequest {
+                messages: &history,
+                tools: tools.clone(),
+                turn,
+            };
+            let response = self.provider.complete(&request);
+            let finished_at = now();
+            let response = match response {
+                Ok(r) => r,
+                Err(message) => {
+                    eval.provider_call(ProviderCallRecord {
+                        evaluation_id: eval.id(),
+                        turn,
+                        provider: self.provider.name().to_owned(),
+                        model: String::new(),
+                        usage: Default::default(),
+                        started_at,
+                        finished_at,
+                        outcome: ProviderOutcome::Error {
+                            message: message.clone(),
+                        },
+                    })?;
+                    let outcome = Outcome::Failed {
+                        error: format!("provider error: {message}"),
+                    };
+                    eval.finish(outcome.clone())?;
+                    return Ok(self.result(eval, &history, outcome));
+                }
+            };
+            eval.provider_call(ProviderCallRecord {
+                evaluation_id: eval.id(),
+                turn,
+                provider: self.provider.name().to_owned(),
+                model: response.model.clone(),
+                usage: response.usage,
+                started_at,
+                finished_at,
+                outcome: ProviderOutcome::Ok,
+            })?;
+            let calls = response.tool_calls.clone();
+            let id = eval.assistant_with_payload(
+                response.content,
+                response.tool_calls,
+                response.provider_payload,
+            )?;
+            self.push(eval, &mut history, id);
+            if calls.is_empty() {
+                eval.finish(Outcome::Succeeded)?;
+                return Ok(self.result(eval, &history, Outcome::Succeeded));
+            }
+            for call in calls {
+                let id = self.execute(eval, &call.call_id, &call.name, &call.arguments, false)?;
+                self.push(eval, &mut history, id);
+            }
+        }
+    }
+
+    /// Runs one call: `Started`, the handler, then its result or failure.
+    fn execute(
+        &self,
+        eval: &Evaluation,
+        call_id: &CallId,
+        name: &str,
+        arguments: &str,
+        is_resume: bool,
+    ) -> Result<MessageId> {
+        let Some(tool) = self.tool(name) else {
+            return eval.tool_failed(call_id.clone(), format!("unknown tool {name:?}"));
+        };
+        eval.tool_started(call_id.clone())?;
+        let ctx = ToolContext {
+            call_id: call_id.clone(),
+            is_resume,
+            evaluation_id: eval.id(),
+        };
+        match tool.call(arguments, &ctx) {
+            Ok(out) => eval.tool_result(call_id.clone(), out),
+            Err(err) => eval.tool_failed(call_id.clone(), err),
+        }
+    }
+}
