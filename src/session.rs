@@ -469,6 +469,45 @@ impl Session {
         ))
     }
 
+    /// Starts an evaluation together with its opening messages (system
+    /// prompt, user request, ...) in one atomic append, so that a crash never
+    /// leaves an evaluation without the prompts it needs to be resumed.
+    pub fn start_evaluation_with_messages(
+        &self,
+        prompt_ns: &str,
+        prompt_key: &str,
+        adapter: &str,
+        opening: &[(crate::model::Role, String)],
+    ) -> Result<Evaluation> {
+        let evaluation_id = EvaluationId::new();
+        let mut events = vec![Event::EvaluationStarted {
+            evaluation_id,
+            prompt_ns: prompt_ns.to_owned(),
+            prompt_key: prompt_key.to_owned(),
+            adapter: adapter.to_owned(),
+        }];
+        for (sequence, (role, content)) in opening.iter().enumerate() {
+            let mut m = crate::model::InnerMessage::new(
+                *role,
+                content.clone(),
+                evaluation_id,
+                sequence as u64,
+            );
+            m.prompt_ns = prompt_ns.to_owned();
+            m.prompt_key = prompt_key.to_owned();
+            events.push(Event::Message(m));
+        }
+        self.append_batch(events)?;
+        Ok(Evaluation::new(
+            self.clone(),
+            evaluation_id,
+            prompt_ns.to_owned(),
+            prompt_key.to_owned(),
+            opening.len() as u64,
+            0,
+        ))
+    }
+
     /// A recorder that continues an existing evaluation where its messages
     /// stop (next `sequence`, current `turn`).
     ///

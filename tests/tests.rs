@@ -4,5 +4,6 @@ mod common;
 
 mod golden;
 mod recovery;
+mod resume;
 mod sessions;
 mod store;

@@ -40,6 +40,9 @@ enum Command {
         /// Abort the process right after event N is durable (crash injection).
         #[arg(long, value_name = "N")]
         crash_after: Option<u64>,
+        /// How to crash: abort (SIGABRT) or kill (SIGKILL, no cleanup at all).
+        #[arg(long, value_enum, default_value = "abort")]
+        crash_with: CrashWith,
     },
     /// Continue a demo session from its crash point; finished tools are not run again.
     Resume {
@@ -128,6 +131,14 @@ enum Command {
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum CrashWith {
+    /// `std::process::abort()`: SIGABRT.
+    Abort,
+    /// SIGKILL sent to this process by `kill -KILL`.
+    Kill,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum ExportFormat {
     /// An exported journal file (.ajournal): every frame, verifiable.
     Journal,
@@ -212,14 +223,21 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Demo {
             sandbox,
             crash_after,
+            crash_with,
         } => {
             let mut config = JournalConfig::default();
             if let Some(n) = *crash_after {
+                let how = *crash_with;
                 config.after_append = Some(std::sync::Arc::new(move |id, _first, last| {
                     if last >= n {
                         eprintln!(
-                            "crash injected: aborting right after event {last} of session {id} is durable"
+                            "crash injected ({how:?}) right after event {last} of session {id} is durable"
                         );
+                        if how == CrashWith::Kill {
+                            let _ = std::process::Command::new("kill")
+                                .args(["-KILL", &std::process::id().to_string()])
+                                .status();
+                        }
                         std::process::abort();
                     }
                 }));

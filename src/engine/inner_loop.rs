@@ -94,9 +94,16 @@ impl<'a> InnerLoop<'a> {
         system: &str,
         user: &str,
     ) -> Result<LoopResult> {
-        let eval = session.start_evaluation_with(prompt_ns, prompt_key, self.provider.name())?;
-        eval.system(system)?;
-        eval.user(user)?;
+        let opening = [
+            (Role::System, system.to_owned()),
+            (Role::User, user.to_owned()),
+        ];
+        let eval = session.start_evaluation_with_messages(
+            prompt_ns,
+            prompt_key,
+            self.provider.name(),
+            &opening,
+        )?;
         let history = self.history(&eval);
         self.drive(&eval, history)
     }
