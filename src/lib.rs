@@ -70,6 +70,7 @@ mod engine;
 mod error;
 mod event;
 mod journal;
+mod maintenance;
 mod model;
 mod recorder;
 mod resume;
@@ -100,6 +101,7 @@ pub use crate::journal::store::{Store, Visit};
 pub use crate::journal::{
     AfterAppend, Durability, Journal, JournalConfig, SessionInfo, SessionStatus,
 };
+pub use crate::maintenance::{CompactReport, SALVAGE_GAP_KIND, SalvageReport, salvage_file};
 pub use crate::model::{
     CallId, EvaluationId, InnerMessage, MessageId, Role, SessionId, ToolCallRecord, ToolStatus,
     now, ts,

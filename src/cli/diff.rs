@@ -73,19 +73,19 @@ pub(crate) fn diff(s: &Session, a: u64, b: u64) -> Result<Diff, Error> {
 
 impl Diff {
     pub(crate) fn print(&self) {
-        println!(
+        outln!(
             "from seq {} to seq {}: {} events",
             self.a,
             self.b,
             self.events.len()
         );
         for e in &self.events {
-            println!("  {e}");
+            outln!("  {e}");
         }
         if !self.new_messages.is_empty() {
-            println!("new messages:");
+            outln!("new messages:");
             for m in &self.new_messages {
-                println!(
+                outln!(
                     "  + {} seq={} turn={} {:?}",
                     m.role,
                     m.sequence,
@@ -95,19 +95,20 @@ impl Diff {
             }
         }
         if !self.status_changes.is_empty() {
-            println!("tool calls:");
+            outln!("tool calls:");
             for (id, name, old, new) in &self.status_changes {
                 let old = old.map(|o| o.as_str()).unwrap_or("(new)");
-                println!("  {id} {name}: {old} -> {new}");
+                outln!("  {id} {name}: {old} -> {new}");
             }
         }
         for e in &self.evaluations {
-            println!("{e}");
+            outln!("{e}");
         }
         if self.tokens != (0, 0) {
-            println!(
+            outln!(
                 "tokens: +{} input, +{} output",
-                self.tokens.0, self.tokens.1
+                self.tokens.0,
+                self.tokens.1
             );
         }
     }

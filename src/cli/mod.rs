@@ -1,8 +1,32 @@
 //! The command line. Exit codes: 0 ok, 1 error, 2 usage, 3 corruption found.
 
+/// `println!` that ends the process quietly when stdout is a closed pipe
+/// (`agent-journal log X | head`) instead of panicking.
+macro_rules! outln {
+    () => {
+        $crate::cli::emit(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::emit(format_args!($($arg)*))
+    };
+}
+
 mod demo;
 mod diff;
 mod render;
+
+/// Writes one line to stdout; a closed pipe ends the process with success.
+pub(crate) fn emit(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: writing to stdout: {e}");
+        std::process::exit(1);
+    }
+}
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -70,7 +94,26 @@ enum Command {
         b: u64,
     },
     /// List sessions: id, created, events, status, last activity.
-    Sessions,
+    Sessions {
+        /// Delete this session instead of listing (refused if a tool call is in doubt).
+        #[arg(long, value_name = "SESSION")]
+        delete: Option<String>,
+        /// With --delete: delete even with tool calls in doubt.
+        #[arg(long, requires = "delete")]
+        force: bool,
+    },
+    /// Rewrite the database into a new one, reclaiming space (sled never shrinks its file).
+    Compact {
+        /// The new database (must not exist).
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Copy every readable record into a new database and report what was dropped.
+    Salvage {
+        /// The new database (must not exist).
+        #[arg(long)]
+        to: PathBuf,
+    },
     /// The timeline of a session, one event a line.
     Log {
         /// Session id (or a unique prefix of it).
@@ -214,7 +257,7 @@ pub(crate) fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
 fn print_json(value: &serde_json::Value) -> Result<(), Error> {
     let text =
         serde_json::to_string_pretty(value).map_err(|e| Error::InvalidInput(e.to_string()))?;
-    println!("{text}");
+    outln!("{text}");
     Ok(())
 }
 
@@ -254,25 +297,25 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
                     "answer": result.content,
                 }))?;
             } else {
-                println!(
+                outln!(
                     "recorded session {} ({} events) in {}",
                     session.id(),
                     session.head(),
                     cli.db.display()
                 );
-                println!("tools worked in {}", demo::sandbox_of(session)?.display());
-                println!();
+                outln!("tools worked in {}", demo::sandbox_of(session)?.display());
+                outln!();
                 render::print_log(session, 0, session.head())?;
-                println!();
-                println!(
+                outln!();
+                outln!(
                     "next: agent-journal show {}            (the state at the end)",
                     session.id()
                 );
-                println!(
+                outln!(
                     "      agent-journal show {} --at 6     (time travel)",
                     session.id()
                 );
-                println!(
+                outln!(
                     "      agent-journal demo --crash-after 9    (crash mid-run, then `resume`)"
                 );
             }
@@ -303,7 +346,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
                     "answer": result.content,
                 }))?;
             } else {
-                println!(
+                outln!(
                     "session {} stopped at seq {} ({}); {}",
                     s.id(),
                     plan.crash_point,
@@ -314,7 +357,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
                         format!("resumed in fork {}", target.id())
                     }
                 );
-                println!();
+                outln!();
                 let from = if target.id() == s.id() {
                     plan.crash_point + 1
                 } else {
@@ -333,7 +376,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
             } else {
                 render::print_plan(&plan);
                 if let Some(t) = s.torn_tail() {
-                    println!("!! {t}");
+                    outln!("!! {t}");
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -349,7 +392,24 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Sessions => {
+        Command::Sessions { delete, force } => {
+            if let Some(text) = delete {
+                let journal = Journal::open_with(
+                    &cli.db,
+                    JournalConfig {
+                        create_if_missing: false,
+                        ..JournalConfig::default()
+                    },
+                )?;
+                let id = find_session_id(&journal, text)?;
+                journal.delete_session(id, *force)?;
+                if cli.json {
+                    print_json(&serde_json::json!({"deleted": id.to_string()}))?;
+                } else {
+                    outln!("deleted session {id}");
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             let journal = open_existing(&cli.db)?;
             let infos = journal.sessions_info()?;
             if cli.json {
@@ -358,6 +418,61 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
                 ))?;
             } else {
                 render::print_sessions(&infos);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Compact { to } => {
+            let journal = open_existing(&cli.db)?;
+            let total = journal
+                .sessions()?
+                .iter()
+                .map(|id| journal.stream_len(*id).map(|n| n.unwrap_or(0)))
+                .sum::<Result<u64, Error>>()?;
+            let bar = progress(total, "compact");
+            let r = journal.compact_to(to, |k| bar.inc(k))?;
+            bar.finish_and_clear();
+            if cli.json {
+                print_json(&serde_json::json!({
+                    "sessions": r.sessions, "events": r.events,
+                    "bytes_before": r.bytes_before, "bytes_after": r.bytes_after,
+                }))?;
+            } else {
+                outln!(
+                    "copied {} sessions ({} events) to {}: {} bytes -> {} bytes",
+                    r.sessions,
+                    r.events,
+                    to.display(),
+                    r.bytes_before,
+                    r.bytes_after
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Salvage { to } => {
+            let r = if cli.db.is_file() {
+                agent_journal::salvage_file(&cli.db, to, agent_journal::DEFAULT_MAX_EVENT_BYTES)?
+            } else {
+                open_existing(&cli.db)?.salvage_to(to)?
+            };
+            if cli.json {
+                print_json(&serde_json::json!({
+                    "sessions": r.sessions, "copied": r.copied, "renumbered": r.renumbered,
+                    "dropped": r.dropped.iter().map(|p| serde_json::json!({
+                        "session": p.session.to_string(), "seq": p.seq, "offset": p.offset, "reason": p.message,
+                    })).collect::<Vec<_>>(),
+                }))?;
+            } else {
+                for p in &r.dropped {
+                    outln!("dropped: {p}");
+                }
+                outln!(
+                    "salvaged {} sessions, {} records ({} renumbered) into {}; dropped {}",
+                    r.sessions,
+                    r.copied,
+                    r.renumbered,
+                    to.display(),
+                    r.dropped.len()
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -378,7 +493,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
             } else {
                 render::print_log(&s, from, to)?;
                 if let Some(t) = s.torn_tail() {
-                    println!("!! {t}");
+                    outln!("!! {t}");
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -393,7 +508,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
                     include_logs: true,
                     ..JsonOptions::default()
                 });
-                println!("{text}");
+                outln!("{text}");
             } else {
                 render::print_state(&s, at, &state);
             }
@@ -428,7 +543,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
                             &serde_json::json!({"file": out.display().to_string(), "events": n}),
                         )?;
                     } else {
-                        println!(
+                        outln!(
                             "wrote {n} events of session {} to {}",
                             s.id(),
                             out.display()
@@ -453,7 +568,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
                             context: format!("writing {}", p.display()),
                             source: e,
                         })?,
-                        None => println!("{text}"),
+                        None => outln!("{text}"),
                     }
                 }
             }
@@ -471,7 +586,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
                         }))?;
                     } else {
                         for id in &ids {
-                            println!("imported session {id}");
+                            outln!("imported session {id}");
                         }
                         if let Some(t) = tail {
                             eprintln!("warning: {}: {t}", file.display());
@@ -490,7 +605,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
                     &serde_json::json!({"session": f.id().to_string(), "parent": s.id().to_string(), "at": at}),
                 )?;
             } else {
-                println!("forked session {} from {} at seq {at}", f.id(), s.id());
+                outln!("forked session {} from {} at seq {at}", f.id(), s.id());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -511,10 +626,14 @@ fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error> {
         Some(text) => Some(find_session_id(&journal, text)?),
         None => None,
     };
-    let total: u64 = match id {
-        Some(_) => 0,
-        None => 0,
+    let ids = match id {
+        Some(id) => vec![id],
+        None => journal.sessions()?,
     };
+    let total = ids
+        .iter()
+        .map(|id| journal.stream_len(*id).map(|n| n.unwrap_or(0)))
+        .sum::<Result<u64, Error>>()?;
     let bar = progress(total, "verify");
     let report = journal.verify(id, |k| bar.inc(k))?;
     bar.finish_and_clear();
@@ -537,12 +656,12 @@ fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error> {
         }))?;
     } else {
         for p in &report.problems {
-            println!("{:?}: {p}", p.kind);
+            outln!("{:?}: {p}", p.kind);
         }
         if let Some(d) = &file_damage {
-            println!("Damage: {}: {d}", cli.db.display());
+            outln!("Damage: {}: {d}", cli.db.display());
         }
-        println!(
+        outln!(
             "checked {} sessions, {} events, {} snapshots: {}",
             report.sessions,
             report.events,

@@ -130,7 +130,7 @@ pub(crate) fn event_line(e: &Envelope) -> String {
 /// Prints events `from..to`, streaming.
 pub(crate) fn print_log(s: &Session, from: u64, to: u64) -> Result<(), Error> {
     s.for_each_event(from..to, |e| {
-        println!("{}", event_line(&e));
+        outln!("{}", event_line(&e));
         Ok(())
     })
 }
@@ -146,16 +146,20 @@ fn status(s: SessionStatus) -> &'static str {
 /// Prints the session table.
 pub(crate) fn print_sessions(infos: &[SessionInfo]) {
     if infos.is_empty() {
-        println!("no sessions");
+        outln!("no sessions");
         return;
     }
-    println!(
+    outln!(
         "{:<36}  {:<19}  {:>7}  {:<10}  {:<19}  labels",
-        "session", "created", "events", "status", "last activity"
+        "session",
+        "created",
+        "events",
+        "status",
+        "last activity"
     );
     for i in infos {
         let labels: Vec<String> = i.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        println!(
+        outln!(
             "{:<36}  {:<19}  {:>7}  {:<10}  {:<19}  {}",
             i.id,
             i.created.format("%Y-%m-%d %H:%M:%S"),
@@ -181,37 +185,41 @@ pub(crate) fn info_json(i: &SessionInfo) -> serde_json::Value {
 
 /// Prints the state after event `at`.
 pub(crate) fn print_state(s: &Session, at: u64, state: &SessionState) {
-    println!(
+    outln!(
         "session {} at seq {at} (of {})",
         s.id(),
         s.head().saturating_sub(1)
     );
     if let Some((parent, pat)) = state.forked_from() {
-        println!("forked from {parent} at seq {pat}");
+        outln!("forked from {parent} at seq {pat}");
     }
     for e in state.evaluations().iter() {
         let st = match &e.outcome {
             Some(o) => outcome(o),
             None => "unfinished".into(),
         };
-        println!();
-        println!(
+        outln!();
+        outln!(
             "evaluation {}  prompt {}/{}  turns {}  messages {}  {st}",
-            e.evaluation_id, e.prompt_ns, e.prompt_key, e.turns, e.message_count
+            e.evaluation_id,
+            e.prompt_ns,
+            e.prompt_key,
+            e.turns,
+            e.message_count
         );
         for m in state.messages().for_evaluation(e.evaluation_id) {
-            println!("  {}", message_line(m));
+            outln!("  {}", message_line(m));
         }
         let calls: Vec<_> = state.tool_calls().for_evaluation(e.evaluation_id).collect();
         if !calls.is_empty() {
-            println!("  tool calls:");
+            outln!("  tool calls:");
             for c in calls {
                 let err = c
                     .error
                     .as_deref()
                     .map(|e| format!(" ({})", clip(e, 50)))
                     .unwrap_or_default();
-                println!(
+                outln!(
                     "    {:<24} {:<12} {}{err}",
                     c.call_id.as_str(),
                     c.name,
@@ -222,10 +230,12 @@ pub(crate) fn print_state(s: &Session, at: u64, state: &SessionState) {
     }
     let u = state.usage().total();
     if u.provider_calls > 0 {
-        println!();
-        println!(
+        outln!();
+        outln!(
             "usage: {} provider calls, {} input + {} output tokens",
-            u.provider_calls, u.usage.input_tokens, u.usage.output_tokens
+            u.provider_calls,
+            u.usage.input_tokens,
+            u.usage.output_tokens
         );
     }
 }
@@ -259,11 +269,14 @@ pub(crate) fn plan_json(p: &agent_journal::ResumePlan) -> serde_json::Value {
 
 /// Prints where an evaluation stopped and what is left to do.
 pub(crate) fn print_plan(p: &agent_journal::ResumePlan) {
-    println!(
+    outln!(
         "session {}  evaluation {}  prompt {}/{}",
-        p.session, p.evaluation_id, p.prompt_ns, p.prompt_key
+        p.session,
+        p.evaluation_id,
+        p.prompt_ns,
+        p.prompt_key
     );
-    println!(
+    outln!(
         "crash point: seq {}   state: {}   messages: {}   turn: {}   next sequence: {}",
         p.crash_point,
         p.state.name(),
@@ -281,14 +294,14 @@ pub(crate) fn print_plan(p: &agent_journal::ResumePlan) {
         agent_journal::ResumeState::Answered => "the answer is recorded; resume only records the finish".into(),
         agent_journal::ResumeState::NotStarted => "the evaluation recorded no message yet".into(),
     };
-    println!("{what}");
+    outln!("{what}");
     for (label, calls) in [("in doubt", &p.in_doubt), ("pending", &p.pending)] {
         if calls.is_empty() {
             continue;
         }
-        println!("{label}:");
+        outln!("{label}:");
         for c in calls {
-            println!(
+            outln!(
                 "  {:<24} {:<12} {:<10} {}",
                 c.call_id.as_str(),
                 c.name,

@@ -154,6 +154,59 @@ pub(crate) fn parse(bytes: &[u8], limit: u64) -> Result<FileContents> {
     Ok(out)
 }
 
+/// Reads every readable record of an exported journal, skipping damaged
+/// ones (their length prefix still says where the next one starts). Returns
+/// the records with their byte offsets, and what was dropped.
+pub(crate) fn parse_lenient(
+    bytes: &[u8],
+    limit: u64,
+) -> Result<(Vec<(u64, Envelope)>, Vec<crate::verify::Problem>)> {
+    if bytes.len() < MAGIC.len() || &bytes[..MAGIC_PREFIX.len()] != MAGIC_PREFIX {
+        return Err(Error::NotAJournal {
+            path: PathBuf::new(),
+            reason: "missing the AGJRNL magic".into(),
+        });
+    }
+    let unknown = SessionId::from_bytes([0; 16]);
+    let dropped_at = |offset: usize, message: String| crate::verify::Problem {
+        session: unknown,
+        seq: None,
+        offset: Some(offset as u64),
+        kind: crate::verify::ProblemKind::Damage,
+        message,
+    };
+    let mut records = Vec::new();
+    let mut dropped = Vec::new();
+    let mut pos = MAGIC.len();
+    while pos < bytes.len() {
+        let Some(len_bytes) = bytes.get(pos..pos + 4) else {
+            dropped.push(dropped_at(
+                pos,
+                format!("{} bytes of an incomplete length prefix", bytes.len() - pos),
+            ));
+            break;
+        };
+        let len =
+            u32::from_le_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]) as usize;
+        let start = pos + 4;
+        let Some(frame) = start.checked_add(len).and_then(|end| bytes.get(start..end)) else {
+            dropped.push(dropped_at(
+                pos,
+                format!(
+                    "record of {len} bytes runs past the end; the rest of the file is unreadable"
+                ),
+            ));
+            break;
+        };
+        match codec::decode_frame::<Envelope>(frame, limit) {
+            Ok(env) => records.push((pos as u64, env)),
+            Err(e) => dropped.push(dropped_at(pos, e.to_string())),
+        }
+        pos = start + len;
+    }
+    Ok((records, dropped))
+}
+
 /// Writes an exported journal, record by record.
 pub(crate) struct FileWriter {
     out: BufWriter<File>,

@@ -126,6 +126,20 @@ impl Store for MemoryStore {
         Ok(self.snaps().get(&session).cloned())
     }
 
+    fn delete_session(&self, session: SessionId) -> Result<()> {
+        if self.read_only {
+            return Err(Error::Unsupported(
+                "this journal is read-only (an exported file)".into(),
+            ));
+        }
+        self.streams
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&session);
+        self.snaps().remove(&session);
+        Ok(())
+    }
+
     fn drop_snapshots(&self, session: SessionId) -> Result<()> {
         self.snaps().remove(&session);
         Ok(())

@@ -303,6 +303,21 @@ impl Journal {
         Ok(session)
     }
 
+    /// Drops the shared handle of a session (after it was deleted).
+    pub(crate) fn forget(&self, id: SessionId) {
+        self.inner
+            .open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+
+    /// The number of events stored for a session, without opening it
+    /// (`None` if it does not exist).
+    pub fn stream_len(&self, id: SessionId) -> Result<Option<u64>> {
+        self.inner.store.len(id)
+    }
+
     /// The ids of every session, in creation order.
     pub fn sessions(&self) -> Result<Vec<SessionId>> {
         self.inner.store.sessions()

@@ -417,6 +417,11 @@ impl Store for SledStore {
         Ok(last.and_then(|(k, v)| split_key(&k).map(|(_, seq)| (seq, v.to_vec()))))
     }
 
+    fn delete_session(&self, session: SessionId) -> Result<()> {
+        self.truncate(session, 0)?;
+        self.drop_snapshots(session)
+    }
+
     fn drop_snapshots(&self, session: SessionId) -> Result<()> {
         let keys: Vec<sled::IVec> = self
             .snapshots

@@ -51,6 +51,9 @@ pub trait Store: Send + Sync + 'static {
     /// Removes the frames with `seq >= from` (cuts off a torn tail).
     fn truncate(&self, session: SessionId, from: u64) -> Result<()>;
 
+    /// Removes a session: every event and snapshot, atomically for the events.
+    fn delete_session(&self, session: SessionId) -> Result<()>;
+
     /// Removes every snapshot of a session (used when one is found damaged).
     fn drop_snapshots(&self, session: SessionId) -> Result<()>;
 

@@ -1,0 +1,285 @@
+//! Deleting sessions, compacting into a new database, salvaging what is
+//! readable from a damaged one.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::event::{Envelope, Event};
+use crate::journal::store::Visit;
+use crate::journal::{Durability, Journal, JournalConfig, file};
+use crate::model::SessionId;
+use crate::verify::{Problem, ProblemKind};
+
+/// What `compact_to` did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompactReport {
+    /// Sessions copied.
+    pub sessions: u64,
+    /// Events copied.
+    pub events: u64,
+    /// Bytes on disk of the source.
+    pub bytes_before: u64,
+    /// Bytes on disk of the new database.
+    pub bytes_after: u64,
+}
+
+/// What `salvage_to` did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SalvageReport {
+    /// Sessions written to the new database.
+    pub sessions: u64,
+    /// Records copied.
+    pub copied: u64,
+    /// Records copied under a new seq because records before them were lost.
+    pub renumbered: u64,
+    /// What was dropped, and where.
+    pub dropped: Vec<Problem>,
+}
+
+/// Kind of the marker event salvage puts where records were lost.
+pub const SALVAGE_GAP_KIND: &str = "agent_journal.salvage_gap";
+
+fn fresh_destination(dest: &Path) -> Result<Journal> {
+    if dest.exists()
+        && std::fs::read_dir(dest)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        return Err(Error::InvalidInput(format!(
+            "{} already exists; give a new path",
+            dest.display()
+        )));
+    }
+    Journal::open_with(
+        dest,
+        JournalConfig {
+            durability: Durability::Buffered,
+            ..JournalConfig::default()
+        },
+    )
+}
+
+const CHUNK: usize = 4096;
+
+impl Journal {
+    /// Deletes a session: its events and snapshots.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if an evaluation of it has a tool call in
+    /// doubt (started, never finished) and `force` is false: deleting it
+    /// would lose the only record that the tool may have had its effect.
+    pub fn delete_session(&self, id: SessionId, force: bool) -> Result<()> {
+        let session = self.session(id)?;
+        if !force {
+            let state = session.state();
+            let in_doubt: Vec<String> = state
+                .evaluations()
+                .iter()
+                .flat_map(|e| state.tool_calls().in_doubt(e.evaluation_id))
+                .map(|c| format!("{} ({})", c.call_id, c.name))
+                .collect();
+            if !in_doubt.is_empty() {
+                return Err(Error::InvalidInput(format!(
+                    "session {id} has tool calls in doubt: {}; resume it first, or force the deletion",
+                    in_doubt.join(", ")
+                )));
+            }
+        }
+        self.forget(id);
+        self.inner.store.delete_session(id)?;
+        self.inner.store.flush(self.inner.config.durability)
+    }
+
+    /// Rewrites every session (verified frames, and their latest snapshot)
+    /// into a new database at `dest`, which reclaims the space sled never
+    /// gives back. The source is not changed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if `dest` exists; [`Error::Corruption`] if a
+    /// frame is damaged (use [`Journal::salvage_to`]).
+    pub fn compact_to(&self, dest: &Path, mut progress: impl FnMut(u64)) -> Result<CompactReport> {
+        let out = fresh_destination(dest)?;
+        let limit = self.inner.config.max_event_bytes;
+        let mut report = CompactReport {
+            sessions: 0,
+            events: 0,
+            bytes_before: self.size_on_disk()?,
+            bytes_after: 0,
+        };
+        for id in self.sessions()? {
+            let len = self.inner.store.len(id)?.unwrap_or(0);
+            let mut chunk: Vec<Vec<u8>> = Vec::with_capacity(CHUNK);
+            let mut written = 0u64;
+            let mut failure: Option<Error> = None;
+            self.inner.store.scan(id, 0, len, &mut |seq, frame| {
+                let env: Envelope = codec::decode_frame(frame, limit)
+                    .map_err(|e| Error::corruption(Some(id), Some(seq), None, e.to_string()))?;
+                if env.seq != seq || env.session != id || seq != written + chunk.len() as u64 {
+                    return Err(Error::corruption(
+                        Some(id),
+                        Some(seq),
+                        None,
+                        "record out of place",
+                    ));
+                }
+                chunk.push(frame.to_vec());
+                if chunk.len() == CHUNK {
+                    if let Err(e) = out.inner.store.append(id, written, &chunk) {
+                        failure = Some(e);
+                        return Ok(Visit::Break(()));
+                    }
+                    written += chunk.len() as u64;
+                    progress(chunk.len() as u64);
+                    chunk.clear();
+                }
+                Ok(Visit::Continue(()))
+            })?;
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            out.inner.store.append(id, written, &chunk)?;
+            written += chunk.len() as u64;
+            progress(chunk.len() as u64);
+            if let Some((seq, frame)) = self.inner.store.latest_snapshot(id)?
+                && codec::verify_frame(&frame).is_ok()
+                && seq < written
+            {
+                out.inner.store.put_snapshot(id, seq, frame)?;
+            }
+            report.sessions += 1;
+            report.events += written;
+        }
+        out.inner.store.flush(Durability::Synced)?;
+        report.bytes_after = out.size_on_disk()?;
+        Ok(report)
+    }
+
+    /// Copies every readable record into a new database at `dest` and
+    /// reports what it dropped. Each session stays gap-free: after a lost
+    /// record, a `Custom` event of kind [`SALVAGE_GAP_KIND`] marks the place
+    /// and the following records get new seqs. The source is not changed.
+    pub fn salvage_to(&self, dest: &Path) -> Result<SalvageReport> {
+        let limit = self.inner.config.max_event_bytes;
+        let mut sessions: BTreeMap<SessionId, Vec<Envelope>> = BTreeMap::new();
+        let mut dropped = Vec::new();
+        for id in self.sessions()? {
+            let len = self.inner.store.len(id)?.unwrap_or(0);
+            let list = sessions.entry(id).or_default();
+            self.inner.store.scan(id, 0, len, &mut |seq, frame| {
+                match codec::decode_frame::<Envelope>(frame, limit) {
+                    Ok(env) if env.session == id && env.seq == seq => list.push(env),
+                    Ok(env) => dropped.push(problem(
+                        id,
+                        Some(seq),
+                        None,
+                        format!(
+                            "record of session {} seq {} stored here",
+                            env.session, env.seq
+                        ),
+                    )),
+                    Err(e) => dropped.push(problem(id, Some(seq), None, e.to_string())),
+                }
+                Ok(Visit::Continue(()))
+            })?;
+        }
+        write_salvaged(dest, sessions, dropped)
+    }
+}
+
+/// Salvages an exported journal file that may be damaged anywhere.
+pub fn salvage_file(path: &Path, dest: &Path, limit: u64) -> Result<SalvageReport> {
+    let bytes =
+        std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    let (records, mut dropped) = file::parse_lenient(&bytes, limit)?;
+    let mut sessions: BTreeMap<SessionId, Vec<Envelope>> = BTreeMap::new();
+    for (offset, env) in records {
+        let list = sessions.entry(env.session).or_default();
+        if list.iter().any(|e| e.seq == env.seq) {
+            dropped.push(problem(
+                env.session,
+                Some(env.seq),
+                Some(offset),
+                "duplicate of an earlier record".into(),
+            ));
+        } else {
+            list.push(env);
+        }
+    }
+    for list in sessions.values_mut() {
+        list.sort_by_key(|e| e.seq);
+    }
+    write_salvaged(dest, sessions, dropped)
+}
+
+fn problem(session: SessionId, seq: Option<u64>, offset: Option<u64>, message: String) -> Problem {
+    Problem {
+        session,
+        seq,
+        offset,
+        kind: ProblemKind::Damage,
+        message,
+    }
+}
+
+fn write_salvaged(
+    dest: &Path,
+    sessions: BTreeMap<SessionId, Vec<Envelope>>,
+    dropped: Vec<Problem>,
+) -> Result<SalvageReport> {
+    let out = fresh_destination(dest)?;
+    let limit = out.inner.config.max_event_bytes;
+    let mut report = SalvageReport {
+        dropped,
+        ..SalvageReport::default()
+    };
+    for (id, envs) in sessions {
+        if envs.is_empty() {
+            continue;
+        }
+        let mut frames = Vec::with_capacity(envs.len());
+        let mut next = 0u64;
+        for env in envs {
+            if next == 0 && env.seq != 0 {
+                let opened = Envelope {
+                    session: id,
+                    seq: 0,
+                    at: env.at,
+                    event: Event::SessionOpened {
+                        labels: vec![(
+                            "salvaged".into(),
+                            "the original SessionOpened was lost".into(),
+                        )],
+                    },
+                };
+                frames.push(codec::encode_frame(&opened, limit)?);
+                next = 1;
+            }
+            if env.seq != next {
+                let gap = Envelope {
+                    session: id,
+                    seq: next,
+                    at: env.at,
+                    event: Event::Custom {
+                        kind: SALVAGE_GAP_KIND.into(),
+                        payload: format!("records {next}..{} of the original were lost", env.seq)
+                            .into_bytes(),
+                    },
+                };
+                frames.push(codec::encode_frame(&gap, limit)?);
+                next += 1;
+            }
+            let renumbered = env.seq != next;
+            let env = Envelope { seq: next, ..env };
+            frames.push(codec::encode_frame(&env, limit)?);
+            report.copied += 1;
+            report.renumbered += u64::from(renumbered);
+            next += 1;
+        }
+        out.inner.store.append(id, 0, &frames)?;
+        report.sessions += 1;
+    }
+    out.inner.store.flush(Durability::Synced)?;
+    Ok(report)
+}

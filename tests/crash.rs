@@ -1,0 +1,163 @@
+//! Crashes for real: the demo agent runs in a child process that dies
+//! (SIGABRT or SIGKILL) right after event N is durable, for every N of a
+//! run; a fresh process resumes it. The final conversation must equal an
+//! uncrashed run's, no completed tool may run twice (the sandbox's
+//! execution log proves it), and every rebuilt request must be valid for
+//! both providers.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use agent_journal::provider::validate;
+use agent_journal::{Journal, JournalConfig, SessionId};
+
+fn bin(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agent-journal"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run agent-journal")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+type Conversation = Vec<(String, String, u64, u32, Vec<String>, Option<String>)>;
+
+fn open(db: &Path) -> Journal {
+    Journal::open_with(
+        db,
+        JournalConfig {
+            create_if_missing: false,
+            ..JournalConfig::default()
+        },
+    )
+    .expect("open")
+}
+
+/// The conversation of a session with ids and timestamps left out.
+fn conversation(db: &Path, id: SessionId) -> Conversation {
+    let j = open(db);
+    let s = j.session(id).expect("session");
+    let st = s.state();
+    st.messages()
+        .iter()
+        .map(|m| {
+            (
+                m.role.to_string(),
+                m.content.clone(),
+                m.sequence,
+                m.turn,
+                m.tool_calls.iter().map(|c| format!("{}:{}:{}:{}", c.call_id, c.name, c.arguments, c.status)).collect(),
+                m.tool_call_id.as_ref().map(|c| c.to_string()),
+            )
+        })
+        .collect()
+}
+
+fn only_session(db: &Path) -> SessionId {
+    let j = open(db);
+    let ids = j.sessions().expect("sessions");
+    assert_eq!(ids.len(), 1);
+    ids[0]
+}
+
+/// Every real execution of a write_file call, from the sandbox's log.
+fn executions(sandbox_root: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for dir in std::fs::read_dir(sandbox_root).expect("sandbox root").flatten() {
+        if let Ok(text) = std::fs::read_to_string(dir.path().join(".executions.log")) {
+            lines.extend(text.lines().map(str::to_owned));
+        }
+    }
+    lines.sort();
+    lines
+}
+
+fn run_crash_case(reference: &Conversation, n: u64, last: u64, how: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let sb = dir.path().join("sb");
+    let n_s = n.to_string();
+    let out = bin(&db, &["demo", "--sandbox", sb.to_str().expect("utf8"), "--crash-after", &n_s, "--crash-with", how]);
+    assert!(!out.status.success(), "the demo crashed after event {n} ({how})");
+    assert!(out.status.code().is_none(), "killed by a signal, not an exit: {:?}", out.status);
+    let crashed = only_session(&db);
+
+    // Every rebuilt request of the crashed run is valid for both providers.
+    {
+        let j = open(&db);
+        let s = j.session(crashed).expect("session");
+        // A crash point inside an atomic batch lands at the batch's end.
+        assert!(s.head() > n, "every event up to the crash point is there ({how}, n={n})");
+        if let Ok(plan) = s.resume_plan() {
+            validate::openai(&plan.openai_messages()).unwrap_or_else(|e| panic!("n={n}: invalid OpenAI request: {e}"));
+            validate::anthropic(&plan.anthropic_messages())
+                .unwrap_or_else(|e| panic!("n={n}: invalid Anthropic request: {e}"));
+        }
+    }
+
+    let id = crashed.to_string();
+    let out = bin(&db, &["--json", "resume", &id]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if n == 0 {
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("no conversation to resume"), "{stderr}");
+        return;
+    }
+    if n >= last {
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("already finished"), "{stderr}");
+        assert_eq!(&conversation(&db, crashed), reference);
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "resume after {n} ({how}) failed: {stderr}");
+    let resumed: SessionId = json(&out)["session"].as_str().expect("session").parse().expect("id");
+    assert_ne!(resumed, crashed, "crash recovery forks by default");
+    assert_eq!(&conversation(&db, resumed), reference, "crash after event {n} ({how})");
+    let ex = executions(&sb);
+    let mut unique = ex.clone();
+    unique.dedup();
+    assert_eq!(ex, unique, "a tool ran twice after a crash at {n} ({how}): {ex:?}");
+    assert_eq!(ex.len(), 2, "both write_file calls ran exactly once: {ex:?}");
+    let verify = bin(&db, &["verify"]);
+    assert_eq!(verify.status.code(), Some(0), "{}", String::from_utf8_lossy(&verify.stdout));
+}
+
+fn reference() -> (Conversation, u64) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let sb = dir.path().join("sb");
+    let out = bin(&db, &["--json", "demo", "--sandbox", sb.to_str().expect("utf8")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json(&out);
+    let id: SessionId = v["session"].as_str().expect("session").parse().expect("id");
+    let events = v["events"].as_u64().expect("events");
+    assert_eq!(executions(&sb).len(), 2);
+    (conversation(&db, id), events - 1)
+}
+
+#[test]
+fn the_demo_killed_with_abort_after_every_event_resumes_to_the_same_conversation() {
+    let (reference, last) = reference();
+    for n in 0..=last {
+        run_crash_case(&reference, n, last, "abort");
+    }
+}
+
+#[test]
+fn the_demo_killed_with_sigkill_after_every_event_resumes_to_the_same_conversation() {
+    let (reference, last) = reference();
+    for n in 0..=last {
+        run_crash_case(&reference, n, last, "kill");
+    }
+}
