@@ -154,13 +154,13 @@ pub(crate) fn parse(bytes: &[u8], limit: u64) -> Result<FileContents> {
     Ok(out)
 }
 
+/// Readable records with their byte offsets, and what was dropped.
+pub(crate) type Lenient = (Vec<(u64, Envelope)>, Vec<crate::verify::Problem>);
+
 /// Reads every readable record of an exported journal, skipping damaged
 /// ones (their length prefix still says where the next one starts). Returns
 /// the records with their byte offsets, and what was dropped.
-pub(crate) fn parse_lenient(
-    bytes: &[u8],
-    limit: u64,
-) -> Result<(Vec<(u64, Envelope)>, Vec<crate::verify::Problem>)> {
+pub(crate) fn parse_lenient(bytes: &[u8], limit: u64) -> Result<Lenient> {
     if bytes.len() < MAGIC.len() || &bytes[..MAGIC_PREFIX.len()] != MAGIC_PREFIX {
         return Err(Error::NotAJournal {
             path: PathBuf::new(),
