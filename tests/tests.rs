@@ -2,6 +2,9 @@
 
 mod common;
 
+mod bad_input;
+mod cli;
+mod codec;
 mod golden;
 mod recovery;
 mod resume;
