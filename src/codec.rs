@@ -6,8 +6,9 @@
 //! body    bincode 1.3.3 (DefaultOptions + with_limit) of the value
 //! ```
 //!
-//! Decoding never allocates more than the limit, whatever the input: bincode
-//! checks every length prefix against the remaining budget before allocating.
+//! Decoding never allocates more than the limit, whatever the input: a body
+//! over the limit is refused before decoding, and bincode allocates at most
+//! in proportion to the bytes it is given.
 
 use bincode::Options;
 use serde::Serialize;
@@ -132,6 +133,15 @@ pub fn decode_frame<T: DeserializeOwned>(
     limit: u64,
 ) -> std::result::Result<T, FrameError> {
     let body = verify_frame(frame)?;
+    // bincode 1.3.3 drops the size limit when deserializing from a slice, so
+    // enforce it here: the body is exactly the encoded size (trailing bytes
+    // are rejected), and allocation is bounded by the body's length.
+    if body.len() as u64 > limit {
+        return Err(FrameError::Decode(format!(
+            "body of {} bytes is over the limit of {limit}",
+            body.len()
+        )));
+    }
     codec(limit)
         .deserialize(body)
         .map_err(|e| FrameError::Decode(e.to_string()))

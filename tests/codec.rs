@@ -401,7 +401,6 @@ fn an_envelope_exactly_at_the_limit_encodes_and_one_byte_over_is_too_large() {
 }
 
 #[test]
-#[ignore = "BUG: decode_frame ignores its limit (bincode 1.3.3 slice deserialize swaps in Infinite)"]
 fn the_decoder_refuses_a_body_over_its_limit() {
     let env = sample();
     let frame = encode_frame(&env, LIMIT).expect("encode");

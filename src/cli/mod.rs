@@ -495,6 +495,9 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
                 if let Some(t) = s.torn_tail() {
                     outln!("!! {t}");
                 }
+                if let Some(d) = journal.file_damage() {
+                    outln!("!! {}: {d}", cli.db.display());
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

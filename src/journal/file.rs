@@ -102,39 +102,25 @@ pub(crate) fn parse(bytes: &[u8], limit: u64) -> Result<FileContents> {
             bytes: (total - pos) as u64,
             reason,
         };
-        let Some(len_bytes) = bytes.get(pos..pos + 4) else {
-            out.tail = Some(cut("incomplete length prefix".into()));
-            break;
-        };
-        let len =
-            u32::from_le_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]) as usize;
-        let start = pos + 4;
-        let Some(frame) = start.checked_add(len).and_then(|end| bytes.get(start..end)) else {
-            out.tail = Some(cut(format!(
-                "record of {len} bytes runs past the end of the file"
-            )));
-            break;
-        };
-        let is_last = start + len == total;
-        if len as u64 > limit.saturating_add(FRAME_HEADER_LEN as u64) {
-            if is_last {
-                out.tail = Some(cut(format!("record of {len} bytes is over the limit")));
+        let (env, frame) = match read_record(bytes, pos, limit) {
+            Ok((env, start, next)) => {
+                pos = next;
+                (env, &bytes[start..next])
+            }
+            Err(reason) => {
+                // A tail only if nothing readable follows; otherwise the
+                // damage is in the middle and must not hide what comes after.
+                if let Some(good) = next_valid_record(bytes, pos + 1, limit) {
+                    return Err(Error::corruption(
+                        None,
+                        None,
+                        Some(offset),
+                        format!("{reason} (a readable record follows at byte offset {good})"),
+                    ));
+                }
+                out.tail = Some(cut(reason));
                 break;
             }
-            return Err(Error::corruption(
-                None,
-                None,
-                Some(offset),
-                format!("record of {len} bytes is over the limit of {limit}"),
-            ));
-        }
-        let env: Envelope = match codec::decode_frame(frame, limit) {
-            Ok(env) => env,
-            Err(e) if is_last => {
-                out.tail = Some(cut(e.to_string()));
-                break;
-            }
-            Err(e) => return Err(Error::corruption(None, None, Some(offset), e.to_string())),
         };
         let stream = out.streams.entry(env.session).or_default();
         if env.seq != stream.len() as u64 {
@@ -149,7 +135,6 @@ pub(crate) fn parse(bytes: &[u8], limit: u64) -> Result<FileContents> {
             ));
         }
         stream.push(frame.to_vec());
-        pos = start + len;
     }
     Ok(out)
 }
@@ -205,6 +190,36 @@ pub(crate) fn parse_lenient(bytes: &[u8], limit: u64) -> Result<Lenient> {
         pos = start + len;
     }
     Ok((records, dropped))
+}
+
+/// Reads the record at `pos`: its envelope and the position after it, or why
+/// it is unreadable.
+fn read_record(
+    bytes: &[u8],
+    pos: usize,
+    limit: u64,
+) -> std::result::Result<(Envelope, usize, usize), String> {
+    let len_bytes = bytes.get(pos..pos + 4).ok_or("incomplete length prefix")?;
+    let len = u32::from_le_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]) as usize;
+    if len as u64 > limit.saturating_add(FRAME_HEADER_LEN as u64) {
+        return Err(format!(
+            "record of {len} bytes is over the limit of {limit}"
+        ));
+    }
+    let start = pos + 4;
+    let frame = start
+        .checked_add(len)
+        .and_then(|end| bytes.get(start..end))
+        .ok_or_else(|| format!("record of {len} bytes runs past the end of the file"))?;
+    let env = codec::decode_frame(frame, limit).map_err(|e| e.to_string())?;
+    Ok((env, start, start + len))
+}
+
+/// The offset of the first readable record at or after `from`, if any.
+/// Cheap on the usual tails (zeros, a cut): most offsets fail on the length.
+fn next_valid_record(bytes: &[u8], from: usize, limit: u64) -> Option<usize> {
+    (from..bytes.len().saturating_sub(4 + FRAME_HEADER_LEN))
+        .find(|&p| read_record(bytes, p, limit).is_ok())
 }
 
 /// Writes an exported journal, record by record.

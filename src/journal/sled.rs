@@ -55,6 +55,34 @@ fn storage(e: sled::Error, context: &str) -> Error {
     }
 }
 
+/// Opens the sled database, retrying the file lock for up to ~1 s: when a
+/// handle of this same process was just dropped, sled's thread-pool tasks may
+/// hold the database file (and its lock) for a few more milliseconds.
+fn open_db(path: &Path, cache_bytes: u64) -> Result<sled::Db> {
+    let mut wait = std::time::Duration::from_millis(5);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        let r = sled::Config::new()
+            .path(path)
+            .cache_capacity(cache_bytes)
+            .mode(sled::Mode::HighThroughput)
+            .open();
+        match r {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(Error::Locked {
+                        path: path.to_owned(),
+                    });
+                }
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(std::time::Duration::from_millis(100));
+            }
+            Err(other) => return Err(storage(other, &format!("opening {}", path.display()))),
+        }
+    }
+}
+
 /// The sled-backed store.
 pub(crate) struct SledStore {
     path: PathBuf,
@@ -105,52 +133,55 @@ impl SledStore {
                 reason: "no such file or directory".into(),
             });
         }
-        let db = sled::Config::new()
-            .path(path)
-            .cache_capacity(cache_bytes)
-            .mode(sled::Mode::HighThroughput)
-            .open()
-            .map_err(|e| match e {
-                sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => {
-                    Error::Locked {
-                        path: path.to_owned(),
-                    }
-                }
-                other => storage(other, &format!("opening {}", path.display())),
-            })?;
+        let db = open_db(path, cache_bytes)?;
+        // Look before touching: a database that is not ours must be left
+        // exactly as it was, so no tree is opened before the marker is checked.
+        let names: Vec<Vec<u8>> = db.tree_names().into_iter().map(|n| n.to_vec()).collect();
+        let has = |name: &[u8]| names.iter().any(|n| n.as_slice() == name);
+        let default_only = names.iter().all(|n| n.as_slice() == b"__sled__default");
+        let foreign = |reason: String| Error::NotAJournal {
+            path: path.to_owned(),
+            reason,
+        };
+        let fresh = default_only && db.is_empty();
+        if !fresh && !has(b"meta") {
+            return Err(foreign(
+                "a sled database without the agent-journal format marker".into(),
+            ));
+        }
         let meta = db
             .open_tree("meta")
             .map_err(|e| storage(e, "opening tree meta"))?;
-        let events = db
-            .open_tree("events")
-            .map_err(|e| storage(e, "opening tree events"))?;
-        let snapshots = db
-            .open_tree("snapshots")
-            .map_err(|e| storage(e, "opening tree snapshots"))?;
         match meta
             .get(FORMAT_KEY)
             .map_err(|e| storage(e, "reading meta"))?
         {
             Some(v) if v.as_ref() == FORMAT_VALUE => {}
             Some(v) => {
-                return Err(Error::NotAJournal {
-                    path: path.to_owned(),
-                    reason: format!("unknown format marker {:?}", String::from_utf8_lossy(&v)),
-                });
+                return Err(foreign(format!(
+                    "unknown format marker {:?}",
+                    String::from_utf8_lossy(&v)
+                )));
             }
-            None if events.is_empty() => {
+            // New, or created by a process that died before stamping it.
+            None if fresh || (meta.is_empty() && !has(b"events")) => {
                 meta.insert(FORMAT_KEY, FORMAT_VALUE)
                     .map_err(|e| storage(e, "writing meta"))?;
                 db.flush()
                     .map_err(|e| storage(e, "flushing a new database"))?;
             }
             None => {
-                return Err(Error::NotAJournal {
-                    path: path.to_owned(),
-                    reason: "a sled database without the agent-journal format marker".into(),
-                });
+                return Err(foreign(
+                    "a sled database without the agent-journal format marker".into(),
+                ));
             }
         }
+        let events = db
+            .open_tree("events")
+            .map_err(|e| storage(e, "opening tree events"))?;
+        let snapshots = db
+            .open_tree("snapshots")
+            .map_err(|e| storage(e, "opening tree snapshots"))?;
         let db_file = File::options()
             .read(true)
             .open(path.join("db"))
