@@ -70,6 +70,7 @@ mod error;
 mod event;
 mod journal;
 mod model;
+pub mod provider;
 mod recorder;
 mod session;
 mod snapshot;
