@@ -72,6 +72,7 @@ mod event;
 mod journal;
 mod maintenance;
 mod model;
+pub mod provider;
 mod recorder;
 mod resume;
 mod session;

@@ -1,0 +1,597 @@
+//! Anthropic Messages API requests.
+//!
+//! `{"system": ..., "messages": [{"role": "user" | "assistant", "content":
+//! <string or content blocks>}]}`. Tool calls are `tool_use` blocks of an
+//! assistant message; their results are `tool_result` blocks at the start of
+//! the next user message, which [`from_request`] splits into one
+//! [`Role::Tool`] message per result (see [payload
+//! tagging](super#payload-tagging)).
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use super::validate::{
+    Block, anthropic_blocks, anthropic_role, anthropic_system, tool_result_text,
+};
+use super::{
+    ANTHROPIC, INTERRUPTED_RESULT, Res, Tagged, Turn, imported, kind, plan, tag, tagged,
+    tagged_message,
+};
+use crate::error::{Error, Result};
+use crate::model::{
+    CallId, EvaluationId, InnerMessage, MessageId, Role, ToolCallRecord, ToolStatus,
+};
+
+/// The text of the user message [`to_request`] puts first when a history
+/// starts with an assistant message (the API wants a user message first).
+pub const LEADING_USER_TEXT: &str = "[conversation start]";
+
+/// The `provider_payload` for a message received from Anthropic:
+/// `{"provider": "anthropic", "message": <message>}` as JSON text.
+pub fn payload(message: &Value) -> String {
+    tag(ANTHROPIC, "message", message.clone())
+}
+
+/// The `provider_payload` for the system message of an Anthropic request:
+/// `{"provider": "anthropic", "system": <the top-level "system">}`.
+pub fn system_payload(system: &Value) -> String {
+    tag(ANTHROPIC, "system", system.clone())
+}
+
+/// The messages as a Messages API request `{"system"?, "messages"}`, always a
+/// valid history (see [the resume
+/// rule](super#the-resume-rule-every-rebuilt-history-is-valid)).
+///
+/// - System messages, wherever they are, become the top-level `system`: the
+///   original value when there is one system message captured from Anthropic,
+///   else the texts joined by a blank line (or the text blocks, when one of
+///   them had blocks); the key is omitted when there are none.
+/// - An assistant message is its Anthropic payload when it has one that
+///   makes the same calls, else a text block and one `tool_use` block per call
+///   (`input` is the arguments parsed as a JSON object; empty arguments are
+///   `{}`, arguments that are not a JSON object are `{"arguments": <text>}`).
+/// - The results of an assistant's calls are `tool_result` blocks (with
+///   `is_error: true` when the call failed) at the start of the next user
+///   message, together with the user messages that follow before the next
+///   assistant message: roles alternate. A user message whose tool results
+///   and text are exactly those of one captured Anthropic message is that
+///   message.
+/// - Two assistant messages in a row are merged into one; a history that
+///   starts with an assistant message gets a first user message saying
+///   [`LEADING_USER_TEXT`].
+pub fn to_request(messages: &[InnerMessage]) -> Value {
+    let plan = plan(messages);
+    let by_id: HashMap<MessageId, &InnerMessage> =
+        messages.iter().map(|m| (m.message_id, m)).collect();
+    let mut systems: Vec<&InnerMessage> = Vec::new();
+    let mut out: Vec<Out> = Vec::new();
+
+    let mut pieces = Vec::new();
+    for m in &plan.head {
+        match m.role {
+            Role::System => systems.push(m),
+            _ => pieces.push(Piece::User(m)),
+        }
+    }
+    if let Some(c) = user_slot(&pieces, &by_id) {
+        push(&mut out, "user", c);
+    }
+    for t in &plan.turns {
+        push(&mut out, "assistant", assistant(t));
+        let mut pieces: Vec<Piece<'_, '_>> = t.results.iter().map(Piece::Result).collect();
+        for m in &t.after {
+            match m.role {
+                Role::System => systems.push(m),
+                _ => pieces.push(Piece::User(m)),
+            }
+        }
+        if let Some(c) = user_slot(&pieces, &by_id) {
+            push(&mut out, "user", c);
+        }
+    }
+    if out.first().is_some_and(|o| o.role == "assistant") {
+        out.insert(
+            0,
+            Out {
+                role: "user",
+                content: Content::Blocks(vec![text_block(LEADING_USER_TEXT)]),
+            },
+        );
+    }
+
+    let mut request = Map::new();
+    if let Some(s) = system(&systems) {
+        request.insert("system".to_owned(), s);
+    }
+    request.insert(
+        "messages".to_owned(),
+        Value::Array(out.into_iter().map(Out::finish).collect()),
+    );
+    Value::Object(request)
+}
+
+/// The content of an emitted message.
+enum Content {
+    /// A captured message, as it was.
+    Verbatim(Map<String, Value>),
+    /// Content blocks built here.
+    Blocks(Vec<Value>),
+}
+
+impl Content {
+    fn into_blocks(self) -> Vec<Value> {
+        match self {
+            Content::Blocks(b) => b,
+            Content::Verbatim(mut m) => match m.remove("content") {
+                Some(Value::String(s)) => vec![text_block(&s)],
+                Some(Value::Array(a)) => a,
+                _ => Vec::new(),
+            },
+        }
+    }
+}
+
+struct Out {
+    role: &'static str,
+    content: Content,
+}
+
+impl Out {
+    fn finish(self) -> Value {
+        match self.content {
+            Content::Verbatim(m) => Value::Object(m),
+            Content::Blocks(mut b) => {
+                let content = if b.is_empty() {
+                    Value::String(String::new())
+                } else if b.len() == 1 && is_plain_text(&b[0]) {
+                    b.remove(0)
+                        .get_mut("text")
+                        .map(Value::take)
+                        .unwrap_or_default()
+                } else {
+                    Value::Array(b)
+                };
+                json!({"role": self.role, "content": content})
+            }
+        }
+    }
+}
+
+/// Appends a message, merging it into the previous one if it has the same
+/// role (roles must alternate).
+fn push(out: &mut Vec<Out>, role: &'static str, content: Content) {
+    if let Some(last) = out.last_mut() {
+        if last.role == role {
+            let prev = std::mem::replace(&mut last.content, Content::Blocks(Vec::new()));
+            let mut blocks = prev.into_blocks();
+            blocks.extend(content.into_blocks());
+            last.content = Content::Blocks(blocks);
+            return;
+        }
+    }
+    out.push(Out { role, content });
+}
+
+fn text_block(text: &str) -> Value {
+    json!({"type": "text", "text": text})
+}
+
+/// `{"type": "text", "text": <string>}` and nothing else.
+fn is_plain_text(b: &Value) -> bool {
+    b.as_object().is_some_and(|o| {
+        o.len() == 2
+            && o.get("type").and_then(Value::as_str) == Some("text")
+            && o.get("text").is_some_and(Value::is_string)
+    })
+}
+
+fn system(systems: &[&InnerMessage]) -> Option<Value> {
+    let payload = |m: &InnerMessage| match tagged(m, ANTHROPIC) {
+        Some(Tagged::System(v)) if anthropic_system(&v).is_ok() => Some(v),
+        _ => None,
+    };
+    match systems {
+        [] => None,
+        [one] => Some(payload(one).unwrap_or_else(|| Value::String(one.content.clone()))),
+        many => {
+            let parts: Vec<(Option<Value>, &str)> = many
+                .iter()
+                .map(|m| (payload(m), m.content.as_str()))
+                .collect();
+            if parts
+                .iter()
+                .any(|(p, _)| matches!(p, Some(Value::Array(_))))
+            {
+                let mut blocks = Vec::new();
+                for (p, text) in parts {
+                    match p {
+                        Some(Value::Array(a)) => blocks.extend(a),
+                        _ => blocks.push(text_block(text)),
+                    }
+                }
+                Some(Value::Array(blocks))
+            } else {
+                let texts: Vec<&str> = parts.iter().map(|(_, t)| *t).collect();
+                Some(Value::String(texts.join("\n\n")))
+            }
+        }
+    }
+}
+
+/// An assistant message and its calls.
+fn assistant(t: &Turn<'_>) -> Content {
+    if t.complete {
+        if let Some(orig) = tagged_message(t.msg, ANTHROPIC) {
+            let agrees = orig.get("role").and_then(Value::as_str) == Some("assistant")
+                && anthropic_blocks(&orig, "").is_ok_and(|blocks| {
+                    let mut uses = Vec::new();
+                    for b in &blocks {
+                        match b {
+                            Block::ToolResult { .. } => return false,
+                            Block::ToolUse { id, .. } => uses.push(*id),
+                            _ => {}
+                        }
+                    }
+                    uses.len() == t.calls.len()
+                        && uses
+                            .iter()
+                            .zip(&t.calls)
+                            .all(|(a, b)| *a == b.call_id.as_str())
+                });
+            if agrees {
+                return Content::Verbatim(orig);
+            }
+        }
+    }
+    let mut blocks = Vec::with_capacity(t.calls.len() + 1);
+    if !t.msg.content.is_empty() || t.calls.is_empty() {
+        blocks.push(text_block(&t.msg.content));
+    }
+    for c in &t.calls {
+        blocks.push(json!({
+            "type": "tool_use",
+            "id": c.call_id.as_str(),
+            "name": c.name,
+            "input": input(&c.arguments),
+        }));
+    }
+    Content::Blocks(blocks)
+}
+
+/// A tool call's `input` from its arguments text.
+fn input(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v @ Value::Object(_)) => v,
+        _ if arguments.trim().is_empty() => Value::Object(Map::new()),
+        _ => json!({ "arguments": arguments }),
+    }
+}
+
+/// What goes into one user message.
+enum Piece<'r, 'a> {
+    Result(&'r Res<'a>),
+    User(&'a InnerMessage),
+}
+
+/// The captured Anthropic message `m` is (part of), if any.
+fn original_of(
+    m: &InnerMessage,
+    by_id: &HashMap<MessageId, &InnerMessage>,
+) -> Option<Map<String, Value>> {
+    match tagged(m, ANTHROPIC)? {
+        Tagged::Message(orig) => Some(orig),
+        Tagged::PartOf(id) => tagged_message(by_id.get(&id)?, ANTHROPIC),
+        Tagged::System(_) => None,
+    }
+}
+
+/// The blocks of a captured user message, each with what it is.
+fn user_blocks(orig: &Map<String, Value>) -> Option<Vec<(Value, Block<'_>)>> {
+    if orig.get("role").and_then(Value::as_str) != Some("user") {
+        return None;
+    }
+    let parsed = anthropic_blocks(orig, "").ok()?;
+    let raw: Vec<Value> = match orig.get("content")? {
+        Value::String(s) => vec![text_block(s)],
+        Value::Array(a) => a.clone(),
+        _ => return None,
+    };
+    Some(raw.into_iter().zip(parsed).collect())
+}
+
+/// The user message made of `pieces` (results first, then user messages).
+fn user_slot(
+    pieces: &[Piece<'_, '_>],
+    by_id: &HashMap<MessageId, &InnerMessage>,
+) -> Option<Content> {
+    if pieces.is_empty() {
+        return None;
+    }
+    if let Some(orig) = verbatim_user(pieces) {
+        return Some(Content::Verbatim(orig));
+    }
+    let mut blocks = Vec::new();
+    for p in pieces {
+        match p {
+            Piece::Result(Res::Real { msg, call }) => {
+                let original = original_of(msg, by_id).and_then(|orig| {
+                    user_blocks(&orig)?
+                        .into_iter()
+                        .find_map(|(raw, b)| match b {
+                            Block::ToolResult { id, .. } if id == call.call_id.as_str() => {
+                                Some(raw)
+                            }
+                            _ => None,
+                        })
+                });
+                blocks.push(original.unwrap_or_else(|| {
+                    tool_result(
+                        call.call_id.as_str(),
+                        &msg.content,
+                        call.status == ToolStatus::Failed,
+                    )
+                }));
+            }
+            Piece::Result(Res::Synthetic(call)) => {
+                blocks.push(tool_result(call.call_id.as_str(), INTERRUPTED_RESULT, true));
+            }
+            Piece::User(m) => match original_of(m, by_id).as_ref().and_then(user_blocks) {
+                Some(parts) => blocks.extend(parts.into_iter().filter_map(|(raw, b)| match b {
+                    Block::ToolResult { .. } | Block::ToolUse { .. } => None,
+                    _ => Some(raw),
+                })),
+                None if !m.content.is_empty() => blocks.push(text_block(&m.content)),
+                None => {}
+            },
+        }
+    }
+    Some(Content::Blocks(blocks))
+}
+
+fn tool_result(id: &str, content: &str, is_error: bool) -> Value {
+    let mut b = json!({"type": "tool_result", "tool_use_id": id, "content": content});
+    if is_error {
+        b["is_error"] = Value::Bool(true);
+    }
+    b
+}
+
+/// The captured message the pieces are exactly (its leader first, its other
+/// parts after, no synthetic result), if they are.
+fn verbatim_user(pieces: &[Piece<'_, '_>]) -> Option<Map<String, Value>> {
+    let leader = match pieces.first()? {
+        Piece::Result(Res::Real { msg, .. }) | Piece::User(msg) => *msg,
+        Piece::Result(Res::Synthetic(_)) => return None,
+    };
+    let orig = tagged_message(leader, ANTHROPIC)?;
+    let ids = {
+        let blocks = user_blocks(&orig)?;
+        let mut ids: Vec<String> = Vec::new();
+        let mut other = false;
+        for (_, b) in &blocks {
+            match b {
+                Block::ToolResult { id, .. } => {
+                    if other || ids.iter().any(|i| i == id) {
+                        return None; // results must come first, once each
+                    }
+                    ids.push((*id).to_owned());
+                }
+                Block::ToolUse { .. } => return None,
+                _ => other = true,
+            }
+        }
+        if pieces.len() != ids.len() + usize::from(other) {
+            return None;
+        }
+        ids
+    };
+    let mut results = 0;
+    for (k, p) in pieces.iter().enumerate() {
+        let m = match p {
+            Piece::Result(Res::Real { msg, call }) => {
+                if !ids.iter().any(|i| i == call.call_id.as_str()) {
+                    return None;
+                }
+                results += 1;
+                *msg
+            }
+            Piece::Result(Res::Synthetic(_)) => return None,
+            Piece::User(m) => *m,
+        };
+        if k > 0 {
+            match tagged(m, ANTHROPIC) {
+                Some(Tagged::PartOf(id)) if id == leader.message_id => {}
+                _ => return None,
+            }
+        }
+    }
+    (results == ids.len()).then_some(orig)
+}
+
+fn invalid(reason: String) -> Error {
+    Error::InvalidInput(reason)
+}
+
+/// Where a call was made, while importing.
+struct Made {
+    out: usize,
+    pos: usize,
+    at: String,
+    turn: u32,
+    result: Option<String>,
+}
+
+/// Imports a Messages API request (`{"system"?, "messages": [...]}`; other
+/// request fields such as `model` or `tools` are not messages and are not
+/// kept) or a bare messages array.
+///
+/// The system prompt is message 0 (text blocks joined by a newline), then
+/// messages are numbered `sequence` in order. A user message with
+/// `tool_result` blocks becomes one [`Role::Tool`] message per result
+/// (`tool_call_id` = `tool_use_id`, `tool_name` from the `tool_use`, content
+/// the result's text), then a [`Role::User`] message for its other blocks, if
+/// any (see [payload tagging](super#payload-tagging)). Turns are numbered as
+/// in [`openai::from_messages`](super::openai::from_messages). The text of an
+/// assistant message is its text blocks concatenated (citations split one
+/// text into several blocks), of a user message its text blocks joined by a
+/// newline; `thinking` and other blocks are kept in the payload. A call's
+/// status is `Completed` when a result follows, `Failed` when that result
+/// has `is_error: true`, else `Pending`. A `tool_use`'s arguments are its
+/// `input` as JSON text.
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming the message and block: not a request
+/// object or array, a message that is not an object, a missing or invalid
+/// role (`system` inside messages included), content of a wrong type, a
+/// malformed block, a `tool_use` id used twice, a `tool_result` for a
+/// `tool_use` no earlier assistant message made, or a second result for one.
+pub fn from_request(
+    value: &Value,
+    evaluation_id: EvaluationId,
+    prompt_ns: &str,
+    prompt_key: &str,
+) -> Result<Vec<InnerMessage>> {
+    let (system, list) = match value {
+        Value::Array(a) => (None, a),
+        Value::Object(o) => match o.get("messages") {
+            Some(Value::Array(a)) => (o.get("system"), a),
+            Some(other) => {
+                return Err(invalid(format!(
+                    "\"messages\" must be an array, found {}",
+                    kind(other)
+                )));
+            }
+            None => {
+                return Err(invalid(
+                    "expected a request object with a \"messages\" array or an array of messages; the object has no \"messages\"".to_owned(),
+                ));
+            }
+        },
+        other => {
+            return Err(invalid(format!(
+                "expected a request object with a \"messages\" array or an array of messages, found {}",
+                kind(other)
+            )));
+        }
+    };
+    let new =
+        |role, content, seq| imported(role, content, evaluation_id, seq, prompt_ns, prompt_key);
+
+    let mut out: Vec<InnerMessage> = Vec::with_capacity(list.len() + 1);
+    if let Some(s) = system {
+        let text = anthropic_system(s).map_err(invalid)?;
+        let mut m = new(Role::System, text, 0);
+        m.provider_payload = Some(system_payload(s));
+        out.push(m);
+    }
+    let mut made: HashMap<&str, Made> = HashMap::new();
+    let mut turn = 0u32;
+    for (i, m) in list.iter().enumerate() {
+        let path = format!("messages[{i}]");
+        let obj = m
+            .as_object()
+            .ok_or_else(|| invalid(format!("{path}: expected an object, found {}", kind(m))))?;
+        let role = anthropic_role(obj, &path).map_err(invalid)?;
+        let blocks = anthropic_blocks(obj, &path).map_err(invalid)?;
+        if role == "assistant" {
+            turn += 1;
+            let mut texts = Vec::new();
+            let mut calls = Vec::new();
+            for (j, b) in blocks.iter().enumerate() {
+                let bpath = format!("{path}.content[{j}]");
+                match b {
+                    Block::Text(s) => texts.push(*s),
+                    Block::ToolUse { id, name, input } => {
+                        if let Some(first) = made.get(id) {
+                            return Err(invalid(format!(
+                                "{bpath}: duplicate tool_use id \"{id}\" (already used at {})",
+                                first.at
+                            )));
+                        }
+                        made.insert(
+                            id,
+                            Made {
+                                out: out.len(),
+                                pos: calls.len(),
+                                at: bpath,
+                                turn,
+                                result: None,
+                            },
+                        );
+                        calls.push(ToolCallRecord::new(*id, *name, input.to_string()));
+                    }
+                    Block::ToolResult { .. } => {
+                        return Err(invalid(format!(
+                            "{bpath}: tool_result in an assistant message (results go in the next user message)"
+                        )));
+                    }
+                    Block::Other => {}
+                }
+            }
+            let mut msg = new(Role::Assistant, texts.concat(), out.len());
+            msg.turn = turn;
+            msg.tool_calls = calls;
+            msg.provider_payload = Some(payload(m));
+            out.push(msg);
+            continue;
+        }
+
+        let first = out.len();
+        let mut texts = Vec::new();
+        let mut other = false;
+        for (j, b) in blocks.iter().enumerate() {
+            let bpath = format!("{path}.content[{j}]");
+            match b {
+                Block::ToolResult {
+                    id,
+                    content,
+                    is_error,
+                } => {
+                    let call = made.get_mut(id).ok_or_else(|| {
+                        invalid(format!(
+                            "{bpath}: tool_result for unknown tool_use \"{id}\""
+                        ))
+                    })?;
+                    if let Some(f) = &call.result {
+                        return Err(invalid(format!(
+                            "{bpath}: second tool_result for tool_use \"{id}\" (the first is {f})"
+                        )));
+                    }
+                    call.result = Some(bpath);
+                    let record = &mut out[call.out].tool_calls[call.pos];
+                    record.status = if *is_error {
+                        ToolStatus::Failed
+                    } else {
+                        ToolStatus::Completed
+                    };
+                    let name = record.name.clone();
+                    let mut msg = new(Role::Tool, tool_result_text(*content), out.len());
+                    msg.tool_call_id = Some(CallId::from(*id));
+                    msg.tool_name = Some(name);
+                    msg.turn = call.turn;
+                    out.push(msg);
+                }
+                Block::ToolUse { .. } => {
+                    return Err(invalid(format!("{bpath}: tool_use in a user message")));
+                }
+                Block::Text(s) => {
+                    texts.push(*s);
+                    other = true;
+                }
+                Block::Other => other = true,
+            }
+        }
+        if other || out.len() == first {
+            let mut msg = new(Role::User, texts.join("\n"), out.len());
+            msg.turn = turn;
+            out.push(msg);
+        }
+        out[first].provider_payload = Some(payload(m));
+        let lead = json!(out[first].message_id.to_string());
+        for part in &mut out[first + 1..] {
+            part.provider_payload = Some(tag(ANTHROPIC, "part_of", lead.clone()));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,282 @@
+//! Provider message formats: the journal's provider-neutral
+//! [`InnerMessage`]s to and from the message lists of model APIs.
+//!
+//! - [`openai`]: chat-completions messages (`[{"role": ..., ...}]`).
+//! - [`anthropic`]: Messages API requests (`{"system": ..., "messages": [...]}`).
+//! - [`validate`]: checks that a message list is a history the provider
+//!   accepts (every tool call answered exactly once, in the right place).
+//! - [`jsonl`]: one `InnerMessage` JSON per line.
+//!
+//! Messages are converted in the order given, which is the order of their
+//! `sequence` inside one evaluation.
+//!
+//! # Payload tagging
+//!
+//! [`InnerMessage::provider_payload`] keeps the message exactly as the
+//! provider API had it, so that an export to the *same* provider reproduces it
+//! (as a `serde_json::Value`: `"content": null` versus a missing key, unknown
+//! fields, Anthropic `thinking` blocks and their signatures). The JSON text is
+//! tagged with the provider it came from, so that an export to the *other*
+//! provider never emits a foreign payload (it uses the neutral fields):
+//!
+//! - `{"provider": "openai", "message": <the original message>}`
+//! - `{"provider": "anthropic", "message": <the original message>}`
+//! - `{"provider": "anthropic", "system": <the original top-level "system">}`
+//!   on the system message of an Anthropic request (a string or text blocks).
+//! - `{"provider": "anthropic", "part_of": "<message_id>"}`: an Anthropic user
+//!   message holding `tool_result` blocks becomes one `Tool` message per
+//!   `tool_result` (then one `User` message for its other blocks, if any). The
+//!   first of them carries the original whole message; the others point to it
+//!   by its `message_id`, and [`anthropic::to_request`] re-emits the original
+//!   once.
+//!
+//! [`openai::payload`] and [`anthropic::payload`] build the tag for a message
+//! an adapter received. A payload is used only when it agrees with the neutral
+//! fields (same role, same tool-call ids): a payload that would break the
+//! history (see below) is ignored and the message is rebuilt from its neutral
+//! fields. Untagged payloads are ignored.
+//!
+//! # The resume rule: every rebuilt history is valid
+//!
+//! The inner-messages spec rebuilds an assistant message with only its
+//! `completed` tool calls but keeps every tool result, which orphans the
+//! results of failed calls and leaves no result for calls that never finished:
+//! the top cause of "tool_use ids were found without tool_result blocks". Here
+//! [`openai::to_messages`] and [`anthropic::to_request`] always produce a
+//! history that [`validate`] accepts:
+//!
+//! - every tool call of an assistant message is kept, whatever its status;
+//! - its results come right after it (before any user message that the list
+//!   has between them), in the order they were recorded;
+//! - a call with no result in the list gets a synthetic one right after the
+//!   results that exist, saying [`INTERRUPTED_RESULT`] (for Anthropic with
+//!   `is_error: true`). The engine runs pending tools before it rebuilds a
+//!   history, so this only appears when a caller asks for a history with
+//!   unfinished calls;
+//! - a second result for the same call is dropped, and so is a result whose
+//!   call the preceding assistant message did not make (an orphan, or a late
+//!   result recorded after the next assistant message: the model was then
+//!   shown the synthetic result, and the rebuilt history says what it saw);
+//! - a call id already used by an earlier call is dropped from the later
+//!   assistant message (tool-call ids must be unique).
+//!
+//! ```
+//! use agent_journal::provider::{INTERRUPTED_RESULT, anthropic, openai, validate};
+//! use agent_journal::EvaluationId;
+//! use serde_json::json;
+//!
+//! // The process stopped while call_2 was running: it has no result.
+//! let request = json!([
+//!     {"role": "user", "content": "Weather and time in Paris?"},
+//!     {"role": "assistant", "content": null, "tool_calls": [
+//!         {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}},
+//!         {"id": "call_2", "type": "function", "function": {"name": "time", "arguments": "{}"}}
+//!     ]},
+//!     {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}
+//! ]);
+//! let messages = openai::from_messages(&request, EvaluationId::new(), "demo", "weather")?;
+//!
+//! let rebuilt = openai::to_messages(&messages);
+//! assert_eq!(rebuilt[3], json!({"role": "tool", "tool_call_id": "call_2", "content": INTERRUPTED_RESULT}));
+//! assert!(validate::openai(&rebuilt).is_ok());
+//! assert!(validate::anthropic(&anthropic::to_request(&messages)).is_ok());
+//! # Ok::<(), agent_journal::Error>(())
+//! ```
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value};
+
+use crate::model::{InnerMessage, MessageId, Role, ToolCallRecord};
+
+pub mod anthropic;
+pub mod jsonl;
+pub mod openai;
+pub mod validate;
+
+#[cfg(test)]
+mod tests;
+
+/// The content of the synthetic result given to a tool call that has no
+/// result in a rebuilt history.
+pub const INTERRUPTED_RESULT: &str = "[interrupted: the tool call did not complete]";
+
+pub(crate) const OPENAI: &str = "openai";
+pub(crate) const ANTHROPIC: &str = "anthropic";
+
+/// A provider payload, once its tag has been read.
+pub(crate) enum Tagged {
+    /// The original message.
+    Message(Map<String, Value>),
+    /// The original top-level system value (Anthropic).
+    System(Value),
+    /// Part of the message whose payload is on the message with this id.
+    PartOf(MessageId),
+}
+
+/// Tags `value` as coming from `provider`, under `key`.
+pub(crate) fn tag(provider: &str, key: &str, value: Value) -> String {
+    let mut map = Map::new();
+    map.insert("provider".to_owned(), Value::String(provider.to_owned()));
+    map.insert(key.to_owned(), value);
+    Value::Object(map).to_string()
+}
+
+/// The payload of `msg` if it was tagged as coming from `provider`.
+pub(crate) fn tagged(msg: &InnerMessage, provider: &str) -> Option<Tagged> {
+    let text = msg.provider_payload.as_deref()?;
+    let Ok(Value::Object(mut map)) = serde_json::from_str::<Value>(text) else {
+        return None;
+    };
+    if map.get("provider").and_then(Value::as_str) != Some(provider) {
+        return None;
+    }
+    if let Some(Value::Object(m)) = map.remove("message") {
+        return Some(Tagged::Message(m));
+    }
+    if let Some(s) = map.remove("system") {
+        return Some(Tagged::System(s));
+    }
+    match map.get("part_of").and_then(Value::as_str) {
+        Some(id) => id.parse().ok().map(Tagged::PartOf),
+        None => None,
+    }
+}
+
+/// The original message in `msg`'s payload, if tagged with `provider`.
+pub(crate) fn tagged_message(msg: &InnerMessage, provider: &str) -> Option<Map<String, Value>> {
+    match tagged(msg, provider)? {
+        Tagged::Message(m) => Some(m),
+        _ => None,
+    }
+}
+
+/// The JSON type of a value, for error messages.
+pub(crate) fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A message list rearranged into a valid history (see the module docs).
+pub(crate) struct Plan<'a> {
+    /// System and user messages before the first assistant message.
+    pub head: Vec<&'a InnerMessage>,
+    /// Each assistant message with its results and what follows it.
+    pub turns: Vec<Turn<'a>>,
+}
+
+/// One assistant message, its results, and the system and user messages
+/// until the next assistant message.
+pub(crate) struct Turn<'a> {
+    pub msg: &'a InnerMessage,
+    /// Its tool calls, without ids already used by an earlier call.
+    pub calls: Vec<&'a ToolCallRecord>,
+    /// True when no call was dropped from `calls`.
+    pub complete: bool,
+    /// Exactly one result per call, the recorded ones first.
+    pub results: Vec<Res<'a>>,
+    /// System and user messages after it, in order.
+    pub after: Vec<&'a InnerMessage>,
+}
+
+/// A tool result of a rebuilt history.
+pub(crate) enum Res<'a> {
+    /// A recorded result.
+    Real {
+        msg: &'a InnerMessage,
+        call: &'a ToolCallRecord,
+    },
+    /// The call has no result: [`INTERRUPTED_RESULT`].
+    Synthetic(&'a ToolCallRecord),
+}
+
+impl Res<'_> {
+    pub fn call(&self) -> &ToolCallRecord {
+        match self {
+            Res::Real { call, .. } | Res::Synthetic(call) => call,
+        }
+    }
+}
+
+impl Turn<'_> {
+    fn close(&mut self) {
+        let missing: Vec<_> = self
+            .calls
+            .iter()
+            .filter(|c| !self.results.iter().any(|r| r.call().call_id == c.call_id))
+            .copied()
+            .collect();
+        self.results.extend(missing.into_iter().map(Res::Synthetic));
+    }
+}
+
+/// Arranges messages into a valid history: see the module docs.
+pub(crate) fn plan(messages: &[InnerMessage]) -> Plan<'_> {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut plan = Plan {
+        head: Vec::new(),
+        turns: Vec::new(),
+    };
+    for m in messages {
+        match m.role {
+            Role::System | Role::User => match plan.turns.last_mut() {
+                Some(t) => t.after.push(m),
+                None => plan.head.push(m),
+            },
+            Role::Assistant => {
+                if let Some(t) = plan.turns.last_mut() {
+                    t.close();
+                }
+                let calls: Vec<_> = m
+                    .tool_calls
+                    .iter()
+                    .filter(|c| seen.insert(c.call_id.as_str()))
+                    .collect();
+                plan.turns.push(Turn {
+                    msg: m,
+                    complete: calls.len() == m.tool_calls.len(),
+                    calls,
+                    results: Vec::new(),
+                    after: Vec::new(),
+                });
+            }
+            Role::Tool => {
+                let (Some(t), Some(id)) = (plan.turns.last_mut(), m.tool_call_id.as_ref()) else {
+                    continue; // an orphan: no call before it
+                };
+                let Some(call) = t.calls.iter().find(|c| c.call_id == *id).copied() else {
+                    continue; // not a call of the preceding assistant message
+                };
+                if t.results.iter().any(|r| r.call().call_id == *id) {
+                    continue; // a second result
+                }
+                t.results.push(Res::Real { msg: m, call });
+            }
+        }
+    }
+    if let Some(t) = plan.turns.last_mut() {
+        t.close();
+    }
+    plan
+}
+
+/// A new message of an import, with the fields every import sets.
+pub(crate) fn imported(
+    role: Role,
+    content: String,
+    evaluation_id: crate::model::EvaluationId,
+    sequence: usize,
+    prompt_ns: &str,
+    prompt_key: &str,
+) -> InnerMessage {
+    let mut m = InnerMessage::new(role, content, evaluation_id, sequence as u64);
+    m.prompt_ns = prompt_ns.to_owned();
+    m.prompt_key = prompt_key.to_owned();
+    m
+}

@@ -1,0 +1,303 @@
+//! OpenAI chat-completions messages.
+//!
+//! `{"role": "system" | "developer" | "user", "content": ...}`,
+//! `{"role": "assistant", "content": ..., "tool_calls": [{"id", "type":
+//! "function", "function": {"name", "arguments"}}]}` and
+//! `{"role": "tool", "tool_call_id", "content"}`. A `developer` message is a
+//! [`Role::System`] message.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use super::validate::{openai_role, openai_tool_call_id, openai_tool_calls};
+use super::{INTERRUPTED_RESULT, OPENAI, Res, Turn, imported, kind, plan, tagged_message};
+use crate::error::{Error, Result};
+use crate::model::{CallId, EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
+
+/// The `provider_payload` for a message received from OpenAI:
+/// `{"provider": "openai", "message": <message>}` as JSON text.
+pub fn payload(message: &Value) -> String {
+    super::tag(OPENAI, "message", message.clone())
+}
+
+/// The messages as a chat-completions message list, always a valid history
+/// (see [the resume rule](super#the-resume-rule-every-rebuilt-history-is-valid)).
+///
+/// A message whose payload was captured from OpenAI is emitted as that
+/// payload; the others are built from their neutral fields.
+pub fn to_messages(messages: &[InnerMessage]) -> Vec<Value> {
+    let plan = plan(messages);
+    let mut out = Vec::with_capacity(messages.len());
+    out.extend(plan.head.iter().map(|m| plain(m)));
+    for t in &plan.turns {
+        out.push(assistant(t));
+        out.extend(t.results.iter().map(result));
+        out.extend(t.after.iter().map(|m| plain(m)));
+    }
+    out
+}
+
+/// A system or user message.
+fn plain(m: &InnerMessage) -> Value {
+    if let Some(p) = tagged_message(m, OPENAI) {
+        let role = p.get("role").and_then(Value::as_str);
+        let agrees = match m.role {
+            Role::System => matches!(role, Some("system" | "developer")),
+            Role::User => role == Some("user"),
+            _ => false,
+        };
+        if agrees {
+            return Value::Object(p);
+        }
+    }
+    json!({"role": m.role.as_str(), "content": m.content})
+}
+
+fn assistant(t: &Turn<'_>) -> Value {
+    if t.complete {
+        if let Some(p) = tagged_message(t.msg, OPENAI) {
+            let agrees = p.get("role").and_then(Value::as_str) == Some("assistant")
+                && openai_tool_calls(&p, "").is_ok_and(|calls| {
+                    calls.len() == t.calls.len()
+                        && calls
+                            .iter()
+                            .zip(&t.calls)
+                            .all(|(a, b)| a.id == b.call_id.as_str())
+                });
+            if agrees {
+                return Value::Object(p);
+            }
+        }
+    }
+    let mut o = Map::new();
+    o.insert("role".to_owned(), json!("assistant"));
+    let content = if t.msg.content.is_empty() && !t.calls.is_empty() {
+        Value::Null
+    } else {
+        Value::String(t.msg.content.clone())
+    };
+    o.insert("content".to_owned(), content);
+    if !t.calls.is_empty() {
+        let calls = t
+            .calls
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.call_id.as_str(),
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                })
+            })
+            .collect();
+        o.insert("tool_calls".to_owned(), Value::Array(calls));
+    }
+    Value::Object(o)
+}
+
+fn result(r: &Res<'_>) -> Value {
+    match r {
+        Res::Real { msg, call } => {
+            if let Some(p) = tagged_message(msg, OPENAI) {
+                let agrees = p.get("role").and_then(Value::as_str) == Some("tool")
+                    && p.get("tool_call_id").and_then(Value::as_str) == Some(call.call_id.as_str());
+                if agrees {
+                    return Value::Object(p);
+                }
+            }
+            json!({"role": "tool", "tool_call_id": call.call_id.as_str(), "content": msg.content})
+        }
+        Res::Synthetic(call) => json!({
+            "role": "tool",
+            "tool_call_id": call.call_id.as_str(),
+            "content": INTERRUPTED_RESULT,
+        }),
+    }
+}
+
+fn invalid(reason: String) -> Error {
+    Error::InvalidInput(reason)
+}
+
+/// Where a call was made, while importing.
+struct Made {
+    /// Index of the assistant message in the output, and of the call in it.
+    out: usize,
+    pos: usize,
+    /// Index of the assistant message in the input.
+    at: usize,
+    turn: u32,
+    /// Index of its result in the input, once seen.
+    result: Option<usize>,
+}
+
+/// Imports a chat-completions message list: a JSON array of messages, or a
+/// request body with a `"messages"` array.
+///
+/// Messages are numbered `sequence` 0.. in order. An assistant message
+/// starts a new turn (the first is turn 1); a tool result carries the turn of
+/// the assistant message that made its call; other messages carry the
+/// current turn (0 before the first assistant message). Every message keeps
+/// the original in its payload ([`payload`]). Content given as an array of
+/// parts is flattened to its text (text parts joined by a newline; for an
+/// assistant, text and refusal parts concatenated); an assistant message with
+/// null content and a `refusal` has the refusal as its content. A call's
+/// status is `Completed` when a result for it follows, else `Pending`.
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming the message (`messages[3]: tool result for
+/// unknown call "call_9"`): not an array or request object, a message that
+/// is not an object, a missing or invalid role, content of a wrong type, a
+/// malformed tool call (arguments not a string, ...), a call id used twice,
+/// a tool message without `tool_call_id`, for a call no earlier assistant
+/// message made, or a second result for a call.
+pub fn from_messages(
+    value: &Value,
+    evaluation_id: EvaluationId,
+    prompt_ns: &str,
+    prompt_key: &str,
+) -> Result<Vec<InnerMessage>> {
+    let list = match value {
+        Value::Array(a) => a,
+        Value::Object(o) => match o.get("messages") {
+            Some(Value::Array(a)) => a,
+            Some(other) => {
+                return Err(invalid(format!(
+                    "\"messages\" must be an array, found {}",
+                    kind(other)
+                )));
+            }
+            None => {
+                return Err(invalid(
+                    "expected an array of messages or an object with a \"messages\" array; the object has no \"messages\"".to_owned(),
+                ));
+            }
+        },
+        other => {
+            return Err(invalid(format!(
+                "expected an array of messages or an object with a \"messages\" array, found {}",
+                kind(other)
+            )));
+        }
+    };
+
+    let mut out: Vec<InnerMessage> = Vec::with_capacity(list.len());
+    let mut made: HashMap<&str, Made> = HashMap::new();
+    let mut turn = 0u32;
+    for (i, m) in list.iter().enumerate() {
+        let path = format!("messages[{i}]");
+        let obj = m
+            .as_object()
+            .ok_or_else(|| invalid(format!("{path}: expected an object, found {}", kind(m))))?;
+        let role = match openai_role(obj, &path).map_err(invalid)? {
+            "system" | "developer" => Role::System,
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            _ => Role::Tool,
+        };
+        let content = content_text(obj, role, &path)?;
+        let mut msg = imported(role, content, evaluation_id, i, prompt_ns, prompt_key);
+        msg.provider_payload = Some(payload(m));
+        match role {
+            Role::Assistant => {
+                turn += 1;
+                msg.turn = turn;
+                for (pos, c) in openai_tool_calls(obj, &path)
+                    .map_err(invalid)?
+                    .into_iter()
+                    .enumerate()
+                {
+                    if let Some(first) = made.get(c.id) {
+                        return Err(invalid(format!(
+                            "{path}.tool_calls[{pos}]: duplicate tool call id \"{}\" (already used by messages[{}])",
+                            c.id, first.at
+                        )));
+                    }
+                    made.insert(
+                        c.id,
+                        Made {
+                            out: out.len(),
+                            pos,
+                            at: i,
+                            turn,
+                            result: None,
+                        },
+                    );
+                    msg.tool_calls
+                        .push(ToolCallRecord::new(c.id, c.name, c.arguments));
+                }
+            }
+            Role::Tool => {
+                let id = openai_tool_call_id(obj, &path).map_err(invalid)?;
+                let call = made.get_mut(id).ok_or_else(|| {
+                    invalid(format!("{path}: tool result for unknown call \"{id}\""))
+                })?;
+                if let Some(first) = call.result {
+                    return Err(invalid(format!(
+                        "{path}: second result for call \"{id}\" (the first is messages[{first}])"
+                    )));
+                }
+                call.result = Some(i);
+                let record = &mut out[call.out].tool_calls[call.pos];
+                record.status = ToolStatus::Completed;
+                msg.tool_name = Some(record.name.clone());
+                msg.tool_call_id = Some(CallId::from(id));
+                msg.turn = call.turn;
+            }
+            Role::System | Role::User => msg.turn = turn,
+        }
+        out.push(msg);
+    }
+    Ok(out)
+}
+
+/// The text of a message's content.
+fn content_text(obj: &Map<String, Value>, role: Role, path: &str) -> Result<String> {
+    let assistant = role == Role::Assistant;
+    match obj.get("content") {
+        Some(Value::String(s)) => Ok(s.clone()),
+        None | Some(Value::Null) if assistant => Ok(obj
+            .get("refusal")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()),
+        None | Some(Value::Null) => Err(invalid(format!(
+            "{path}: a {role} message needs \"content\""
+        ))),
+        Some(Value::Array(parts)) => {
+            let mut texts = Vec::with_capacity(parts.len());
+            for (j, part) in parts.iter().enumerate() {
+                let p = format!("{path}.content[{j}]");
+                let part = part.as_object().ok_or_else(|| {
+                    invalid(format!(
+                        "{p}: expected a content part object, found {}",
+                        kind(part)
+                    ))
+                })?;
+                let ty = part
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid(format!("{p}: missing \"type\"")))?;
+                let key = match ty {
+                    "text" => "text",
+                    "refusal" => "refusal",
+                    _ => continue, // images, audio, files: kept in the payload
+                };
+                match part.get(key) {
+                    Some(Value::String(s)) => texts.push(s.as_str()),
+                    _ => {
+                        return Err(invalid(format!(
+                            "{p}: a {ty} part needs a string \"{key}\""
+                        )));
+                    }
+                }
+            }
+            Ok(texts.join(if assistant { "" } else { "\n" }))
+        }
+        Some(other) => Err(invalid(format!(
+            "{path}: \"content\" must be a string or an array of content parts{}, found {}",
+            if assistant { " or null" } else { "" },
+            kind(other)
+        ))),
+    }
+}

@@ -1,0 +1,595 @@
+//! Checks that a message list is a history the provider accepts.
+//!
+//! Both checks are structural: roles, tool-call ids, where each result is.
+//! An error names the message (`messages[3]`, `messages[3].content[1]`) and
+//! what is wrong with it. An empty list passes (the APIs additionally want at
+//! least one message, which is the caller's concern).
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+use super::kind;
+
+/// Checks an OpenAI chat-completions message list:
+///
+/// - every message is an object with a role among `system`, `developer`,
+///   `user`, `assistant` and `tool`;
+/// - an assistant's `tool_calls`, when present, is a non-empty array of
+///   `{"id", "type": "function", "function": {"name", "arguments": <string>}}`
+///   with ids unique in the message;
+/// - every call is answered by exactly one `tool` message, and those come
+///   directly after the assistant message (only tool messages between: the
+///   API rejects a user message before the results);
+/// - no `tool` message answers a call that the assistant message it follows
+///   did not make.
+///
+/// # Errors
+/// The first problem found, naming the message.
+pub fn openai(messages: &[Value]) -> Result<(), String> {
+    struct Open<'a> {
+        at: usize,
+        calls: Vec<(&'a str, Option<usize>)>,
+    }
+    fn close(open: &Open<'_>, next: Option<usize>) -> Result<(), String> {
+        match open.calls.iter().find(|(_, answered)| answered.is_none()) {
+            None => Ok(()),
+            Some((id, _)) => Err(format!(
+                "messages[{}]: tool call \"{id}\" has no result (expected a tool message for it {})",
+                open.at,
+                match next {
+                    Some(i) => format!("before messages[{i}]"),
+                    None => "before the end of the history".to_owned(),
+                }
+            )),
+        }
+    }
+
+    let mut open: Option<Open<'_>> = None;
+    let mut made: HashMap<&str, usize> = HashMap::new();
+    for (i, m) in messages.iter().enumerate() {
+        let path = format!("messages[{i}]");
+        let obj = m
+            .as_object()
+            .ok_or_else(|| format!("{path}: expected an object, found {}", kind(m)))?;
+        let role = openai_role(obj, &path)?;
+        if role != "tool" {
+            if let Some(o) = open.take() {
+                close(&o, Some(i))?;
+            }
+        }
+        match role {
+            "assistant" => {
+                let calls = openai_tool_calls(obj, &path)?;
+                if !calls.is_empty() {
+                    for c in &calls {
+                        made.insert(c.id, i);
+                    }
+                    open = Some(Open {
+                        at: i,
+                        calls: calls.iter().map(|c| (c.id, None)).collect(),
+                    });
+                }
+            }
+            "tool" => {
+                let id = openai_tool_call_id(obj, &path)?;
+                match open.as_mut() {
+                    Some(o) => match o.calls.iter_mut().find(|(c, _)| *c == id) {
+                        Some((_, Some(first))) => {
+                            return Err(format!(
+                                "{path}: second result for tool call \"{id}\" (the first is messages[{first}])"
+                            ));
+                        }
+                        Some((_, slot)) => *slot = Some(i),
+                        None => {
+                            return Err(format!(
+                                "{path}: tool result for \"{id}\", a call the preceding assistant message (messages[{}]) did not make",
+                                o.at
+                            ));
+                        }
+                    },
+                    None => {
+                        return Err(match made.get(id) {
+                            Some(a) => format!(
+                                "{path}: tool result for \"{id}\" does not directly follow its assistant message (messages[{a}]); only tool messages may come between"
+                            ),
+                            None => format!(
+                                "{path}: tool result for \"{id}\", which no earlier assistant message called"
+                            ),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    match open {
+        Some(o) => close(&o, None),
+        None => Ok(()),
+    }
+}
+
+/// Checks an Anthropic Messages request (`{"system"?, "messages": [...]}`,
+/// or a bare messages array):
+///
+/// - `system`, when present, is a string or an array of text blocks;
+/// - messages are objects with role `user` or `assistant` (no `system` role
+///   inside messages), alternating, starting with `user`;
+/// - `content` is a string or an array of typed content blocks; `tool_use`
+///   blocks have a string `id` and `name` and an object `input`, with ids
+///   unique in the request; they appear only in assistant messages, and
+///   `tool_result` blocks only in user messages, before any other block;
+/// - every `tool_use` has exactly one `tool_result` in the immediately
+///   following user message, and every `tool_result` answers a `tool_use` of
+///   the immediately preceding assistant message.
+///
+/// # Errors
+/// The first problem found, naming the message and the block.
+pub fn anthropic(request: &Value) -> Result<(), String> {
+    let messages = match request {
+        Value::Array(a) => a,
+        Value::Object(o) => {
+            if let Some(s) = o.get("system") {
+                anthropic_system(s)?;
+            }
+            match o.get("messages") {
+                Some(Value::Array(a)) => a,
+                Some(other) => {
+                    return Err(format!(
+                        "\"messages\" must be an array, found {}",
+                        kind(other)
+                    ));
+                }
+                None => return Err("missing \"messages\"".to_owned()),
+            }
+        }
+        other => {
+            return Err(format!(
+                "expected a request object or a messages array, found {}",
+                kind(other)
+            ));
+        }
+    };
+
+    let mut uses: HashMap<&str, String> = HashMap::new();
+    // The tool_use blocks of the previous message, if it was an assistant's:
+    // (id, block path, answered).
+    let mut open: Option<Vec<(&str, String, bool)>> = None;
+    let mut prev: Option<&str> = None;
+    for (i, m) in messages.iter().enumerate() {
+        let path = format!("messages[{i}]");
+        let obj = m
+            .as_object()
+            .ok_or_else(|| format!("{path}: expected an object, found {}", kind(m)))?;
+        let role = anthropic_role(obj, &path)?;
+        match prev {
+            None if role != "user" => {
+                return Err(format!(
+                    "{path}: the first message must have role \"user\", found \"{role}\""
+                ));
+            }
+            Some(p) if p == role => {
+                return Err(format!(
+                    "{path}: two \"{role}\" messages in a row (messages[{}] and messages[{i}]); roles must alternate",
+                    i - 1
+                ));
+            }
+            _ => {}
+        }
+        prev = Some(role);
+        let blocks = anthropic_blocks(obj, &path)?;
+        if role == "assistant" {
+            let mut calls = Vec::new();
+            for (j, b) in blocks.iter().enumerate() {
+                let bpath = format!("{path}.content[{j}]");
+                match b {
+                    Block::ToolResult { .. } => {
+                        return Err(format!(
+                            "{bpath}: tool_result in an assistant message (results go in the next user message)"
+                        ));
+                    }
+                    Block::ToolUse { id, .. } => {
+                        if let Some(first) = uses.get(id) {
+                            return Err(format!(
+                                "{bpath}: tool_use id \"{id}\" is used twice (first at {first})"
+                            ));
+                        }
+                        uses.insert(id, bpath.clone());
+                        calls.push((*id, bpath, false));
+                    }
+                    _ => {}
+                }
+            }
+            if !calls.is_empty() {
+                open = Some(calls);
+            }
+            continue;
+        }
+        // A user message: it answers the previous assistant message's calls.
+        let mut expected = open.take();
+        let mut other_seen = false;
+        for (j, b) in blocks.iter().enumerate() {
+            let bpath = format!("{path}.content[{j}]");
+            match b {
+                Block::ToolUse { .. } => {
+                    return Err(format!("{bpath}: tool_use in a user message"));
+                }
+                Block::ToolResult { id, .. } => {
+                    if other_seen {
+                        return Err(format!(
+                            "{bpath}: tool_result after other content; tool_result blocks must come first in a user message"
+                        ));
+                    }
+                    let slot = expected
+                        .as_mut()
+                        .and_then(|calls| calls.iter_mut().find(|(c, _, _)| c == id));
+                    match slot {
+                        Some((_, _, answered)) if *answered => {
+                            return Err(format!(
+                                "{bpath}: second tool_result for tool_use \"{id}\""
+                            ));
+                        }
+                        Some((_, _, answered)) => *answered = true,
+                        None => {
+                            return Err(match uses.get(id) {
+                                Some(at) => format!(
+                                    "{bpath}: tool_result for \"{id}\" is not in the message right after its tool_use ({at})"
+                                ),
+                                None => format!(
+                                    "{bpath}: tool_result for \"{id}\", which no tool_use of the preceding assistant message made"
+                                ),
+                            });
+                        }
+                    }
+                }
+                _ => other_seen = true,
+            }
+        }
+        if let Some(calls) = expected {
+            if let Some((id, at, _)) = calls.iter().find(|(_, _, answered)| !answered) {
+                return Err(format!(
+                    "{at}: tool_use \"{id}\" has no tool_result in the next message ({path})"
+                ));
+            }
+        }
+    }
+    if let Some(calls) = open {
+        if let Some((id, at, _)) = calls.first() {
+            return Err(format!(
+                "{at}: tool_use \"{id}\" has no tool_result (no message follows)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+// ---- shapes shared with the conversions ------------------------------------
+
+/// The role of an OpenAI message.
+pub(crate) fn openai_role<'a>(obj: &'a Map<String, Value>, path: &str) -> Result<&'a str, String> {
+    match obj.get("role") {
+        None => Err(format!("{path}: missing \"role\"")),
+        Some(Value::String(r)) => match r.as_str() {
+            "system" | "developer" | "user" | "assistant" | "tool" => Ok(r),
+            other => Err(format!(
+                "{path}: invalid role \"{other}\" (expected system, developer, user, assistant or tool)"
+            )),
+        },
+        Some(other) => Err(format!(
+            "{path}: \"role\" must be a string, found {}",
+            kind(other)
+        )),
+    }
+}
+
+/// The `tool_call_id` of an OpenAI tool message.
+pub(crate) fn openai_tool_call_id<'a>(
+    obj: &'a Map<String, Value>,
+    path: &str,
+) -> Result<&'a str, String> {
+    match obj.get("tool_call_id") {
+        Some(Value::String(id)) => Ok(id),
+        None | Some(Value::Null) => Err(format!("{path}: a tool message needs a \"tool_call_id\"")),
+        Some(other) => Err(format!(
+            "{path}: \"tool_call_id\" must be a string, found {}",
+            kind(other)
+        )),
+    }
+}
+
+/// One call of an OpenAI assistant message.
+pub(crate) struct OpenAiCall<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub arguments: &'a str,
+}
+
+/// The `tool_calls` of an OpenAI assistant message (none when absent or null).
+pub(crate) fn openai_tool_calls<'a>(
+    obj: &'a Map<String, Value>,
+    path: &str,
+) -> Result<Vec<OpenAiCall<'a>>, String> {
+    let list = match obj.get("tool_calls") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) if a.is_empty() => {
+            return Err(format!(
+                "{path}: \"tool_calls\" is an empty array (omit it when there are no calls)"
+            ));
+        }
+        Some(Value::Array(a)) => a,
+        Some(other) => {
+            return Err(format!(
+                "{path}: \"tool_calls\" must be an array, found {}",
+                kind(other)
+            ));
+        }
+    };
+    let mut out: Vec<OpenAiCall<'a>> = Vec::with_capacity(list.len());
+    for (j, c) in list.iter().enumerate() {
+        let p = format!("{path}.tool_calls[{j}]");
+        let c = c
+            .as_object()
+            .ok_or_else(|| format!("{p}: expected an object, found {}", kind(c)))?;
+        let id = match c.get("id") {
+            Some(Value::String(s)) => s.as_str(),
+            None => return Err(format!("{p}: missing \"id\"")),
+            Some(other) => {
+                return Err(format!(
+                    "{p}: \"id\" must be a string, found {}",
+                    kind(other)
+                ));
+            }
+        };
+        match c.get("type") {
+            Some(Value::String(t)) if t == "function" => {}
+            Some(Value::String(t)) => {
+                return Err(format!(
+                    "{p}: unsupported tool call type \"{t}\" (expected \"function\")"
+                ));
+            }
+            None => return Err(format!("{p}: missing \"type\": \"function\"")),
+            Some(other) => {
+                return Err(format!(
+                    "{p}: \"type\" must be a string, found {}",
+                    kind(other)
+                ));
+            }
+        }
+        let f = match c.get("function") {
+            Some(Value::Object(f)) => f,
+            None => return Err(format!("{p}: missing \"function\"")),
+            Some(other) => {
+                return Err(format!(
+                    "{p}: \"function\" must be an object, found {}",
+                    kind(other)
+                ));
+            }
+        };
+        let name = match f.get("name") {
+            Some(Value::String(s)) => s.as_str(),
+            None => return Err(format!("{p}.function: missing \"name\"")),
+            Some(other) => {
+                return Err(format!(
+                    "{p}.function: \"name\" must be a string, found {}",
+                    kind(other)
+                ));
+            }
+        };
+        let arguments = match f.get("arguments") {
+            Some(Value::String(s)) => s.as_str(),
+            None => return Err(format!("{p}.function: missing \"arguments\"")),
+            Some(other) => {
+                return Err(format!(
+                    "{p}.function: \"arguments\" must be a string (JSON text), found {}",
+                    kind(other)
+                ));
+            }
+        };
+        if let Some(k) = out.iter().position(|o| o.id == id) {
+            return Err(format!(
+                "{p}: tool call id \"{id}\" appears twice in this message (first at tool_calls[{k}])"
+            ));
+        }
+        out.push(OpenAiCall {
+            id,
+            name,
+            arguments,
+        });
+    }
+    Ok(out)
+}
+
+/// The role of an Anthropic message (`user` or `assistant`).
+pub(crate) fn anthropic_role<'a>(
+    obj: &'a Map<String, Value>,
+    path: &str,
+) -> Result<&'a str, String> {
+    match obj.get("role") {
+        None => Err(format!("{path}: missing \"role\"")),
+        Some(Value::String(r)) => match r.as_str() {
+            "user" | "assistant" => Ok(r),
+            "system" => Err(format!(
+                "{path}: role \"system\" is not allowed in messages (the system prompt goes in the top-level \"system\")"
+            )),
+            other => Err(format!(
+                "{path}: invalid role \"{other}\" (expected user or assistant)"
+            )),
+        },
+        Some(other) => Err(format!(
+            "{path}: \"role\" must be a string, found {}",
+            kind(other)
+        )),
+    }
+}
+
+/// The text of an Anthropic top-level `system` (text blocks joined by a
+/// newline).
+pub(crate) fn anthropic_system(v: &Value) -> Result<String, String> {
+    match v {
+        Value::String(s) => Ok(s.clone()),
+        Value::Array(blocks) => {
+            let mut parts = Vec::with_capacity(blocks.len());
+            for (j, b) in blocks.iter().enumerate() {
+                let p = format!("system[{j}]");
+                let b = b
+                    .as_object()
+                    .ok_or_else(|| format!("{p}: expected a text block, found {}", kind(b)))?;
+                match b.get("type").and_then(Value::as_str) {
+                    Some("text") => {}
+                    Some(t) => return Err(format!("{p}: expected a text block, found \"{t}\"")),
+                    None => return Err(format!("{p}: missing \"type\"")),
+                }
+                match b.get("text") {
+                    Some(Value::String(s)) => parts.push(s.as_str()),
+                    _ => return Err(format!("{p}: a text block needs a string \"text\"")),
+                }
+            }
+            Ok(parts.join("\n"))
+        }
+        other => Err(format!(
+            "system: must be a string or an array of text blocks, found {}",
+            kind(other)
+        )),
+    }
+}
+
+/// One content block of an Anthropic message.
+pub(crate) enum Block<'a> {
+    Text(&'a str),
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a Value,
+    },
+    ToolResult {
+        id: &'a str,
+        content: Option<&'a Value>,
+        is_error: bool,
+    },
+    /// Any other block (`thinking`, `image`, ...), kept only in payloads.
+    Other,
+}
+
+/// The content blocks of an Anthropic message (a string content is one text
+/// block).
+pub(crate) fn anthropic_blocks<'a>(
+    obj: &'a Map<String, Value>,
+    path: &str,
+) -> Result<Vec<Block<'a>>, String> {
+    match obj.get("content") {
+        Some(Value::String(s)) => Ok(vec![Block::Text(s)]),
+        Some(Value::Array(a)) => a
+            .iter()
+            .enumerate()
+            .map(|(j, b)| anthropic_block(b, &format!("{path}.content[{j}]")))
+            .collect(),
+        None => Err(format!("{path}: missing \"content\"")),
+        Some(other) => Err(format!(
+            "{path}: \"content\" must be a string or an array of content blocks, found {}",
+            kind(other)
+        )),
+    }
+}
+
+fn string_field<'a>(
+    b: &'a Map<String, Value>,
+    key: &str,
+    what: &str,
+    p: &str,
+) -> Result<&'a str, String> {
+    match b.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        None => Err(format!("{p}: {what} block without \"{key}\"")),
+        Some(other) => Err(format!(
+            "{p}: {what} \"{key}\" must be a string, found {}",
+            kind(other)
+        )),
+    }
+}
+
+fn anthropic_block<'a>(b: &'a Value, p: &str) -> Result<Block<'a>, String> {
+    let b = b
+        .as_object()
+        .ok_or_else(|| format!("{p}: expected a content block object, found {}", kind(b)))?;
+    let ty = match b.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        None => return Err(format!("{p}: missing \"type\"")),
+        Some(other) => {
+            return Err(format!(
+                "{p}: \"type\" must be a string, found {}",
+                kind(other)
+            ));
+        }
+    };
+    match ty {
+        "text" => Ok(Block::Text(string_field(b, "text", "text", p)?)),
+        "tool_use" => {
+            let id = string_field(b, "id", "tool_use", p)?;
+            let name = string_field(b, "name", "tool_use", p)?;
+            match b.get("input") {
+                Some(input @ Value::Object(_)) => Ok(Block::ToolUse { id, name, input }),
+                None => Err(format!("{p}: tool_use block without \"input\"")),
+                Some(other) => Err(format!(
+                    "{p}: tool_use \"input\" must be an object, found {}",
+                    kind(other)
+                )),
+            }
+        }
+        "tool_result" => {
+            let id = string_field(b, "tool_use_id", "tool_result", p)?;
+            let content = b.get("content");
+            match content {
+                None | Some(Value::String(_)) => {}
+                Some(Value::Array(parts)) => {
+                    for (k, part) in parts.iter().enumerate() {
+                        match anthropic_block(part, &format!("{p}.content[{k}]"))? {
+                            Block::ToolUse { .. } | Block::ToolResult { .. } => {
+                                return Err(format!(
+                                    "{p}.content[{k}]: a tool_result cannot contain tool blocks"
+                                ));
+                            }
+                            Block::Text(_) | Block::Other => {}
+                        }
+                    }
+                }
+                Some(other) => {
+                    return Err(format!(
+                        "{p}: tool_result \"content\" must be a string or an array of content blocks, found {}",
+                        kind(other)
+                    ));
+                }
+            }
+            let is_error = match b.get("is_error") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(e)) => *e,
+                Some(other) => {
+                    return Err(format!(
+                        "{p}: tool_result \"is_error\" must be a boolean, found {}",
+                        kind(other)
+                    ));
+                }
+            };
+            Ok(Block::ToolResult {
+                id,
+                content,
+                is_error,
+            })
+        }
+        _ => Ok(Block::Other),
+    }
+}
+
+/// The text of a `tool_result`'s content (its text blocks joined by a
+/// newline). The content was checked by [`anthropic_blocks`].
+pub(crate) fn tool_result_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
