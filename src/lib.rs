@@ -78,6 +78,7 @@ mod resume;
 mod session;
 mod snapshot;
 mod state;
+mod transfer;
 mod verify;
 
 pub use crate::codec::{
@@ -116,6 +117,7 @@ pub use crate::state::{
     SessionState, Slice, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, TurnIds, TurnView,
     Usage, UsageTotals,
 };
+pub use crate::transfer::ConversationFormat;
 pub use crate::verify::{Problem, ProblemKind, VerifyReport};
 
 /// Exported journal files (`.ajournal`) as bytes, for tools and fuzzing.

@@ -151,6 +151,21 @@ impl ResumePlan {
     pub fn is_finished(&self) -> bool {
         matches!(self.state, ResumeState::Finished(_))
     }
+
+    /// The history as an OpenAI chat-completions `messages` array. Valid for
+    /// the provider whatever the state: every tool call is followed by
+    /// exactly one result (a call still unfinished gets an explicit
+    /// "interrupted" result; the engine runs such calls before rebuilding).
+    pub fn openai_messages(&self) -> Vec<serde_json::Value> {
+        crate::provider::openai::to_messages(&self.messages)
+    }
+
+    /// The history as an Anthropic Messages request body (`system` separate,
+    /// tool results as `tool_result` blocks in the next user message). Valid
+    /// in the same sense as [`ResumePlan::openai_messages`].
+    pub fn anthropic_messages(&self) -> serde_json::Value {
+        crate::provider::anthropic::to_request(&self.messages)
+    }
 }
 
 impl Session {

@@ -57,7 +57,10 @@ fn conversation(db: &Path, id: SessionId) -> Conversation {
                 m.content.clone(),
                 m.sequence,
                 m.turn,
-                m.tool_calls.iter().map(|c| format!("{}:{}:{}:{}", c.call_id, c.name, c.arguments, c.status)).collect(),
+                m.tool_calls
+                    .iter()
+                    .map(|c| format!("{}:{}:{}:{}", c.call_id, c.name, c.arguments, c.status))
+                    .collect(),
                 m.tool_call_id.as_ref().map(|c| c.to_string()),
             )
         })
@@ -74,7 +77,10 @@ fn only_session(db: &Path) -> SessionId {
 /// Every real execution of a write_file call, from the sandbox's log.
 fn executions(sandbox_root: &Path) -> Vec<String> {
     let mut lines = Vec::new();
-    for dir in std::fs::read_dir(sandbox_root).expect("sandbox root").flatten() {
+    for dir in std::fs::read_dir(sandbox_root)
+        .expect("sandbox root")
+        .flatten()
+    {
         if let Ok(text) = std::fs::read_to_string(dir.path().join(".executions.log")) {
             lines.extend(text.lines().map(str::to_owned));
         }
@@ -88,9 +94,27 @@ fn run_crash_case(reference: &Conversation, n: u64, last: u64, how: &str) {
     let db = dir.path().join("db");
     let sb = dir.path().join("sb");
     let n_s = n.to_string();
-    let out = bin(&db, &["demo", "--sandbox", sb.to_str().expect("utf8"), "--crash-after", &n_s, "--crash-with", how]);
-    assert!(!out.status.success(), "the demo crashed after event {n} ({how})");
-    assert!(out.status.code().is_none(), "killed by a signal, not an exit: {:?}", out.status);
+    let out = bin(
+        &db,
+        &[
+            "demo",
+            "--sandbox",
+            sb.to_str().expect("utf8"),
+            "--crash-after",
+            &n_s,
+            "--crash-with",
+            how,
+        ],
+    );
+    assert!(
+        !out.status.success(),
+        "the demo crashed after event {n} ({how})"
+    );
+    assert!(
+        out.status.code().is_none(),
+        "killed by a signal, not an exit: {:?}",
+        out.status
+    );
     let crashed = only_session(&db);
 
     // Every rebuilt request of the crashed run is valid for both providers.
@@ -98,9 +122,13 @@ fn run_crash_case(reference: &Conversation, n: u64, last: u64, how: &str) {
         let j = open(&db);
         let s = j.session(crashed).expect("session");
         // A crash point inside an atomic batch lands at the batch's end.
-        assert!(s.head() > n, "every event up to the crash point is there ({how}, n={n})");
+        assert!(
+            s.head() > n,
+            "every event up to the crash point is there ({how}, n={n})"
+        );
         if let Ok(plan) = s.resume_plan() {
-            validate::openai(&plan.openai_messages()).unwrap_or_else(|e| panic!("n={n}: invalid OpenAI request: {e}"));
+            validate::openai(&plan.openai_messages())
+                .unwrap_or_else(|e| panic!("n={n}: invalid OpenAI request: {e}"));
             validate::anthropic(&plan.anthropic_messages())
                 .unwrap_or_else(|e| panic!("n={n}: invalid Anthropic request: {e}"));
         }
@@ -120,25 +148,56 @@ fn run_crash_case(reference: &Conversation, n: u64, last: u64, how: &str) {
         assert_eq!(&conversation(&db, crashed), reference);
         return;
     }
-    assert_eq!(out.status.code(), Some(0), "resume after {n} ({how}) failed: {stderr}");
-    let resumed: SessionId = json(&out)["session"].as_str().expect("session").parse().expect("id");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "resume after {n} ({how}) failed: {stderr}"
+    );
+    let resumed: SessionId = json(&out)["session"]
+        .as_str()
+        .expect("session")
+        .parse()
+        .expect("id");
     assert_ne!(resumed, crashed, "crash recovery forks by default");
-    assert_eq!(&conversation(&db, resumed), reference, "crash after event {n} ({how})");
+    assert_eq!(
+        &conversation(&db, resumed),
+        reference,
+        "crash after event {n} ({how})"
+    );
     let ex = executions(&sb);
     let mut unique = ex.clone();
     unique.dedup();
-    assert_eq!(ex, unique, "a tool ran twice after a crash at {n} ({how}): {ex:?}");
-    assert_eq!(ex.len(), 2, "both write_file calls ran exactly once: {ex:?}");
+    assert_eq!(
+        ex, unique,
+        "a tool ran twice after a crash at {n} ({how}): {ex:?}"
+    );
+    assert_eq!(
+        ex.len(),
+        2,
+        "both write_file calls ran exactly once: {ex:?}"
+    );
     let verify = bin(&db, &["verify"]);
-    assert_eq!(verify.status.code(), Some(0), "{}", String::from_utf8_lossy(&verify.stdout));
+    assert_eq!(
+        verify.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
 }
 
 fn reference() -> (Conversation, u64) {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("db");
     let sb = dir.path().join("sb");
-    let out = bin(&db, &["--json", "demo", "--sandbox", sb.to_str().expect("utf8")]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = bin(
+        &db,
+        &["--json", "demo", "--sandbox", sb.to_str().expect("utf8")],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v = json(&out);
     let id: SessionId = v["session"].as_str().expect("session").parse().expect("id");
     let events = v["events"].as_u64().expect("events");

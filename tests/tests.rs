@@ -5,6 +5,7 @@ mod common;
 mod bad_input;
 mod cli;
 mod codec;
+mod crash;
 mod golden;
 mod recovery;
 mod resume;

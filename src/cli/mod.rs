@@ -187,12 +187,24 @@ enum ExportFormat {
     Journal,
     /// A WINK-shaped session snapshot (JSON).
     Wink,
+    /// The latest evaluation as an OpenAI chat-completions messages array.
+    Openai,
+    /// The latest evaluation as an Anthropic Messages request (system + messages).
+    Anthropic,
+    /// The latest evaluation's messages, one JSON object per line.
+    Jsonl,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum ImportFormat {
     /// An exported journal file (.ajournal).
     Journal,
+    /// An OpenAI chat-completions messages array, or a request body holding one.
+    Openai,
+    /// An Anthropic Messages request body.
+    Anthropic,
+    /// InnerMessage JSON objects, one per line.
+    Jsonl,
 }
 
 /// Runs the command line and maps errors to exit codes.
@@ -553,6 +565,15 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
                         );
                     }
                 }
+                ExportFormat::Openai | ExportFormat::Anthropic | ExportFormat::Jsonl => {
+                    let f = match format {
+                        ExportFormat::Openai => agent_journal::ConversationFormat::OpenAi,
+                        ExportFormat::Anthropic => agent_journal::ConversationFormat::Anthropic,
+                        _ => agent_journal::ConversationFormat::Jsonl,
+                    };
+                    let text = s.export_conversation(f, *at)?;
+                    write_output(output.as_deref(), text.trim_end())?;
+                }
                 ExportFormat::Wink => {
                     let at = at.unwrap_or(s.head().saturating_sub(1));
                     let state = s.state_at(at)?;
@@ -566,13 +587,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
                         ],
                         created_at: None,
                     });
-                    match output {
-                        Some(p) => std::fs::write(p, text).map_err(|e| Error::Io {
-                            context: format!("writing {}", p.display()),
-                            source: e,
-                        })?,
-                        None => outln!("{text}"),
-                    }
+                    write_output(output.as_deref(), &text)?;
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -580,6 +595,36 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Import { file, format } => {
             let journal = Journal::open(&cli.db)?;
             match format {
+                ImportFormat::Openai | ImportFormat::Anthropic | ImportFormat::Jsonl => {
+                    let f = match format {
+                        ImportFormat::Openai => agent_journal::ConversationFormat::OpenAi,
+                        ImportFormat::Anthropic => agent_journal::ConversationFormat::Anthropic,
+                        _ => agent_journal::ConversationFormat::Jsonl,
+                    };
+                    let text = std::fs::read_to_string(file).map_err(|e| Error::Io {
+                        context: format!("reading {}", file.display()),
+                        source: e,
+                    })?;
+                    let name = file
+                        .file_stem()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    let s = journal
+                        .import_conversation(&text, f, "import", &name)
+                        .map_err(|e| match e {
+                            Error::InvalidInput(r) => {
+                                Error::InvalidInput(format!("{}: {r}", file.display()))
+                            }
+                            other => other,
+                        })?;
+                    if cli.json {
+                        print_json(
+                            &serde_json::json!({"sessions": [s.id().to_string()], "events": s.head()}),
+                        )?;
+                    } else {
+                        outln!("imported session {} ({} events)", s.id(), s.head());
+                    }
+                }
                 ImportFormat::Journal => {
                     let (ids, tail) = journal.import_journal(file)?;
                     if cli.json {
@@ -611,6 +656,19 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
                 outln!("forked session {} from {} at seq {at}", f.id(), s.id());
             }
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn write_output(path: Option<&Path>, text: &str) -> Result<(), Error> {
+    match path {
+        Some(p) => std::fs::write(p, format!("{text}\n")).map_err(|e| Error::Io {
+            context: format!("writing {}", p.display()),
+            source: e,
+        }),
+        None => {
+            outln!("{text}");
+            Ok(())
         }
     }
 }
