@@ -11,3 +11,4 @@ mod recovery;
 mod resume;
 mod sessions;
 mod store;
+mod transfer;

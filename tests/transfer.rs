@@ -1,0 +1,230 @@
+//! Conversations in and out through the library and the CLI: exact round
+//! trips, cross-provider translation, and malformed files that write nothing.
+
+use std::process::{Command, Stdio};
+
+use agent_journal::provider::validate;
+use agent_journal::{ConversationFormat, Error, Journal};
+use serde_json::json;
+
+fn openai_fixture() -> serde_json::Value {
+    json!([
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "weather in Paris and Oslo?"}]},
+        {"role": "assistant", "content": null, "refusal": null, "annotations": [],
+         "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}},
+            {"id": "call_b", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Oslo\"}"}}
+         ]},
+        {"role": "tool", "tool_call_id": "call_a", "content": "18C"},
+        {"role": "tool", "tool_call_id": "call_b", "content": "9C"},
+        {"role": "assistant", "content": "Paris 18C, Oslo 9C.", "x_vendor_field": {"kept": true}}
+    ])
+}
+
+fn anthropic_fixture() -> serde_json::Value {
+    json!({
+        "system": "be brief",
+        "messages": [
+            {"role": "user", "content": "weather in Paris and Oslo?"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "two cities", "signature": "sig=="},
+                {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "weather", "input": {"city": "Oslo"}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "18C"},
+                {"type": "tool_result", "tool_use_id": "toolu_2", "content": "lookup failed", "is_error": true}
+            ]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Paris 18C; Oslo unknown."}]}
+        ]
+    })
+}
+
+#[test]
+fn same_provider_in_and_out_reproduces_every_message() {
+    let j = Journal::memory();
+    let s = j
+        .import_conversation(
+            &openai_fixture().to_string(),
+            ConversationFormat::OpenAi,
+            "ns",
+            "key",
+        )
+        .expect("import");
+    let out: serde_json::Value = serde_json::from_str(
+        &s.export_conversation(ConversationFormat::OpenAi, None)
+            .expect("export"),
+    )
+    .expect("json");
+    assert_eq!(out, openai_fixture());
+
+    let s = j
+        .import_conversation(
+            &anthropic_fixture().to_string(),
+            ConversationFormat::Anthropic,
+            "ns",
+            "key",
+        )
+        .expect("import");
+    let out: serde_json::Value = serde_json::from_str(
+        &s.export_conversation(ConversationFormat::Anthropic, None)
+            .expect("export"),
+    )
+    .expect("json");
+    assert_eq!(out, anthropic_fixture());
+}
+
+#[test]
+fn across_providers_the_neutral_fields_translate_into_valid_requests() {
+    let j = Journal::memory();
+    let s = j
+        .import_conversation(
+            &openai_fixture().to_string(),
+            ConversationFormat::OpenAi,
+            "ns",
+            "key",
+        )
+        .expect("import");
+    let a: serde_json::Value = serde_json::from_str(
+        &s.export_conversation(ConversationFormat::Anthropic, None)
+            .expect("export"),
+    )
+    .expect("json");
+    validate::anthropic(&a).expect("valid for Anthropic");
+    assert_eq!(a["system"], "be brief");
+    assert_eq!(
+        a["messages"][1]["content"][1]["input"],
+        json!({"city": "Oslo"})
+    );
+
+    let s = j
+        .import_conversation(
+            &anthropic_fixture().to_string(),
+            ConversationFormat::Anthropic,
+            "ns",
+            "key",
+        )
+        .expect("import");
+    let o: serde_json::Value = serde_json::from_str(
+        &s.export_conversation(ConversationFormat::OpenAi, None)
+            .expect("export"),
+    )
+    .expect("json");
+    validate::openai(o.as_array().expect("array")).expect("valid for OpenAI");
+    assert_eq!(o[0], json!({"role": "system", "content": "be brief"}));
+
+    // JSONL keeps everything, ids included.
+    let text = s
+        .export_conversation(ConversationFormat::Jsonl, None)
+        .expect("jsonl");
+    let back = j
+        .import_conversation(&text, ConversationFormat::Jsonl, "", "")
+        .expect("import jsonl");
+    let msgs =
+        |s: &agent_journal::Session| s.state().messages().iter().cloned().collect::<Vec<_>>();
+    assert_eq!(msgs(&back), msgs(&s));
+}
+
+#[test]
+fn malformed_conversations_are_refused_and_write_nothing() {
+    let cases: Vec<(&str, ConversationFormat, String, &str)> = vec![
+        ("not json", ConversationFormat::OpenAi, "{oops".into(), "invalid JSON"),
+        (
+            "result without a call",
+            ConversationFormat::OpenAi,
+            json!([{"role": "tool", "tool_call_id": "call_9", "content": "x"}]).to_string(),
+            "call_9",
+        ),
+        (
+            "a call id twice",
+            ConversationFormat::OpenAi,
+            json!([
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+            ])
+            .to_string(),
+            "c1",
+        ),
+        ("a wrong role", ConversationFormat::OpenAi, json!([{"role": "robot", "content": "beep"}]).to_string(), "robot"),
+        (
+            "anthropic result without a tool_use",
+            ConversationFormat::Anthropic,
+            json!({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_x", "content": "x"}]}]})
+                .to_string(),
+            "toolu_x",
+        ),
+        ("jsonl garbage on line 2", ConversationFormat::Jsonl, "{}\nnot json\n".into(), "line"),
+        ("empty", ConversationFormat::OpenAi, "[]".into(), "no messages"),
+    ];
+    let j = Journal::memory();
+    for (name, format, text, needle) in cases {
+        let r = j.import_conversation(&text, format, "ns", "key");
+        match r {
+            Err(e @ Error::InvalidInput(_)) => {
+                assert!(e.to_string().contains(needle), "{name}: {e}")
+            }
+            other => panic!("{name}: expected InvalidInput, got {other:?}"),
+        }
+        assert!(
+            j.sessions().expect("sessions").is_empty(),
+            "{name}: nothing was written"
+        );
+    }
+}
+
+#[test]
+fn the_cli_imports_and_exports_conversations() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let file = dir.path().join("chat.json");
+    std::fs::write(&file, openai_fixture().to_string()).expect("write");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agent-journal"))
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run")
+    };
+    let out = run(&[
+        "--json",
+        "import",
+        file.to_str().expect("utf8"),
+        "--format",
+        "openai",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let id = v["sessions"][0].as_str().expect("id").to_owned();
+    let out = run(&["export", &id, "--format", "openai"]);
+    let back: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(back, openai_fixture());
+    // Time travel: the history after the assistant's calls has synthetic
+    // "interrupted" results, and is still valid.
+    let out = run(&["export", &id, "--format", "openai", "--at", "4"]);
+    let early: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    validate::openai(early.as_array().expect("array")).expect("valid");
+
+    std::fs::write(&file, "[{\"role\":\"robot\"}]").expect("write");
+    let out = run(&["import", file.to_str().expect("utf8"), "--format", "openai"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("chat.json") && err.contains("robot") && err.lines().count() == 1,
+        "{err}"
+    );
+    let out = run(&["--json", "sessions"]);
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        all.as_array().map(Vec::len),
+        Some(1),
+        "the bad file wrote nothing"
+    );
+}
