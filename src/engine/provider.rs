@@ -25,7 +25,11 @@ pub struct ProviderResponse {
     pub usage: TokenUsage,
     /// The model that answered.
     pub model: String,
-    /// The message exactly as the provider API returned it (JSON text), if known.
+    /// The message exactly as the provider API returned it, tagged with its
+    /// provider so exports never emit a foreign payload: build it with
+    /// [`provider::openai::payload`](crate::provider::openai::payload) or
+    /// [`provider::anthropic::payload`](crate::provider::anthropic::payload).
+    /// An untagged payload is kept but ignored on export.
     pub provider_payload: Option<String>,
 }
 
