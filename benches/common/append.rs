@@ -1,0 +1,328 @@
+//! Rows 1, 2 and 3: append throughput, Buffered and Synced, one writer and 16.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use agent_journal::{
+    CheckpointStrategy, Durability, Envelope, EvaluationId, Event, InnerMessage, Journal,
+    JournalConfig, Session, SessionId, SessionState, now,
+};
+use tempfile::TempDir;
+
+use super::events::{cloned_messages, frame_of, message_200};
+use super::raw;
+use super::report::{Report, Row, Verdict, fmt_dur, fmt_rate, fmt_ratio, rate, thousands};
+use super::timing::{Contestant, interleave};
+use super::{buffered, cache_bytes, tempdir};
+use crate::Sizes;
+
+// 1. Buffered append vs raw sled inserts
+
+/// Chunks in which contestants take turns (rows 1 and 2).
+const CHUNK_BUFFERED: u64 = 1_000;
+const CHUNK_SYNCED: u64 = 25;
+
+/// A contestant appending prebuilt clones of `template` to a new session of a
+/// new journal with `config`. The journal lives in `dir`.
+fn ours_appending<'a>(
+    dir: &'a TempDir,
+    config: JournalConfig,
+    template: &'a InnerMessage,
+) -> Contestant<'a> {
+    let journal = Journal::open_with(dir.path().join("db"), config).expect("open");
+    let session = journal.create_session().expect("session");
+    Box::new(move |first, count| {
+        let events = cloned_messages(template, first, count);
+        let t = Instant::now();
+        for e in events {
+            session.append(e).expect("append");
+        }
+        let d = t.elapsed();
+        // Keep the journal alive with the session.
+        let _ = &journal;
+        d
+    })
+}
+
+pub fn section_buffered(s: &Sizes, rep: &mut Report) {
+    let n = s.buffered;
+    eprintln!(
+        "[1] Buffered append of {} messages (200-byte content), interleaved in chunks of {}",
+        thousands(n),
+        thousands(CHUNK_BUFFERED)
+    );
+    let template = message_200(EvaluationId::new());
+    // The frame of one such message at a seq in the middle of the loop.
+    let frame = frame_of(SessionId::new(), n / 2, Event::Message(template.clone()));
+    let dirs = [tempdir(), tempdir(), tempdir()];
+    let raw_db = raw::open_sled(&dirs[2].path().join("db"), cache_bytes());
+    let raw_events = raw_db.open_tree("events").expect("tree");
+    let raw_session = SessionId::new();
+    raw_events
+        .insert(raw::key(raw_session, 0), &frame[..])
+        .expect("insert");
+    let frame_ref = &frame;
+    let mut contestants: Vec<Contestant<'_>> = vec![
+        ours_appending(&dirs[0], buffered(), &template),
+        ours_appending(
+            &dirs[1],
+            JournalConfig {
+                checkpoint: CheckpointStrategy::OnDemand,
+                ..buffered()
+            },
+            &template,
+        ),
+        Box::new(|first, count| {
+            let t = Instant::now();
+            for seq in first + 1..=first + count {
+                raw_events
+                    .insert(raw::key(raw_session, seq), &frame_ref[..])
+                    .expect("insert");
+            }
+            t.elapsed()
+        }),
+    ];
+    let times = interleave(n, CHUNK_BUFFERED, &mut contestants);
+    drop(contestants);
+    let (ours, on_demand, base) = (times[0], times[1], times[2]);
+    // The library's CPU per event without the store: build the envelope,
+    // encode the frame, fold it.
+    let cpu = {
+        let sid = SessionId::new();
+        let events = cloned_messages(&template, 0, n);
+        let mut state = SessionState::new();
+        let t = Instant::now();
+        for (seq, event) in events.into_iter().enumerate() {
+            let env = Envelope {
+                session: sid,
+                seq: seq as u64,
+                at: now(),
+                event,
+            };
+            let f = agent_journal::encode_frame(&env, agent_journal::DEFAULT_MAX_EVENT_BYTES)
+                .expect("encode");
+            black_box(&f);
+            state.apply(&env);
+        }
+        t.elapsed()
+    };
+    let (r_ours, r_base) = (rate(n, ours), rate(n, base));
+    let ratio = r_ours / r_base;
+    rep.row(Row {
+        id: "1",
+        what: format!(
+            "`Buffered` append, {} Message events (200-byte content, {}-byte frame), default config (geometric snapshots)",
+            thousands(n),
+            frame.len()
+        ),
+        ours: fmt_rate(r_ours),
+        baseline: format!("raw sled insert of the same frame: {}", fmt_rate(r_base)),
+        ratio: fmt_ratio(ratio),
+        target: ">= 0.80x".into(),
+        verdict: Verdict::at_least(ratio, 0.8),
+    });
+    rep.note(format!(
+        "row 1: ours, raw sled and ours with `CheckpointStrategy::OnDemand` took turns in chunks of {}. \
+         OnDemand (no snapshot): {} ({} of raw); per event: ours {}, OnDemand {}, raw sled insert {}; \
+         the library's CPU alone (envelope + `encode_frame` + fold, no store) {}",
+        thousands(CHUNK_BUFFERED),
+        fmt_rate(rate(n, on_demand)),
+        fmt_ratio(rate(n, on_demand) / r_base),
+        fmt_dur(ours / n as u32),
+        fmt_dur(on_demand / n as u32),
+        fmt_dur(base / n as u32),
+        fmt_dur(cpu / n as u32),
+    ));
+}
+
+// ---------------------------------------------------------------------------
+// 2. Synced append, one writer
+
+/// A contestant writing `frame` per record with `write` + `fdatasync`.
+fn file_writing<'a>(path: PathBuf, frame: &'a [u8], n: u64, preallocate: bool) -> Contestant<'a> {
+    let mut f = raw::SyncedFile::create(&path, preallocate.then_some(frame.len() as u64 * n));
+    Box::new(move |_, count| f.append(frame, count))
+}
+
+/// Returns our one-writer Synced rate (events/s).
+pub fn section_synced(s: &Sizes, rep: &mut Report) -> f64 {
+    let n = s.synced;
+    eprintln!(
+        "[2] Synced append, one writer, {} events, interleaved in chunks of {}",
+        thousands(n),
+        CHUNK_SYNCED
+    );
+    let template = message_200(EvaluationId::new());
+    let frame = frame_of(SessionId::new(), n / 2, Event::Message(template.clone()));
+    let dirs = [tempdir(), tempdir(), tempdir()];
+    let sled_synced = raw::SyncedSled::open(&dirs[1].path().join("db"), cache_bytes());
+    let raw_session = SessionId::new();
+    let frame_ref = &frame;
+    let config = JournalConfig::default();
+    assert_eq!(config.durability, Durability::Synced);
+    let mut contestants: Vec<Contestant<'_>> = vec![
+        ours_appending(&dirs[0], config, &template),
+        file_writing(dirs[2].path().join("plain.log"), &frame, n, false),
+        file_writing(dirs[2].path().join("preallocated.log"), &frame, n, true),
+        Box::new(|first, count| sled_synced.append(raw_session, first, count, frame_ref)),
+    ];
+    let times = interleave(n, CHUNK_SYNCED, &mut contestants);
+    drop(contestants);
+    let (ours, base, preallocated, sled) = (times[0], times[1], times[2], times[3]);
+    let (r_ours, r_base) = (rate(n, ours), rate(n, base));
+    let ratio = r_ours / r_base;
+    rep.row(Row {
+        id: "2",
+        what: format!(
+            "`Synced` append, one writer, {} events ({}-byte frame)",
+            thousands(n),
+            frame.len()
+        ),
+        ours: format!(
+            "{} ({} / append)",
+            fmt_rate(r_ours),
+            fmt_dur(ours / n as u32)
+        ),
+        baseline: format!(
+            "write + fdatasync per record, plain file: {} ({} / record)",
+            fmt_rate(r_base),
+            fmt_dur(base / n as u32)
+        ),
+        ratio: fmt_ratio(ratio),
+        target: ">= 0.90x".into(),
+        verdict: Verdict::at_least(ratio, 0.9),
+    });
+    rep.note(format!(
+        "row 2: contestants took turns in chunks of {}. Raw sled insert + `Db::flush` (pwrite + \
+         sync_file_range) + fdatasync(db) per record, no library: {} ({} / record); write + \
+         fdatasync into a file written and synced beforehand (no block allocation, no size \
+         change to commit): {} ({} / record)",
+        CHUNK_SYNCED,
+        fmt_rate(rate(n, sled)),
+        fmt_dur(sled / n as u32),
+        fmt_rate(rate(n, preallocated)),
+        fmt_dur(preallocated / n as u32),
+    ));
+    r_ours
+}
+
+// ---------------------------------------------------------------------------
+// 3. Synced append, 16 sessions on 16 threads
+
+/// `sessions.len()` threads, each appending `per` clones of `template` to
+/// its own session, started together; returns the wall time.
+fn appending_threads(sessions: &[Session], template: &InnerMessage, per: u64) -> Duration {
+    let barrier = Arc::new(Barrier::new(sessions.len() + 1));
+    let handles: Vec<_> = sessions
+        .iter()
+        .map(|session| {
+            let session = session.clone();
+            let events = cloned_messages(template, session.head(), per);
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                for e in events {
+                    session.append(e).expect("append");
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let t = Instant::now();
+    for h in handles {
+        h.join().expect("join");
+    }
+    t.elapsed()
+}
+
+pub fn section_synced_threads(s: &Sizes, row2: Option<f64>, rep: &mut Report) {
+    let (threads, per) = (s.threads, s.per_thread);
+    let rounds = s.thread_rounds;
+    let per_round = per / rounds;
+    let total = threads as u64 * per_round * rounds;
+    let one_total = s.synced;
+    eprintln!(
+        "[3] Synced append, {threads} threads x {per} events, vs one writer, {rounds} rounds taking turns"
+    );
+    let template = message_200(EvaluationId::new());
+    let dirs = [tempdir(), tempdir(), tempdir(), tempdir()];
+    let open = |dir: &TempDir, durability| {
+        Journal::open_with(
+            dir.path().join("db"),
+            JournalConfig {
+                durability,
+                ..JournalConfig::default()
+            },
+        )
+        .expect("open")
+    };
+    let (synced, buffered, flushed, single) = (
+        open(&dirs[0], Durability::Synced),
+        open(&dirs[1], Durability::Buffered),
+        open(&dirs[2], Durability::Flushed),
+        open(&dirs[3], Durability::Synced),
+    );
+    let sessions = |j: &Journal| -> Vec<Session> {
+        (0..threads)
+            .map(|_| j.create_session().expect("session"))
+            .collect()
+    };
+    let many = [sessions(&synced), sessions(&buffered), sessions(&flushed)];
+    let one = single.create_session().expect("session");
+    let mut times = [Duration::ZERO; 4];
+    for round in 0..rounds {
+        for k in 0..4 {
+            let i = (round as usize + k) % 4;
+            times[i] += match i {
+                0..=2 => appending_threads(&many[i], &template, per_round),
+                _ => {
+                    let events = cloned_messages(&template, one.head(), one_total / rounds);
+                    let t = Instant::now();
+                    for e in events {
+                        one.append(e).expect("append");
+                    }
+                    t.elapsed()
+                }
+            };
+        }
+    }
+    let r_synced = rate(total, times[0]);
+    let r_buffered = rate(total, times[1]);
+    let r_flushed = rate(total, times[2]);
+    let one_count = one_total / rounds * rounds;
+    let r_one = rate(one_count, times[3]);
+    let ratio = r_synced / r_one;
+    rep.row(Row {
+        id: "3",
+        what: format!(
+            "`Synced` append, {threads} sessions on {threads} threads x {} events (group commit)",
+            thousands(per_round * rounds)
+        ),
+        ours: format!("{} total", fmt_rate(r_synced)),
+        baseline: format!(
+            "ours, one writer, taking turns with it: {} ({} / append)",
+            fmt_rate(r_one),
+            fmt_dur(times[3] / one_count as u32)
+        ),
+        ratio: fmt_ratio(ratio),
+        target: ">= 8x".into(),
+        verdict: Verdict::at_least(ratio, 8.0),
+    });
+    rep.note(format!(
+        "row 3: {rounds} rounds, each: {threads} threads x {} Synced appends, the same with \
+         `Buffered` (no sync at all: the CPU ceiling of {threads} threads on this machine) and with `Flushed`, and {} \
+         one-writer Synced appends, in turns. {threads} threads `Buffered`: {}; `Flushed` (sled \
+         flush, no fdatasync): {}; `Synced` reaches {:.0}% of `Buffered`.{}",
+        thousands(per_round),
+        thousands(one_total / rounds),
+        fmt_rate(r_buffered),
+        fmt_rate(r_flushed),
+        100.0 * r_synced / r_buffered,
+        row2.map_or(String::new(), |r| format!(
+            " Row 2's one-writer rate, measured earlier: {}.",
+            fmt_rate(r)
+        )),
+    ));
+}

@@ -1,0 +1,221 @@
+//! Baselines without the library: raw sled, a plain file with fdatasync.
+
+use std::fs::File;
+use std::hint::black_box;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use agent_journal::{DEFAULT_MAX_EVENT_BYTES, Envelope, SessionId, SessionState};
+
+use super::timing::Window;
+
+/// sled configured as the library configures it (`src/journal/sled.rs`):
+/// same cache size, same mode.
+pub fn open_sled(path: &Path, cache_bytes: u64) -> sled::Db {
+    sled::Config::new()
+        .path(path)
+        .cache_capacity(cache_bytes)
+        .mode(sled::Mode::HighThroughput)
+        .open()
+        .expect("open raw sled")
+}
+
+/// The library's key: 16-byte session id ++ u64 big-endian seq.
+pub fn key(session: SessionId, seq: u64) -> [u8; 24] {
+    let mut k = [0u8; 24];
+    k[..16].copy_from_slice(session.as_bytes());
+    k[16..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// A plain file appended to with `write` + `fdatasync` per record.
+pub struct SyncedFile {
+    file: File,
+}
+
+impl SyncedFile {
+    /// A new file at `path`. With `preallocate`, that many bytes are written
+    /// (zeros) and synced first and records then overwrite them: the floor of
+    /// a synced append, with no block allocation and no size change for the
+    /// sync to commit.
+    pub fn create(path: &Path, preallocate: Option<u64>) -> SyncedFile {
+        let mut file = File::options()
+            .create_new(true)
+            .read(true)
+            .write(true)
+            .open(path)
+            .expect("create file");
+        if let Some(mut left) = preallocate {
+            let zeros = vec![0u8; 1 << 20];
+            while left > 0 {
+                let k = left.min(zeros.len() as u64) as usize;
+                file.write_all(&zeros[..k]).expect("write");
+                left -= k as u64;
+            }
+            file.sync_all().expect("fsync");
+            file.seek(SeekFrom::Start(0)).expect("seek");
+        }
+        SyncedFile { file }
+    }
+
+    /// Appends `count` copies of `frame`, each followed by `fdatasync`;
+    /// returns the time taken.
+    pub fn append(&mut self, frame: &[u8], count: u64) -> Duration {
+        let t = Instant::now();
+        for _ in 0..count {
+            self.file.write_all(frame).expect("write");
+            self.file.sync_data().expect("fdatasync");
+        }
+        t.elapsed()
+    }
+}
+
+/// Raw sled made durable per record as the library does it: insert,
+/// `Db::flush` (pwrite + sync_file_range), fdatasync of the `db` file.
+pub struct SyncedSled {
+    db: sled::Db,
+    events: sled::Tree,
+    file: File,
+}
+
+impl SyncedSled {
+    pub fn open(path: &Path, cache_bytes: u64) -> SyncedSled {
+        let db = open_sled(path, cache_bytes);
+        let events = db.open_tree("events").expect("tree");
+        db.flush().expect("flush");
+        let file = File::options()
+            .read(true)
+            .open(path.join("db"))
+            .expect("open db file");
+        SyncedSled { db, events, file }
+    }
+
+    /// Inserts `frame` at seqs `first..first + count`, durably one by one;
+    /// returns the time taken.
+    pub fn append(&self, session: SessionId, first: u64, count: u64, frame: &[u8]) -> Duration {
+        let t = Instant::now();
+        for seq in first..first + count {
+            self.events
+                .insert(key(session, seq), frame)
+                .expect("insert");
+            self.db.flush().expect("flush");
+            self.file.sync_data().expect("fdatasync");
+        }
+        t.elapsed()
+    }
+}
+
+/// Raw sled inserts of `frame`: a database filled to `late`, then the
+/// windows `late..late + width` of it and `early..early + width` of a fresh
+/// one, timed insert by insert, taking turns in chunks of `chunk`. Returns
+/// the early and the late window.
+pub fn sled_paired_windows(
+    cache_bytes: u64,
+    frame: &[u8],
+    early: u64,
+    late: u64,
+    width: u64,
+    chunk: u64,
+) -> (Window, Window) {
+    let session = SessionId::new();
+    let (big_dir, small_dir) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let big_db = open_sled(&big_dir.path().join("db"), cache_bytes);
+    let big = big_db.open_tree("events").expect("tree");
+    let small_db = open_sled(&small_dir.path().join("db"), cache_bytes);
+    let small = small_db.open_tree("events").expect("tree");
+    for seq in 0..late {
+        big.insert(key(session, seq), frame).expect("insert");
+    }
+    for seq in 0..early {
+        small.insert(key(session, seq), frame).expect("insert");
+    }
+    let (mut w_small, mut w_big) = (Window::new(early, width), Window::new(late, width));
+    for c in 0..width.div_ceil(chunk) {
+        for k in 0..2 {
+            for _ in 0..chunk.min(width - c * chunk) {
+                let (tree, w) = if (c + k) % 2 == 0 {
+                    (&big, &mut w_big)
+                } else {
+                    (&small, &mut w_small)
+                };
+                let seq = w.from + w.times.len() as u64;
+                let t = Instant::now();
+                tree.insert(key(session, seq), frame).expect("insert");
+                w.add(seq, t.elapsed(), false);
+            }
+        }
+    }
+    (w_small, w_big)
+}
+
+/// What reading a stream back costs without the library.
+pub struct ScanTimes {
+    pub open: Duration,
+    pub scan: Duration,
+    pub events: u64,
+}
+
+/// Opens the database, scans the session's prefix of tree `events`, and
+/// verifies (crc) and decodes each frame as an `Envelope`; with `fold`, also
+/// folds each into a `SessionState` (the library's reducers, without its
+/// session and store layers).
+pub fn sled_scan_decode(
+    path: &Path,
+    cache_bytes: u64,
+    session: SessionId,
+    fold: bool,
+) -> ScanTimes {
+    let t = Instant::now();
+    let db = open_sled(path, cache_bytes);
+    let events = db.open_tree("events").expect("tree");
+    let open = t.elapsed();
+    let mut state = SessionState::new();
+    let mut n = 0u64;
+    for item in events.scan_prefix(session.as_bytes()) {
+        let (_, v) = item.expect("scan");
+        // decode_frame checks the version and the crc32 (verify_frame) first.
+        let env: Envelope =
+            agent_journal::decode_frame(&v, DEFAULT_MAX_EVENT_BYTES).expect("decode");
+        if fold {
+            state.apply(&env);
+        }
+        black_box(&env);
+        n += 1;
+    }
+    let scan = t.elapsed() - open;
+    black_box(&state);
+    drop(state);
+    ScanTimes {
+        open,
+        scan,
+        events: n,
+    }
+}
+
+/// Number of values and their total bytes in `tree`.
+pub fn tree_bytes(db: &sled::Db, tree: &str) -> (u64, u64) {
+    let t = db.open_tree(tree).expect("tree");
+    let mut count = 0;
+    let mut bytes = 0;
+    for item in t.iter() {
+        let (_, v) = item.expect("iter");
+        count += 1;
+        bytes += v.len() as u64;
+    }
+    (count, bytes)
+}
+
+/// The latest snapshot frame of `session`, read raw.
+pub fn latest_snapshot(db: &sled::Db, session: SessionId) -> Option<(u64, Vec<u8>)> {
+    let t = db.open_tree("snapshots").expect("tree");
+    let (k, v) = t
+        .scan_prefix(session.as_bytes())
+        .next_back()?
+        .expect("read");
+    let seq = u64::from_be_bytes(k[16..24].try_into().expect("key"));
+    Some((seq, v.to_vec()))
+}
