@@ -23,6 +23,10 @@ struct State {
     flushing: bool,
     poisoned: Option<String>,
     flushes: u64,
+    /// Writers waiting for a flush right now.
+    waiting: u32,
+    /// Tickets the last flush covered.
+    last_batch: u64,
 }
 
 /// Shares flushes between concurrent writers.
@@ -52,6 +56,21 @@ impl GroupCommit {
         self.lock().flushes
     }
 
+    /// Yields the processor while new tickets keep arriving, for at most
+    /// 1 ms: writers that were appending when the flush was due join it.
+    fn gather(&self) {
+        let start = std::time::Instant::now();
+        let mut seen = self.lock().requested;
+        loop {
+            std::thread::yield_now();
+            let now = self.lock().requested;
+            if now == seen || start.elapsed() > std::time::Duration::from_millis(1) {
+                return;
+            }
+            seen = now;
+        }
+    }
+
     /// Waits until a flush that started after this call has completed,
     /// running it with `flush` if no one else is.
     pub(crate) fn commit(&self, flush: impl Fn() -> Result<()>) -> Result<()> {
@@ -67,7 +86,18 @@ impl GroupCommit {
             }
             if !s.flushing {
                 s.flushing = true;
+                // When writers are arriving together, let the ones that are
+                // mid-append take their tickets before flushing: otherwise
+                // flushes alternate between one writer and all the others.
+                // A lone writer never waits.
+                let concurrent = s.waiting > 0 || s.last_batch > 1;
+                drop(s);
+                if concurrent {
+                    self.gather();
+                }
+                s = self.lock();
                 let target = s.requested;
+                s.last_batch = target - s.completed;
                 drop(s);
                 let result = flush();
                 s = self.lock();
@@ -83,7 +113,9 @@ impl GroupCommit {
                 }
                 self.done.notify_all();
             } else {
+                s.waiting += 1;
                 s = self.done.wait(s).unwrap_or_else(|p| p.into_inner());
+                s.waiting -= 1;
             }
         }
     }
