@@ -29,7 +29,7 @@ use common::tempdir;
 
 /// The sections, by number and name; a filter argument selects a section
 /// when it equals its number or is part of its name.
-const SECTIONS: [(&str, &str, &str); 7] = [
+const SECTIONS: [(&str, &str, &str); 8] = [
     ("1", "buffered", "Buffered append vs raw sled inserts"),
     (
         "2",
@@ -52,6 +52,11 @@ const SECTIONS: [(&str, &str, &str); 7] = [
         "7",
         "disk",
         "bytes on disk per event, snapshot bytes vs journal bytes",
+    ),
+    (
+        "8",
+        "resume",
+        "resume plan of a 50,000-message session vs WINK's restore",
     ),
 ];
 
@@ -207,6 +212,9 @@ fn main() {
     }
     if opts.selected("7") {
         section_disk(&sizes, &mut rep);
+    }
+    if opts.selected("8") {
+        common::resume::section_resume(50_000, sizes.rounds, &mut rep);
     }
 
     println!();

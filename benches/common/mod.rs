@@ -7,6 +7,7 @@ pub mod growth;
 pub mod open;
 pub mod raw;
 pub mod report;
+pub mod resume;
 pub mod timing;
 
 use agent_journal::{Durability, Envelope, Event, JournalConfig, SessionId, now};
