@@ -244,6 +244,7 @@ impl Session {
         let inner = &self.journal.inner;
         let store = &inner.store;
         let id = self.id();
+        inner.check_poisoned()?;
         let (first, last) = {
             let mut core = self.core();
             if let Some(e) = expected
@@ -293,7 +294,14 @@ impl Session {
                         found,
                     });
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // A failed write (I/O, full disk) leaves the store in
+                    // doubt: refuse further appends rather than guess.
+                    if matches!(e, Error::Io { .. } | Error::Storage(_)) {
+                        inner.poison(&e);
+                    }
+                    return Err(e);
+                }
             }
             for env in &envelopes {
                 core.state.apply(env);
@@ -305,7 +313,7 @@ impl Session {
             }
             (first, last)
         };
-        store.flush(inner.config.durability)?;
+        inner.flush_or_poison()?;
         if let Some(hook) = &inner.config.after_append {
             hook(id, first, last);
         }

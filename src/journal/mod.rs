@@ -142,6 +142,37 @@ pub(crate) struct Inner {
     path: Option<PathBuf>,
     open: Mutex<HashMap<SessionId, Weak<SessionShared>>>,
     file_tail: Option<TailDamage>,
+    /// Set by the first failed flush: later appends are refused, whatever
+    /// the store, because what was acknowledged can no longer be promised.
+    poisoned: Mutex<Option<String>>,
+}
+
+impl Inner {
+    pub(crate) fn check_poisoned(&self) -> Result<()> {
+        match &*self.poisoned.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(reason) => Err(Error::Poisoned(reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Records the first write failure: later appends are refused.
+    pub(crate) fn poison(&self, e: &Error) {
+        let mut p = self.poisoned.lock().unwrap_or_else(|p| p.into_inner());
+        if p.is_none() {
+            *p = Some(e.to_string());
+        }
+    }
+
+    /// Flushes at the configured durability; a failure poisons the journal.
+    pub(crate) fn flush_or_poison(&self) -> Result<()> {
+        match self.store.flush(self.config.durability) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.poison(&e);
+                Err(e)
+            }
+        }
+    }
 }
 
 /// An open journal: one sled database directory, an exported `.ajournal`
@@ -228,6 +259,7 @@ impl Journal {
                 path,
                 open: Mutex::new(HashMap::new()),
                 file_tail,
+                poisoned: Mutex::new(None),
             }),
         }
     }
