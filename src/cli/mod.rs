@@ -11,6 +11,7 @@ macro_rules! outln {
     };
 }
 
+mod admin;
 mod demo;
 mod diff;
 mod render;
@@ -38,7 +39,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// Replay-debug the runs of AI agents recorded in an agent-journal.
 #[derive(Parser, Debug)]
 #[command(name = "agent-journal", version, about)]
-struct Cli {
+pub(crate) struct Cli {
     /// The database directory, or an exported .ajournal file for read commands.
     #[arg(
         long,
@@ -46,10 +47,10 @@ struct Cli {
         env = "AGENT_JOURNAL_DB",
         default_value = "agent-journal.db"
     )]
-    db: PathBuf,
+    pub(crate) db: PathBuf,
     /// Machine-readable output (JSON) on stdout.
     #[arg(long, global = true)]
-    json: bool,
+    pub(crate) json: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -220,7 +221,7 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn open_existing(db: &Path) -> Result<Journal, Error> {
+pub(crate) fn open_existing(db: &Path) -> Result<Journal, Error> {
     Journal::open_with(
         db,
         JournalConfig {
@@ -231,7 +232,7 @@ fn open_existing(db: &Path) -> Result<Journal, Error> {
 }
 
 /// Finds a session by full id or unique prefix.
-fn find_session(journal: &Journal, text: &str) -> Result<Session, Error> {
+pub(crate) fn find_session(journal: &Journal, text: &str) -> Result<Session, Error> {
     if let Ok(id) = text.parse::<SessionId>() {
         return journal.session(id);
     }
@@ -266,7 +267,7 @@ pub(crate) fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
     bar
 }
 
-fn print_json(value: &serde_json::Value) -> Result<(), Error> {
+pub(crate) fn print_json(value: &serde_json::Value) -> Result<(), Error> {
     let text =
         serde_json::to_string_pretty(value).map_err(|e| Error::InvalidInput(e.to_string()))?;
     outln!("{text}");
@@ -433,61 +434,8 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Compact { to } => {
-            let journal = open_existing(&cli.db)?;
-            let total = journal
-                .sessions()?
-                .iter()
-                .map(|id| journal.stream_len(*id).map(|n| n.unwrap_or(0)))
-                .sum::<Result<u64, Error>>()?;
-            let bar = progress(total, "compact");
-            let r = journal.compact_to(to, |k| bar.inc(k))?;
-            bar.finish_and_clear();
-            if cli.json {
-                print_json(&serde_json::json!({
-                    "sessions": r.sessions, "events": r.events,
-                    "bytes_before": r.bytes_before, "bytes_after": r.bytes_after,
-                }))?;
-            } else {
-                outln!(
-                    "copied {} sessions ({} events) to {}: {} bytes -> {} bytes",
-                    r.sessions,
-                    r.events,
-                    to.display(),
-                    r.bytes_before,
-                    r.bytes_after
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Salvage { to } => {
-            let r = if cli.db.is_file() {
-                agent_journal::salvage_file(&cli.db, to, agent_journal::DEFAULT_MAX_EVENT_BYTES)?
-            } else {
-                open_existing(&cli.db)?.salvage_to(to)?
-            };
-            if cli.json {
-                print_json(&serde_json::json!({
-                    "sessions": r.sessions, "copied": r.copied, "renumbered": r.renumbered,
-                    "dropped": r.dropped.iter().map(|p| serde_json::json!({
-                        "session": p.session.to_string(), "seq": p.seq, "offset": p.offset, "reason": p.message,
-                    })).collect::<Vec<_>>(),
-                }))?;
-            } else {
-                for p in &r.dropped {
-                    outln!("dropped: {p}");
-                }
-                outln!(
-                    "salvaged {} sessions, {} records ({} renumbered) into {}; dropped {}",
-                    r.sessions,
-                    r.copied,
-                    r.renumbered,
-                    to.display(),
-                    r.dropped.len()
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Compact { to } => admin::compact(cli, to),
+        Command::Salvage { to } => admin::salvage(cli, to),
         Command::Log { session, from, to } => {
             let journal = open_existing(&cli.db)?;
             let s = find_session(&journal, session)?;
@@ -529,7 +477,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Verify { session } => verify(cli, session.as_deref()),
+        Command::Verify { session } => admin::verify(cli, session.as_deref()),
         Command::Export {
             session,
             format,
@@ -681,78 +629,7 @@ fn default_sandbox(db: &Path) -> PathBuf {
     parent.join("agent-journal-sandbox")
 }
 
-fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error> {
-    let journal = open_existing(&cli.db)?;
-    let id = match session {
-        Some(text) => Some(find_session_id(&journal, text)?),
-        None => None,
-    };
-    let ids = match id {
-        Some(id) => vec![id],
-        None => journal.sessions()?,
-    };
-    let total = ids
-        .iter()
-        .map(|id| journal.stream_len(*id).map(|n| n.unwrap_or(0)))
-        .sum::<Result<u64, Error>>()?;
-    let bar = progress(total, "verify");
-    let report = journal.verify(id, |k| bar.inc(k))?;
-    bar.finish_and_clear();
-    let file_damage = journal.file_damage().cloned();
-    let damaged = report.has_damage() || file_damage.is_some();
-    if cli.json {
-        print_json(&serde_json::json!({
-            "sessions": report.sessions,
-            "events": report.events,
-            "snapshots": report.snapshots,
-            "ok": !damaged,
-            "file_tail": file_damage.as_ref().map(|d| serde_json::json!({"offset": d.offset, "bytes": d.bytes, "reason": d.reason})),
-            "problems": report.problems.iter().map(|p| serde_json::json!({
-                "session": p.session.to_string(),
-                "seq": p.seq,
-                "offset": p.offset,
-                "kind": format!("{:?}", p.kind).to_lowercase(),
-                "message": p.message,
-            })).collect::<Vec<_>>(),
-        }))?;
-    } else {
-        for p in &report.problems {
-            outln!("{:?}: {p}", p.kind);
-        }
-        if let Some(d) = &file_damage {
-            outln!("Damage: {}: {d}", cli.db.display());
-        }
-        outln!(
-            "checked {} sessions, {} events, {} snapshots: {}",
-            report.sessions,
-            report.events,
-            report.snapshots,
-            if damaged {
-                "DAMAGE FOUND"
-            } else if report.is_clean() {
-                "ok"
-            } else {
-                "ok (with warnings)"
-            }
-        );
-    }
-    if damaged {
-        if !cli.json {
-            let first = report
-                .problems
-                .iter()
-                .find(|p| p.kind == agent_journal::ProblemKind::Damage)
-                .map(|p| p.to_string())
-                .or(file_damage.map(|d| format!("{}: {d}", cli.db.display())))
-                .unwrap_or_default();
-            eprintln!("error: corruption: {first}");
-        }
-        return Ok(ExitCode::from(3));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn find_session_id(journal: &Journal, text: &str) -> Result<SessionId, Error> {
+pub(crate) fn find_session_id(journal: &Journal, text: &str) -> Result<SessionId, Error> {
     if let Ok(id) = text.parse::<SessionId>() {
         return Ok(id);
     }

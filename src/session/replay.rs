@@ -1,0 +1,128 @@
+//! Reading a stream back: frame checks, snapshot decoding, replay with
+//! torn-tail detection.
+
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::event::Envelope;
+use crate::journal::Journal;
+use crate::journal::store::Visit;
+use crate::model::SessionId;
+use crate::session::TornTail;
+use crate::state::SessionState;
+
+/// Decodes a snapshot frame; `Err(reason)` if it cannot be used.
+pub(crate) fn decode_snapshot(
+    frame: &[u8],
+    seq: u64,
+    len: u64,
+    config: &crate::JournalConfig,
+) -> std::result::Result<SessionState, String> {
+    if seq >= len {
+        return Err(format!(
+            "snapshot at seq {seq} is past the stream's head {len}"
+        ));
+    }
+    let body = codec::verify_frame(frame).map_err(|e| e.to_string())?;
+    let state = SessionState::decode_snapshot(body, &config.slices, config.max_snapshot_bytes)
+        .map_err(|e| e.to_string())?;
+    if state.last_seq() != Some(seq) {
+        return Err(format!(
+            "snapshot claims seq {:?} but is stored at {seq}",
+            state.last_seq()
+        ));
+    }
+    Ok(state)
+}
+
+pub(crate) fn check_frame(
+    id: SessionId,
+    seq: u64,
+    expect: u64,
+    frame: &[u8],
+    limit: u64,
+) -> Result<Envelope> {
+    if seq != expect {
+        return Err(Error::corruption(
+            Some(id),
+            Some(expect),
+            None,
+            "event missing from the stream (a gap)",
+        ));
+    }
+    let env: Envelope = codec::decode_frame(frame, limit)
+        .map_err(|e| Error::corruption(Some(id), Some(seq), None, e.to_string()))?;
+    if env.session != id || env.seq != seq {
+        return Err(Error::corruption(
+            Some(id),
+            Some(seq),
+            None,
+            format!("record belongs to session {} seq {}", env.session, env.seq),
+        ));
+    }
+    Ok(env)
+}
+
+/// Replays frames `from..to` into `state`, verifying each. Returns the new
+/// head and, if the stream ends in damaged frames, the torn tail.
+///
+/// A damaged frame followed by a good one is corruption, never skipped. A
+/// frame with an unknown format version is never treated as a torn tail (a
+/// newer build may have written it).
+pub(crate) fn replay(
+    journal: &Journal,
+    id: SessionId,
+    from: u64,
+    to: u64,
+    state: &mut SessionState,
+    count: &mut u64,
+) -> Result<(u64, Option<TornTail>)> {
+    let limit = journal.inner.config.max_event_bytes;
+    let mut expect = from;
+    let mut bad: Option<(u64, String)> = None;
+    let mut bad_count = 0u64;
+    journal.scan_frames(id, from, to, &mut |seq, frame| {
+        if let Some((bseq, reason)) = &bad {
+            // Anything after a damaged frame: if it is readable, the damage
+            // was not a torn tail.
+            if check_frame(id, seq, seq, frame, limit).is_ok() {
+                return Err(Error::corruption(
+                    Some(id),
+                    Some(*bseq),
+                    None,
+                    reason.clone(),
+                ));
+            }
+            bad_count += 1;
+            return Ok(Visit::Continue(()));
+        }
+        match check_frame(id, seq, expect, frame, limit) {
+            Ok(env) => {
+                state.apply(&env);
+                *count += 1;
+                expect += 1;
+                Ok(Visit::Continue(()))
+            }
+            Err(e) => {
+                if matches!(
+                    codec::verify_frame(frame),
+                    Err(codec::FrameError::UnknownVersion(_))
+                ) {
+                    return Err(e);
+                }
+                let reason = match &e {
+                    Error::Corruption { reason, .. } => reason.clone(),
+                    other => other.to_string(),
+                };
+                bad = Some((seq, reason));
+                bad_count += 1;
+                Ok(Visit::Continue(()))
+            }
+        }
+    })?;
+    let tail = bad.map(|(from_seq, reason)| TornTail {
+        from_seq,
+        events: bad_count,
+        reason,
+    });
+    Ok((expect, tail))
+}
