@@ -421,14 +421,12 @@ fn state_at_the_head_while_writers_append(journal: &Journal, per_writer: u64) {
 }
 
 #[test]
-#[ignore = "BUG: Session::state_at(head - 1) returns a later state when an append lands between its two locks (src/session.rs state_at)"]
 fn state_at_the_head_while_writers_append_is_that_state_on_sled() {
     let (_dir, journal) = sled_snapshotting();
     state_at_the_head_while_writers_append(&journal, 5000);
 }
 
 #[test]
-#[ignore = "BUG: Session::state_at(head - 1) returns a later state when an append lands between its two locks (src/session.rs state_at)"]
 fn state_at_the_head_while_writers_append_is_that_state_in_memory() {
     let journal = Journal::memory_with(snapshotting(Durability::Buffered));
     state_at_the_head_while_writers_append(&journal, 10_000);

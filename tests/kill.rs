@@ -802,7 +802,6 @@ fn a_database_killed_after_sled_created_its_db_file_opens_again() {
 }
 
 #[test]
-#[ignore = "BUG: a kill between sled's mkdir of blobs/ and its creation of db leaves a directory that Journal::open refuses forever (src/journal/sled.rs SledStore::open, 'a non-empty directory without a database in it')"]
 fn a_database_killed_before_sled_created_its_db_file_opens_again() {
     let dir = tempfile::tempdir().expect("tempdir");
     assert_opens_and_works(&interrupted_creation(

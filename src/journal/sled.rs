@@ -12,7 +12,6 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::{Error, Result};
@@ -93,8 +92,8 @@ pub(crate) struct SledStore {
     heads: RwLock<HashMap<SessionId, Arc<Mutex<Option<u64>>>>>,
     /// The database file, for a real fdatasync (sled 0.34 only sync_file_ranges).
     db_file: File,
-    /// Highest blob file number already synced.
-    synced_blob: AtomicU64,
+    /// Blob files (by number) already synced.
+    synced_blobs: Mutex<std::collections::HashSet<u64>>,
     flushed: GroupCommit,
     synced: GroupCommit,
 }
@@ -111,10 +110,17 @@ impl SledStore {
                 });
             }
             let has_db = path.join("db").is_file() && path.join("conf").is_file();
+            // Empty, or only what sled writes before its `db` file: a process
+            // killed while creating the database leaves `blobs/` and `conf`.
             let empty = std::fs::read_dir(path)
                 .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
-                .next()
-                .is_none();
+                .flatten()
+                .all(|entry| {
+                    let name = entry.file_name();
+                    (name == "conf" && !has_db)
+                        || (name == "blobs"
+                            && std::fs::read_dir(entry.path()).map(|mut d| d.next().is_none()).unwrap_or(false))
+                });
             if !has_db && !empty {
                 return Err(Error::NotAJournal {
                     path: path.to_owned(),
@@ -193,7 +199,7 @@ impl SledStore {
             snapshots,
             heads: RwLock::new(HashMap::new()),
             db_file,
-            synced_blob: AtomicU64::new(0),
+            synced_blobs: Mutex::new(std::collections::HashSet::new()),
             flushed: GroupCommit::default(),
             synced: GroupCommit::default(),
         };
@@ -239,31 +245,29 @@ impl SledStore {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             return Ok(());
         };
-        let done = self.synced_blob.load(Ordering::Acquire);
-        let mut highest = done;
+        // Blob names are sled lsns, but concurrent writers create them out of
+        // order: remember every name synced, not the highest.
+        let mut synced = self.synced_blobs.lock().unwrap_or_else(|p| p.into_inner());
         let mut any = false;
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(n) = name.to_str().and_then(|s| s.parse::<u64>().ok()) else {
                 continue;
             };
-            if n <= done && done != 0 {
+            if synced.contains(&n) {
                 continue;
             }
             if let Ok(f) = File::open(entry.path()) {
-                f.sync_data().map_err(|e| {
-                    Error::io(format!("syncing blob {}", entry.path().display()), e)
-                })?;
+                f.sync_data().map_err(|e| Error::io(format!("syncing blob {}", entry.path().display()), e))?;
                 any = true;
             }
-            highest = highest.max(n);
+            synced.insert(n);
         }
         if any {
             File::open(&dir)
                 .and_then(|d| d.sync_all())
                 .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))?;
         }
-        self.synced_blob.fetch_max(highest, Ordering::AcqRel);
         Ok(())
     }
 

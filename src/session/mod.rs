@@ -375,19 +375,21 @@ impl Session {
     /// [`Error::SeqOutOfRange`] past the head.
     pub fn state_at(&self, seq: u64) -> Result<SessionState> {
         let (head, last_snapshot) = {
+            // Decide under one lock: an append between two would make "the
+            // state at the head" a later state.
             let core = self.core();
+            if seq >= core.head {
+                return Err(Error::SeqOutOfRange {
+                    session: self.id(),
+                    seq,
+                    len: core.head,
+                });
+            }
+            if seq + 1 == core.head {
+                return Ok(core.state.clone());
+            }
             (core.head, core.last_snapshot)
         };
-        if seq >= head {
-            return Err(Error::SeqOutOfRange {
-                session: self.id(),
-                seq,
-                len: head,
-            });
-        }
-        if seq == head - 1 {
-            return Ok(self.state_cloned());
-        }
         let config = &self.journal.inner.config;
         let mut state = SessionState::with_slices(&config.slices);
         let mut from = 0;
