@@ -121,9 +121,11 @@ pub enum Error {
         /// The configured limit (`JournalConfig::max_event_bytes`).
         limit: u64,
     },
-    /// An earlier flush failed: the writer refuses further appends, because the
+    /// An earlier write or flush failed: the writer refuses further appends, because the
     /// durability of what it acknowledged before can no longer be promised.
-    #[error("journal writer is poisoned by an earlier failed flush ({0}); reopen the journal")]
+    #[error(
+        "journal writer is poisoned by an earlier failed write or flush ({0}); reopen the journal"
+    )]
     Poisoned(String),
     /// The operation is not possible on this kind of journal (for example,
     /// appending to an exported `.ajournal` file opened read-only).

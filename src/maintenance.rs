@@ -162,30 +162,54 @@ impl Journal {
     /// and the following records get new seqs. The source is not changed.
     pub fn salvage_to(&self, dest: &Path) -> Result<SalvageReport> {
         let limit = self.inner.config.max_event_bytes;
-        let mut sessions: BTreeMap<SessionId, Vec<Envelope>> = BTreeMap::new();
+        let mut records: Vec<(Option<u64>, Envelope)> = Vec::new();
         let mut dropped = Vec::new();
         for id in self.sessions()? {
             let len = self.inner.store.len(id)?.unwrap_or(0);
-            let list = sessions.entry(id).or_default();
             self.inner.store.scan(id, 0, len, &mut |seq, frame| {
+                // A readable record goes back where it says it belongs, even
+                // if it was stored under another key.
                 match codec::decode_frame::<Envelope>(frame, limit) {
-                    Ok(env) if env.session == id && env.seq == seq => list.push(env),
-                    Ok(env) => dropped.push(problem(
-                        id,
-                        Some(seq),
-                        None,
-                        format!(
-                            "record of session {} seq {} stored here",
-                            env.session, env.seq
-                        ),
-                    )),
+                    Ok(env) => records.push((None, env)),
                     Err(e) => dropped.push(problem(id, Some(seq), None, e.to_string())),
                 }
                 Ok(Visit::Continue(()))
             })?;
         }
-        write_salvaged(dest, sessions, dropped)
+        let (sessions, duplicates) = group(records);
+        dropped.extend(duplicates);
+        write_salvaged(dest, sessions, dropped, true)
     }
+}
+
+/// Groups readable records by their own session and seq, in order; a second
+/// record claiming the same place is dropped as a duplicate.
+fn group(
+    records: Vec<(Option<u64>, Envelope)>,
+) -> (BTreeMap<SessionId, Vec<Envelope>>, Vec<Problem>) {
+    let mut sessions: BTreeMap<SessionId, BTreeMap<u64, Envelope>> = BTreeMap::new();
+    let mut dropped = Vec::new();
+    for (offset, env) in records {
+        let (session, seq) = (env.session, env.seq);
+        match sessions.entry(session).or_default().entry(seq) {
+            std::collections::btree_map::Entry::Occupied(_) => {
+                dropped.push(problem(
+                    session,
+                    Some(seq),
+                    offset,
+                    "duplicate of an earlier record".into(),
+                ));
+            }
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(env);
+            }
+        }
+    }
+    let sessions = sessions
+        .into_iter()
+        .map(|(id, m)| (id, m.into_values().collect()))
+        .collect();
+    (sessions, dropped)
 }
 
 /// Salvages an exported journal file that may be damaged anywhere.
@@ -193,24 +217,10 @@ pub fn salvage_file(path: &Path, dest: &Path, limit: u64) -> Result<SalvageRepor
     let bytes =
         std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
     let (records, mut dropped) = file::parse_lenient(&bytes, limit)?;
-    let mut sessions: BTreeMap<SessionId, Vec<Envelope>> = BTreeMap::new();
-    for (offset, env) in records {
-        let list = sessions.entry(env.session).or_default();
-        if list.iter().any(|e| e.seq == env.seq) {
-            dropped.push(problem(
-                env.session,
-                Some(env.seq),
-                Some(offset),
-                "duplicate of an earlier record".into(),
-            ));
-        } else {
-            list.push(env);
-        }
-    }
-    for list in sessions.values_mut() {
-        list.sort_by_key(|e| e.seq);
-    }
-    write_salvaged(dest, sessions, dropped)
+    let (sessions, duplicates) = group(records.into_iter().map(|(o, e)| (Some(o), e)).collect());
+    dropped.extend(duplicates);
+    // Each gap of a file is already listed with the offset of its record.
+    write_salvaged(dest, sessions, dropped, false)
 }
 
 fn problem(session: SessionId, seq: Option<u64>, offset: Option<u64>, message: String) -> Problem {
@@ -227,6 +237,7 @@ fn write_salvaged(
     dest: &Path,
     sessions: BTreeMap<SessionId, Vec<Envelope>>,
     dropped: Vec<Problem>,
+    list_gaps: bool,
 ) -> Result<SalvageReport> {
     let out = fresh_destination(dest)?;
     let limit = out.inner.config.max_event_bytes;
@@ -255,6 +266,14 @@ fn write_salvaged(
                 };
                 frames.push(codec::encode_frame(&opened, limit)?);
                 next = 1;
+            }
+            if env.seq != next && list_gaps {
+                report.dropped.push(problem(
+                    id,
+                    Some(next),
+                    None,
+                    format!("records {next}..{} are missing (a gap); a {SALVAGE_GAP_KIND} event marks the place", env.seq),
+                ));
             }
             if env.seq != next {
                 let gap = Envelope {

@@ -110,7 +110,14 @@ pub(crate) fn parse(bytes: &[u8], limit: u64) -> Result<FileContents> {
             Err(reason) => {
                 // A tail only if nothing readable follows; otherwise the
                 // damage is in the middle and must not hide what comes after.
-                if let Some(good) = next_valid_record(bytes, pos + 1, limit) {
+                // Only a record that could continue a stream (a later seq of
+                // a session, or a new session's first) counts: a torn last
+                // record's payload may hold copies of earlier records.
+                let continues = |env: &Envelope| match out.streams.get(&env.session) {
+                    Some(stream) => env.seq >= stream.len() as u64,
+                    None => env.seq == 0,
+                };
+                if let Some(good) = next_record_where(bytes, pos + 1, limit, continues) {
                     return Err(Error::corruption(
                         None,
                         None,
@@ -164,30 +171,35 @@ pub(crate) fn parse_lenient(bytes: &[u8], limit: u64) -> Result<Lenient> {
     let mut dropped = Vec::new();
     let mut pos = MAGIC.len();
     while pos < bytes.len() {
-        let Some(len_bytes) = bytes.get(pos..pos + 4) else {
-            dropped.push(dropped_at(
-                pos,
-                format!("{} bytes of an incomplete length prefix", bytes.len() - pos),
-            ));
-            break;
-        };
-        let len =
-            u32::from_le_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]) as usize;
-        let start = pos + 4;
-        let Some(frame) = start.checked_add(len).and_then(|end| bytes.get(start..end)) else {
-            dropped.push(dropped_at(
-                pos,
-                format!(
-                    "record of {len} bytes runs past the end; the rest of the file is unreadable"
-                ),
-            ));
-            break;
-        };
-        match codec::decode_frame::<Envelope>(frame, limit) {
-            Ok(env) => records.push((pos as u64, env)),
-            Err(e) => dropped.push(dropped_at(pos, e.to_string())),
+        match read_record(bytes, pos, limit) {
+            Ok((env, _, next)) => {
+                records.push((pos as u64, env));
+                pos = next;
+            }
+            Err(reason) => {
+                // Resynchronise on the next readable record: a damaged length
+                // prefix must not take the records after it down with it.
+                match next_valid_record(bytes, pos + 1, limit) {
+                    Some(good) => {
+                        dropped.push(dropped_at(
+                            pos,
+                            format!("{reason}; {} bytes skipped", good - pos),
+                        ));
+                        pos = good;
+                    }
+                    None => {
+                        dropped.push(dropped_at(
+                            pos,
+                            format!(
+                                "{reason}; the last {} bytes are unreadable",
+                                bytes.len() - pos
+                            ),
+                        ));
+                        break;
+                    }
+                }
+            }
         }
-        pos = start + len;
     }
     Ok((records, dropped))
 }
@@ -216,10 +228,21 @@ fn read_record(
 }
 
 /// The offset of the first readable record at or after `from`, if any.
-/// Cheap on the usual tails (zeros, a cut): most offsets fail on the length.
+/// Cheap on the usual tails (zeros, a cut): most offsets fail on the length
+/// or the version byte before any checksum is computed.
 fn next_valid_record(bytes: &[u8], from: usize, limit: u64) -> Option<usize> {
+    next_record_where(bytes, from, limit, |_| true)
+}
+
+/// [`next_valid_record`] for a record that also satisfies `accept`.
+fn next_record_where(
+    bytes: &[u8],
+    from: usize,
+    limit: u64,
+    accept: impl Fn(&Envelope) -> bool,
+) -> Option<usize> {
     (from..bytes.len().saturating_sub(4 + FRAME_HEADER_LEN))
-        .find(|&p| read_record(bytes, p, limit).is_ok())
+        .find(|&p| read_record(bytes, p, limit).is_ok_and(|(env, _, _)| accept(&env)))
 }
 
 /// Writes an exported journal, record by record.

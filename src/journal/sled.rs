@@ -102,6 +102,13 @@ impl SledStore {
     /// Opens (or creates, if `create`) the database directory at `path`.
     pub(crate) fn open(path: &Path, create: bool, cache_bytes: u64) -> Result<Self> {
         let existed = path.exists();
+        // Whether sled's data file was there before we opened it: a database
+        // that sled rolls back to empty (damage at the start of its log) must
+        // not be mistaken for a new one and stamped.
+        let had_db_file = path.join("db").is_file()
+            && std::fs::metadata(path.join("db"))
+                .map(|m| m.len() > 0)
+                .unwrap_or(false);
         if existed {
             if !path.is_dir() {
                 return Err(Error::NotAJournal {
@@ -119,7 +126,9 @@ impl SledStore {
                     let name = entry.file_name();
                     (name == "conf" && !has_db)
                         || (name == "blobs"
-                            && std::fs::read_dir(entry.path()).map(|mut d| d.next().is_none()).unwrap_or(false))
+                            && std::fs::read_dir(entry.path())
+                                .map(|mut d| d.next().is_none())
+                                .unwrap_or(false))
                 });
             if !has_db && !empty {
                 return Err(Error::NotAJournal {
@@ -149,7 +158,7 @@ impl SledStore {
             path: path.to_owned(),
             reason,
         };
-        let fresh = default_only && db.is_empty();
+        let fresh = !had_db_file && default_only && db.is_empty();
         if !fresh && !has(b"meta") {
             return Err(foreign(
                 "a sled database without the agent-journal format marker".into(),
@@ -258,7 +267,9 @@ impl SledStore {
                 continue;
             }
             if let Ok(f) = File::open(entry.path()) {
-                f.sync_data().map_err(|e| Error::io(format!("syncing blob {}", entry.path().display()), e))?;
+                f.sync_data().map_err(|e| {
+                    Error::io(format!("syncing blob {}", entry.path().display()), e)
+                })?;
                 any = true;
             }
             synced.insert(n);

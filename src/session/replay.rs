@@ -65,9 +65,12 @@ pub(crate) fn check_frame(
 /// Replays frames `from..to` into `state`, verifying each. Returns the new
 /// head and, if the stream ends in damaged frames, the torn tail.
 ///
-/// A damaged frame followed by a good one is corruption, never skipped. A
-/// frame with an unknown format version is never treated as a torn tail (a
-/// newer build may have written it).
+/// Only frames that fail their own checks (truncated, checksum, undecodable)
+/// at the very end can be a torn tail: the crash point of a write. A missing
+/// seq (a gap), a record that belongs to another place, an unknown format
+/// version (a newer build may have written it), or a damaged frame followed
+/// by a readable one is [`Error::Corruption`] at the first seq in question,
+/// never cut off and never skipped.
 pub(crate) fn replay(
     journal: &Journal,
     id: SessionId,
@@ -81,10 +84,19 @@ pub(crate) fn replay(
     let mut bad: Option<(u64, String)> = None;
     let mut bad_count = 0u64;
     journal.scan_frames(id, from, to, &mut |seq, frame| {
+        let next = expect + bad_count;
+        if seq != next {
+            return Err(Error::corruption(
+                Some(id),
+                Some(next),
+                None,
+                "event missing from the stream (a gap)",
+            ));
+        }
         if let Some((bseq, reason)) = &bad {
             // Anything after a damaged frame: if it is readable, the damage
             // was not a torn tail.
-            if check_frame(id, seq, seq, frame, limit).is_ok() {
+            if codec::decode_frame::<Envelope>(frame, limit).is_ok() {
                 return Err(Error::corruption(
                     Some(id),
                     Some(*bseq),
@@ -95,29 +107,34 @@ pub(crate) fn replay(
             bad_count += 1;
             return Ok(Visit::Continue(()));
         }
-        match check_frame(id, seq, expect, frame, limit) {
-            Ok(env) => {
-                state.apply(&env);
-                *count += 1;
-                expect += 1;
-                Ok(Visit::Continue(()))
+        let env: Envelope = match codec::decode_frame(frame, limit) {
+            Ok(env) => env,
+            Err(codec::FrameError::UnknownVersion(v)) => {
+                return Err(Error::corruption(
+                    Some(id),
+                    Some(seq),
+                    None,
+                    format!("unknown frame version {v}: written by a newer build? (not cut off)"),
+                ));
             }
             Err(e) => {
-                if matches!(
-                    codec::verify_frame(frame),
-                    Err(codec::FrameError::UnknownVersion(_))
-                ) {
-                    return Err(e);
-                }
-                let reason = match &e {
-                    Error::Corruption { reason, .. } => reason.clone(),
-                    other => other.to_string(),
-                };
-                bad = Some((seq, reason));
+                bad = Some((seq, e.to_string()));
                 bad_count += 1;
-                Ok(Visit::Continue(()))
+                return Ok(Visit::Continue(()));
             }
+        };
+        if env.session != id || env.seq != seq {
+            return Err(Error::corruption(
+                Some(id),
+                Some(seq),
+                None,
+                format!("record belongs to session {} seq {}", env.session, env.seq),
+            ));
         }
+        state.apply(&env);
+        *count += 1;
+        expect += 1;
+        Ok(Visit::Continue(()))
     })?;
     let tail = bad.map(|(from_seq, reason)| TornTail {
         from_seq,
