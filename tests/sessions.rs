@@ -270,3 +270,20 @@ fn the_wink_json_has_the_documented_shape_and_round_trips() {
     let back = SessionState::from_json(&text, &SliceRegistry::default()).expect("from_json");
     assert_eq!(back, state);
 }
+
+#[test]
+fn a_fork_of_a_fork_names_its_own_parent() {
+    // Found by the fuzz target `model` (seed regression-fork-of-fork): the
+    // copy of the parent's own Forked marker overwrote the fork's.
+    for b in backends() {
+        let s = b.journal.create_session().expect(b.name);
+        record_spec_run(&s);
+        let f1 = s.fork(3).expect("fork");
+        let f2 = f1.fork(2).expect("fork of fork");
+        assert_eq!(f1.state().forked_from(), Some((s.id(), 3)), "{}", b.name);
+        assert_eq!(f2.state().forked_from(), Some((f1.id(), 2)), "{}", b.name);
+        assert!(
+            matches!(f2.events(2..3).expect("events")[0].event, Event::Forked { parent, at: 3 } if parent == s.id())
+        );
+    }
+}

@@ -573,7 +573,11 @@ impl Session {
                 len: head,
             });
         }
-        let labels = self.state().labels().to_vec();
+        // The labels as they were at `at`: those of its SessionOpened.
+        let labels = match self.events(0..1)?.pop().map(|e| e.event) {
+            Some(Event::SessionOpened { labels }) => labels,
+            _ => self.state().labels().to_vec(),
+        };
         let mut events = vec![
             Event::SessionOpened { labels },
             Event::Forked {

@@ -141,7 +141,12 @@ impl SessionState {
             } => self
                 .evaluations
                 .on_finished(*evaluation_id, outcome, envelope.at),
-            Event::Forked { parent, at } => self.forked_from = Some((*parent, *at)),
+            // Only the fork's own marker (seq 1): a fork of a fork also holds a
+            // copy of its parent's marker, which must not win.
+            Event::Forked { parent, at } if envelope.seq <= 1 => {
+                self.forked_from = Some((*parent, *at))
+            }
+            Event::Forked { .. } => {}
             Event::Custom { .. } => {}
         }
         for s in &mut self.app {
