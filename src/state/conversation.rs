@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{EvaluationId, InnerMessage, MessageId, Role};
 use crate::state::Messages;
+use crate::state::keys::EvalKey;
 
 /// The ids of one turn's messages: the assistant message and the tool results
 /// of its calls. Ids are stored with their `sequence` so they keep message order.
@@ -52,7 +53,7 @@ pub(crate) struct ConversationIds {
 /// never on their arrival order. O(log n) per message.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Conversation {
-    evals: BTreeMap<EvaluationId, ConversationIds>,
+    evals: BTreeMap<EvalKey, ConversationIds>,
 }
 
 /// A turn resolved against [`Messages`].
@@ -83,27 +84,27 @@ impl Conversation {
     /// The evaluation's turns (ids only), by number.
     pub fn turns(&self, eval: EvaluationId) -> impl Iterator<Item = &TurnIds> + '_ {
         self.evals
-            .get(&eval)
+            .get(&eval.into())
             .into_iter()
             .flat_map(|c| c.turns.values())
     }
 
     /// The system message id of an evaluation.
     pub fn system_message_id(&self, eval: EvaluationId) -> Option<MessageId> {
-        self.evals.get(&eval)?.system.map(|(_, id)| id)
+        self.evals.get(&eval.into())?.system.map(|(_, id)| id)
     }
 
     /// The user message ids of an evaluation, by sequence.
     pub fn user_message_ids(&self, eval: EvaluationId) -> impl Iterator<Item = MessageId> + '_ {
         self.evals
-            .get(&eval)
+            .get(&eval.into())
             .into_iter()
             .flat_map(|c| c.users.iter().map(|(_, id)| *id))
     }
 
     /// The evaluations that have a conversation, in id order.
     pub fn evaluations(&self) -> impl Iterator<Item = EvaluationId> + '_ {
-        self.evals.keys().copied()
+        self.evals.keys().map(|k| k.id())
     }
 
     /// The conversation of `eval` with its messages looked up in `messages`
@@ -113,7 +114,7 @@ impl Conversation {
         eval: EvaluationId,
         messages: &'a Messages,
     ) -> Option<ConversationView<'a>> {
-        let c = self.evals.get(&eval)?;
+        let c = self.evals.get(&eval.into())?;
         let look = |k: &(u64, MessageId)| messages.get_at(eval, k.0, k.1);
         Some(ConversationView {
             evaluation_id: eval,
@@ -133,7 +134,7 @@ impl Conversation {
 
     /// Folds a (new, not duplicate) message.
     pub(crate) fn on_message(&mut self, m: &InnerMessage) {
-        let c = self.evals.entry(m.evaluation_id).or_default();
+        let c = self.evals.entry(m.evaluation_id.into()).or_default();
         let key = (m.sequence, m.message_id);
         let lowest = |slot: &mut Option<(u64, MessageId)>| {
             if slot.is_none_or(|s| key < s) {
@@ -161,8 +162,55 @@ impl Conversation {
         out
     }
 
+    /// Adds the conversation of evaluation `eval` (not there yet) from its
+    /// messages as `(key, role, turn)`, sorted by key: the same as folding
+    /// them, built in one pass. Reorders `msgs`.
+    pub(crate) fn push_sorted(
+        &mut self,
+        eval: EvaluationId,
+        msgs: &mut Vec<((u64, MessageId), Role, u32)>,
+    ) {
+        let mut c = ConversationIds {
+            system: msgs
+                .iter()
+                .find(|(_, role, _)| *role == Role::System)
+                .map(|(k, ..)| *k),
+            ..ConversationIds::default()
+        };
+        c.users = msgs
+            .iter()
+            .filter(|(_, role, _)| *role == Role::User)
+            .map(|(k, ..)| *k)
+            .collect();
+        msgs.retain(|(_, role, _)| matches!(role, Role::Assistant | Role::Tool));
+        // Stable: keys stay sorted within a turn.
+        msgs.sort_by_key(|(_, _, turn)| *turn);
+        c.turns = msgs
+            .chunk_by(|a, b| a.2 == b.2)
+            .filter_map(|group| {
+                let turn_number = group.first()?.2;
+                let assistant = group
+                    .iter()
+                    .find(|(_, role, _)| *role == Role::Assistant)
+                    .map(|(k, ..)| *k);
+                let tools = group
+                    .iter()
+                    .filter(|(_, role, _)| *role == Role::Tool)
+                    .map(|(k, ..)| *k)
+                    .collect();
+                let ids = TurnIds {
+                    turn_number,
+                    assistant,
+                    tools,
+                };
+                Some((turn_number, ids))
+            })
+            .collect();
+        self.evals.insert(eval.into(), c);
+    }
+
     pub(crate) fn entries(&self) -> impl Iterator<Item = (EvaluationId, &ConversationIds)> + '_ {
-        self.evals.iter().map(|(k, v)| (*k, v))
+        self.evals.iter().map(|(k, v)| (k.id(), v))
     }
 }
 
@@ -195,6 +243,13 @@ mod tests {
             c.on_message(m);
         }
         assert_eq!(c, Conversation::from_messages(&msgs));
+        let mut sorted: Vec<_> = msgs
+            .iter()
+            .map(|m| ((m.sequence, m.message_id), m.role, m.turn))
+            .collect();
+        let mut bulk = Conversation::default();
+        bulk.push_sorted(eval, &mut sorted);
+        assert_eq!(bulk, c);
         let v = c.view(eval, &msgs).expect("view");
         assert_eq!(v.system_message.map(|m| m.sequence), Some(0));
         assert_eq!(v.user_messages.len(), 1);

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::event::Outcome;
 use crate::model::{EvaluationId, InnerMessage};
+use crate::state::keys::EvalKey;
 
 /// What is known about one evaluation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,13 +67,13 @@ impl EvaluationInfo {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(try_from = "Vec<EvaluationInfo>")]
 pub struct Evaluations {
-    evals: BTreeMap<EvaluationId, EvaluationInfo>,
+    evals: BTreeMap<EvalKey, EvaluationInfo>,
 }
 
 impl Evaluations {
     /// The evaluation with this id.
     pub fn get(&self, eval: EvaluationId) -> Option<&EvaluationInfo> {
-        self.evals.get(&eval)
+        self.evals.get(&eval.into())
     }
 
     /// All evaluations, in id order.
@@ -98,7 +99,7 @@ impl Evaluations {
 
     fn entry(&mut self, eval: EvaluationId) -> &mut EvaluationInfo {
         self.evals
-            .entry(eval)
+            .entry(eval.into())
             .or_insert_with(|| EvaluationInfo::new(eval))
     }
 
@@ -155,7 +156,7 @@ impl Evaluations {
         let mut evals = BTreeMap::new();
         for (i, e) in items.into_iter().enumerate() {
             let id = e.evaluation_id;
-            if evals.insert(id, e).is_some() {
+            if evals.insert(EvalKey::from(id), e).is_some() {
                 return Err((i, format!("duplicate evaluation {id}")));
             }
         }

@@ -1,12 +1,25 @@
 //! The `Messages` slice: every message of the session, ordered and deduplicated.
 
-use std::collections::{BTreeMap, HashMap};
+mod bytes;
+mod check;
+mod run;
+mod section;
+mod slot;
+
+use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::ser::{SerializeSeq, SerializeStruct};
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, ToolStatus};
+use crate::state::hash::FastMap;
+use crate::state::keys::EvalKey;
+use run::EvalMessages;
+pub(crate) use section::{read_section, write_section};
+use slot::Slot;
 
 /// The status of one tool call, as joined from everything known about it.
 #[derive(Clone, Debug, Default)]
@@ -31,14 +44,19 @@ struct CallSlot {
 /// arrives before its assistant message is kept and applied when it comes.
 ///
 /// Cost: O(log n) per message, O(1) amortized per status (a status only
-/// moves up a four-level lattice). Binary snapshots hold the messages and the
-/// statuses of calls no message holds yet; the indexes are rebuilt on decode.
+/// moves up a four-level lattice). Binary snapshots hold each message as its
+/// own bincode bytes next to its ids, and the call statuses: decoding one
+/// rebuilds the indexes without decoding the messages, which stay as bytes
+/// in the snapshot's buffer until first read (then they are decoded once and
+/// kept), and are copied as they are into the next snapshot.
 #[derive(Clone, Default, Deserialize)]
 #[serde(try_from = "MessagesRepr")]
 pub struct Messages {
-    by_eval: BTreeMap<EvaluationId, BTreeMap<(u64, MessageId), InnerMessage>>,
-    index: HashMap<MessageId, (EvaluationId, u64)>,
-    calls: HashMap<(EvaluationId, CallId), CallSlot>,
+    by_eval: BTreeMap<EvalKey, EvalMessages>,
+    index: FastMap<MessageId, (EvaluationId, u64)>,
+    calls: FastMap<EvaluationId, FastMap<CallId, CallSlot>>,
+    /// The buffer (a binary snapshot body) the slots held as bytes point into.
+    buf: Option<Arc<[u8]>>,
 }
 
 fn join(a: ToolStatus, b: ToolStatus) -> ToolStatus {
@@ -58,12 +76,20 @@ impl Messages {
 
     /// All messages, by evaluation then `(sequence, message_id)`.
     pub fn iter(&self) -> impl Iterator<Item = &InnerMessage> + '_ {
-        self.by_eval.values().flat_map(|m| m.values())
+        let buf = self.bytes();
+        self.by_eval.iter().flat_map(move |(eval, m)| {
+            let eval = eval.id();
+            m.iter().map(move |(k, s)| s.get(buf, eval, *k))
+        })
     }
 
     /// The messages of one evaluation, by `(sequence, message_id)`.
     pub fn for_evaluation(&self, eval: EvaluationId) -> impl Iterator<Item = &InnerMessage> + '_ {
-        self.by_eval.get(&eval).into_iter().flat_map(|m| m.values())
+        let buf = self.bytes();
+        self.by_eval
+            .get(&eval.into())
+            .into_iter()
+            .flat_map(move |m| m.iter().map(move |(k, s)| s.get(buf, eval, *k)))
     }
 
     /// The message with this id.
@@ -74,12 +100,13 @@ impl Messages {
 
     /// The last message of an evaluation (highest sequence).
     pub fn last_for(&self, eval: EvaluationId) -> Option<&InnerMessage> {
-        self.by_eval.get(&eval)?.values().next_back()
+        let (k, s) = self.by_eval.get(&eval.into())?.last()?;
+        Some(s.get(self.bytes(), eval, *k))
     }
 
     /// The evaluations that have messages, in id order.
     pub fn evaluations(&self) -> impl Iterator<Item = EvaluationId> + '_ {
-        self.by_eval.keys().copied()
+        self.by_eval.keys().map(|k| k.id())
     }
 
     pub(crate) fn get_at(
@@ -88,59 +115,93 @@ impl Messages {
         sequence: u64,
         message_id: MessageId,
     ) -> Option<&InnerMessage> {
-        self.by_eval.get(&eval)?.get(&(sequence, message_id))
+        let key = (sequence, message_id);
+        let s = self.by_eval.get(&eval.into())?.get(&key)?;
+        Some(s.get(self.bytes(), eval, key))
     }
 
-    /// Inserts a message; returns false (and changes nothing) when a message
-    /// with its id is already there.
+    /// The buffer the slots held as bytes point into (empty if none).
+    fn bytes(&self) -> &[u8] {
+        self.buf.as_deref().unwrap_or(&[])
+    }
+
+    /// Inserts a copy of a message; returns false (and changes nothing) when
+    /// a message with its id is already there.
+    #[cfg(test)]
     pub(crate) fn insert(&mut self, message: &InnerMessage) -> bool {
-        !self.index.contains_key(&message.message_id) && self.insert_owned(message.clone())
+        self.claim(message) && {
+            self.insert_claimed(message.clone());
+            true
+        }
     }
 
-    /// [`insert`](Self::insert) of an owned message.
-    fn insert_owned(&mut self, mut message: InnerMessage) -> bool {
-        if self.index.contains_key(&message.message_id) {
-            return false;
+    /// Inserts a message, moving it in; returns false (and changes nothing)
+    /// when a message with its id is already there.
+    pub(crate) fn insert_owned(&mut self, message: InnerMessage) -> bool {
+        self.claim(&message) && {
+            self.insert_claimed(message);
+            true
         }
+    }
+
+    /// Claims the id of `message` in the index: false (and nothing changes)
+    /// if it is taken. A claimed message must then be inserted with
+    /// [`insert_claimed`](Self::insert_claimed) before anything else reads
+    /// or changes the slice.
+    pub(crate) fn claim(&mut self, message: &InnerMessage) -> bool {
+        match self.index.entry(message.message_id) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(v) => {
+                v.insert((message.evaluation_id, message.sequence));
+                true
+            }
+        }
+    }
+
+    /// Inserts a message whose id was just [`claim`](Self::claim)ed.
+    pub(crate) fn insert_claimed(&mut self, mut message: InnerMessage) {
         let eval = message.evaluation_id;
         let key = (message.sequence, message.message_id);
-        let msgs = self.by_eval.entry(eval).or_default();
-        for record in &message.tool_calls {
-            let slot = self
-                .calls
-                .entry((eval, record.call_id.clone()))
-                .or_default();
-            let status = join(slot.status, record.status);
-            if status != slot.status {
-                slot.status = status;
-                propagate(msgs, slot, &record.call_id);
+        let buf = self.buf.as_deref().unwrap_or(&[]);
+        let msgs = self.by_eval.entry(eval.into()).or_default();
+        if !message.tool_calls.is_empty() {
+            let calls = self.calls.entry(eval).or_default();
+            for record in &message.tool_calls {
+                let Some(slot) = slot_mut(calls, &record.call_id) else {
+                    continue;
+                };
+                let status = join(slot.status, record.status);
+                if status != slot.status {
+                    slot.status = status;
+                    propagate(msgs, buf, eval, slot, &record.call_id);
+                }
+                if slot.holders.last() != Some(&key) {
+                    slot.holders.push(key);
+                }
             }
-            if slot.holders.last() != Some(&key) {
-                slot.holders.push(key);
+            for record in &mut message.tool_calls {
+                if let Some(slot) = calls.get(&record.call_id) {
+                    record.status = slot.status;
+                }
             }
         }
-        for record in &mut message.tool_calls {
-            if let Some(slot) = self.calls.get(&(eval, record.call_id.clone())) {
-                record.status = slot.status;
-            }
-        }
-        msgs.insert(key, message);
-        self.index.insert(key.1, (eval, key.0));
-        true
+        msgs.insert(key, Slot::owned(message));
     }
 
     /// Folds a `ToolStatus` event.
     pub(crate) fn set_status(&mut self, eval: EvaluationId, call_id: &CallId, status: ToolStatus) {
-        let key = (eval, call_id.clone());
-        if status == ToolStatus::Pending && !self.calls.contains_key(&key) {
+        if status == ToolStatus::Pending && self.call(eval, call_id).is_none() {
             // Pending is the bottom of the lattice: nothing to remember.
             return;
         }
-        let slot = self.calls.entry(key).or_default();
+        let Some(slot) = slot_mut(self.calls.entry(eval).or_default(), call_id) else {
+            return;
+        };
         if status.rank() > slot.status.rank() {
             slot.status = status;
-            if let Some(msgs) = self.by_eval.get_mut(&eval) {
-                propagate(msgs, slot, call_id);
+            if let Some(msgs) = self.by_eval.get_mut(&eval.into()) {
+                let buf = self.buf.as_deref().unwrap_or(&[]);
+                propagate(msgs, buf, eval, slot, call_id);
             }
         }
     }
@@ -148,13 +209,23 @@ impl Messages {
     /// The joined status of calls no message holds yet (status above Pending).
     pub(crate) fn orphan_statuses(&self) -> Vec<(EvaluationId, &CallId, ToolStatus)> {
         let mut v: Vec<_> = self
-            .calls
-            .iter()
-            .filter(|(_, slot)| slot.holders.is_empty())
-            .map(|((eval, call), slot)| (*eval, call, slot.status))
+            .call_slots()
+            .filter(|(_, _, slot)| slot.holders.is_empty())
+            .map(|(eval, call, slot)| (eval, call, slot.status))
             .collect();
         v.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
         v
+    }
+
+    /// Every call slot, in no particular order.
+    fn call_slots(&self) -> impl Iterator<Item = (EvaluationId, &CallId, &CallSlot)> + '_ {
+        self.calls
+            .iter()
+            .flat_map(|(eval, c)| c.iter().map(move |(id, slot)| (*eval, id, slot)))
+    }
+
+    fn call(&self, eval: EvaluationId, call_id: &CallId) -> Option<&CallSlot> {
+        self.calls.get(&eval)?.get(call_id)
     }
 
     /// Builds the slice from messages (whose records carry their joined
@@ -173,13 +244,27 @@ impl Messages {
     }
 }
 
+/// The slot of `id`, created if there is none (the id is cloned only then).
+/// Always `Some`.
+fn slot_mut<'a>(calls: &'a mut FastMap<CallId, CallSlot>, id: &CallId) -> Option<&'a mut CallSlot> {
+    if !calls.contains_key(id) {
+        calls.insert(id.clone(), CallSlot::default());
+    }
+    calls.get_mut(id)
+}
+
 fn propagate(
-    msgs: &mut BTreeMap<(u64, MessageId), InnerMessage>,
+    msgs: &mut EvalMessages,
+    buf: &[u8],
+    eval: EvaluationId,
     slot: &CallSlot,
     call_id: &CallId,
 ) {
     for holder in &slot.holders {
-        if let Some(m) = msgs.get_mut(holder) {
+        let m = msgs
+            .get_mut(holder)
+            .and_then(|s| s.get_mut(buf, eval, *holder));
+        if let Some(m) = m {
             for r in m.tool_calls.iter_mut().filter(|r| &r.call_id == call_id) {
                 r.status = slot.status;
             }
@@ -188,14 +273,32 @@ fn propagate(
 }
 
 impl PartialEq for Messages {
-    /// Equal messages and equal call statuses (indexes are derived from them).
+    /// Equal messages and equal call statuses (indexes are derived from
+    /// them). Two messages both held as the same bytes are equal without
+    /// being decoded.
     fn eq(&self, other: &Self) -> bool {
-        self.by_eval == other.by_eval
-            && self.calls.len() == other.calls.len()
+        let (a, b) = (self.bytes(), other.bytes());
+        let same = |eval: EvaluationId, k: (u64, MessageId), x: &Slot, y: &Slot| {
+            matches!((x.raw_bytes(a), y.raw_bytes(b)), (Some(p), Some(q)) if p == q)
+                || x.get(a, eval, k) == y.get(b, eval, k)
+        };
+        self.index.len() == other.index.len()
+            && self.by_eval.len() == other.by_eval.len()
             && self
-                .calls
+                .by_eval
                 .iter()
-                .all(|(k, slot)| other.calls.get(k).map(|o| o.status) == Some(slot.status))
+                .zip(&other.by_eval)
+                .all(|((e, m), (f, n))| {
+                    e == f
+                        && m.len() == n.len()
+                        && m.iter()
+                            .zip(n.iter())
+                            .all(|((k, x), (l, y))| k == l && same(e.id(), *k, x, y))
+                })
+            && self.call_slots().count() == other.call_slots().count()
+            && self
+                .call_slots()
+                .all(|(eval, id, slot)| other.call(eval, id).map(|o| o.status) == Some(slot.status))
     }
 }
 
@@ -241,7 +344,7 @@ impl TryFrom<MessagesRepr> for Messages {
         let mut out =
             Messages::from_items(repr.messages).map_err(|(i, e)| format!("messages[{i}]: {e}"))?;
         for (i, (eval, call, status)) in repr.orphans.into_iter().enumerate() {
-            if out.calls.contains_key(&(eval, call.clone())) || status == ToolStatus::Pending {
+            if out.call(eval, &call).is_some() || status == ToolStatus::Pending {
                 return Err(format!(
                     "orphans[{i}]: status of call {call} is not an orphan"
                 ));

@@ -9,9 +9,12 @@
 //! Every reducer costs O(1) amortized or O(log n) per event, never O(n).
 
 mod adapter_states;
+mod binary;
 mod conversation;
 mod dyn_slice;
 mod evaluations;
+mod hash;
+mod keys;
 mod messages;
 mod session;
 mod tool_calls;

@@ -3,20 +3,12 @@
 
 use std::fmt;
 
-use bincode::Options;
-use serde::{Deserialize, Serialize};
-
-use crate::codec::codec;
-use crate::error::{Error, Result};
 use crate::event::{Envelope, Event};
 use crate::model::{EvaluationId, SessionId};
 use crate::state::{
     AdapterStates, Conversation, ConversationView, DynSlice, Evaluations, Messages, Slice,
     SlicePolicy, SliceRegistry, ToolCalls, Usage,
 };
-
-/// The binary snapshot body's own format version (inside the frame's).
-const SNAPSHOT_FORMAT: u32 = 1;
 
 /// The state of a session: every slice folded from its events.
 ///
@@ -87,9 +79,38 @@ impl SessionState {
     ///
     /// A `Message` whose `message_id` was already seen changes no built-in
     /// slice; application slices see every envelope, duplicates included.
+    /// [`apply_owned`](Self::apply_owned) does the same without copying the message.
     pub fn apply(&mut self, envelope: &Envelope) {
+        if self.fold(envelope) {
+            if let Event::Message(m) = &envelope.event {
+                self.messages.insert_claimed(m.clone());
+            }
+        }
+    }
+
+    /// [`apply`](Self::apply) of an owned envelope: a new message is moved
+    /// into the [`Messages`] slice instead of copied. The state is the same.
+    pub fn apply_owned(&mut self, envelope: Envelope) {
+        if self.fold(&envelope) {
+            if let Event::Message(m) = envelope.event {
+                self.messages.insert_claimed(m);
+            }
+        }
+    }
+
+    /// Folds `envelope` into every slice except the insertion of a new
+    /// message into [`Messages`], which it leaves to the caller: returns
+    /// true when the envelope is a message not seen before, whose id it
+    /// claimed (the caller must insert it with `insert_claimed`).
+    fn fold(&mut self, envelope: &Envelope) -> bool {
+        // Application code first: should it panic, no built-in slice has
+        // seen the envelope (and no id is claimed without its message).
+        for s in &mut self.app {
+            s.apply(envelope);
+        }
         self.last_seq = Some(envelope.seq);
         self.events_applied = self.events_applied.saturating_add(1);
+        let mut new_message = false;
         match &envelope.event {
             Event::SessionOpened { labels } => self.labels.clone_from(labels),
             Event::EvaluationStarted {
@@ -105,7 +126,8 @@ impl SessionState {
                 envelope.at,
             ),
             Event::Message(m) => {
-                if self.messages.insert(m) {
+                if self.messages.claim(m) {
+                    new_message = true;
                     self.tool_calls.on_message(m);
                     self.evaluations.on_message(m);
                     self.conversation.on_message(m);
@@ -149,9 +171,7 @@ impl SessionState {
             Event::Forked { .. } => {}
             Event::Custom { .. } => {}
         }
-        for s in &mut self.app {
-            s.apply(envelope);
-        }
+        new_message
     }
 
     /// The seq of the last applied envelope.
@@ -262,131 +282,6 @@ impl SessionState {
         }
         self.app = out;
     }
-
-    /// The binary snapshot body: bincode (via [`codec`]) of every slice,
-    /// serialized by reference. Frame it with [`crate::encode_frame`]'s
-    /// format ([`crate::seal`]) to store it.
-    ///
-    /// # Errors
-    /// [`Error::TooLarge`] when the body (or one application slice) would be
-    /// over `limit` bytes; [`Error::InvalidInput`] when an application slice
-    /// cannot be encoded.
-    pub fn encode_snapshot(&self, limit: u64) -> Result<Vec<u8>> {
-        let app = self
-            .app
-            .iter()
-            .map(|s| Ok((s.name(), s.encode(limit)?)))
-            .collect::<Result<Vec<_>>>()?;
-        let body = SnapshotRef {
-            format: SNAPSHOT_FORMAT,
-            labels: &self.labels,
-            forked_from: self.forked_from,
-            last_seq: self.last_seq,
-            events_applied: self.events_applied,
-            messages: &self.messages,
-            tool_calls: &self.tool_calls,
-            evaluations: &self.evaluations,
-            conversation: &self.conversation,
-            adapter_states: &self.adapter_states,
-            usage: &self.usage,
-            app,
-        };
-        codec(limit).serialize(&body).map_err(|e| match *e {
-            bincode::ErrorKind::SizeLimit => Error::TooLarge {
-                size: bincode::DefaultOptions::new()
-                    .serialized_size(&body)
-                    .unwrap_or(u64::MAX),
-                limit,
-            },
-            other => Error::InvalidInput(format!("cannot encode snapshot: {other}")),
-        })
-    }
-
-    /// Decodes a binary snapshot body written by [`encode_snapshot`](Self::encode_snapshot).
-    /// Application slices in the snapshot that `registry` does not name are dropped.
-    ///
-    /// # Errors
-    /// [`Error::SnapshotRestore`] when the body is undecodable, of an unknown
-    /// format, or lacks a slice of `registry`: replay the stream instead.
-    pub fn decode_snapshot(
-        body: &[u8],
-        registry: &SliceRegistry,
-        limit: u64,
-    ) -> Result<SessionState> {
-        let format: u32 = bincode::DefaultOptions::new()
-            .with_limit(limit)
-            .allow_trailing_bytes()
-            .deserialize(body)
-            .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot format: {e}")))?;
-        if format != SNAPSHOT_FORMAT {
-            return Err(Error::SnapshotRestore(format!(
-                "unknown snapshot format {format} (this build reads {SNAPSHOT_FORMAT})"
-            )));
-        }
-        let s: SnapshotOwned = codec(limit)
-            .deserialize(body)
-            .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot: {e}")))?;
-        let mut app = Vec::with_capacity(registry.len());
-        for f in registry.factories() {
-            let bytes = s
-                .app
-                .iter()
-                .find(|(name, _)| name == f.name)
-                .map(|(_, b)| b)
-                .ok_or_else(|| {
-                    Error::SnapshotRestore(format!("application slice {:?} is missing", f.name))
-                })?;
-            app.push((f.decode)(bytes, limit).map_err(|e| {
-                Error::SnapshotRestore(format!("application slice {:?}: {e}", f.name))
-            })?);
-        }
-        Ok(SessionState {
-            messages: s.messages,
-            tool_calls: s.tool_calls,
-            evaluations: s.evaluations,
-            conversation: s.conversation,
-            adapter_states: s.adapter_states,
-            usage: s.usage,
-            labels: s.labels,
-            forked_from: s.forked_from,
-            last_seq: s.last_seq,
-            events_applied: s.events_applied,
-            app,
-        })
-    }
-}
-
-#[derive(Serialize)]
-struct SnapshotRef<'a> {
-    format: u32,
-    labels: &'a [(String, String)],
-    forked_from: Option<(SessionId, u64)>,
-    last_seq: Option<u64>,
-    events_applied: u64,
-    messages: &'a Messages,
-    tool_calls: &'a ToolCalls,
-    evaluations: &'a Evaluations,
-    conversation: &'a Conversation,
-    adapter_states: &'a AdapterStates,
-    usage: &'a Usage,
-    app: Vec<(&'a str, Vec<u8>)>,
-}
-
-#[derive(Deserialize)]
-struct SnapshotOwned {
-    #[allow(dead_code)]
-    format: u32,
-    labels: Vec<(String, String)>,
-    forked_from: Option<(SessionId, u64)>,
-    last_seq: Option<u64>,
-    events_applied: u64,
-    messages: Messages,
-    tool_calls: ToolCalls,
-    evaluations: Evaluations,
-    conversation: Conversation,
-    adapter_states: AdapterStates,
-    usage: Usage,
-    app: Vec<(String, Vec<u8>)>,
 }
 
 impl Clone for SessionState {

@@ -59,20 +59,20 @@ pub(crate) fn registry() -> SliceRegistry {
 #[derive(Clone, Debug)]
 pub(crate) struct CallSpec {
     /// 0: nothing, 1: started, 2: started+completed, 3: started+failed, 4: completed only.
-    outcome: u8,
-    with_result: bool,
+    pub(crate) outcome: u8,
+    pub(crate) with_result: bool,
 }
 
 /// One evaluation.
 #[derive(Clone, Debug)]
 pub(crate) struct EvalSpec {
-    started: bool,
-    turns: Vec<Vec<CallSpec>>,
-    final_answer: bool,
-    compact: Option<u64>,
-    adapter_state: bool,
-    custom: u8,
-    finished: bool,
+    pub(crate) started: bool,
+    pub(crate) turns: Vec<Vec<CallSpec>>,
+    pub(crate) final_answer: bool,
+    pub(crate) compact: Option<u64>,
+    pub(crate) adapter_state: bool,
+    pub(crate) custom: u8,
+    pub(crate) finished: bool,
 }
 
 fn call_spec() -> impl Strategy<Value = CallSpec> {
@@ -469,9 +469,9 @@ fn damaged_or_oversized_snapshots_are_refused() {
         assert!(matches!(r, Err(Error::SnapshotRestore(_))), "cut at {cut}");
     }
     let mut other_format = body.clone();
-    other_format[0] = 2;
+    other_format[0] = 3;
     let r = SessionState::decode_snapshot(&other_format, &reg, LIMIT);
-    assert!(matches!(&r, Err(Error::SnapshotRestore(m)) if m.contains("format 2")));
+    assert!(matches!(&r, Err(Error::SnapshotRestore(m)) if m.contains("format 3")));
     assert!(matches!(
         s.encode_snapshot(64),
         Err(Error::TooLarge { limit: 64, .. })

@@ -1,11 +1,10 @@
 //! The `ToolCalls` slice: one record per tool call with its lifecycle.
 
-use std::collections::HashMap;
-
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, ToolStatus};
+use crate::state::hash::FastMap;
 
 /// One tool call of an evaluation and what became of it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,14 +61,21 @@ impl ToolCallInfo {
 #[serde(try_from = "Vec<ToolCallInfo>")]
 pub struct ToolCalls {
     calls: Vec<ToolCallInfo>,
-    index: HashMap<(EvaluationId, CallId), usize>,
-    by_eval: HashMap<EvaluationId, Vec<usize>>,
+    by_eval: FastMap<EvaluationId, EvalCalls>,
+}
+
+/// The calls of one evaluation: by id, and in first-seen order (indexes
+/// into `ToolCalls::calls`).
+#[derive(Clone, Debug, Default)]
+struct EvalCalls {
+    index: FastMap<CallId, usize>,
+    order: Vec<usize>,
 }
 
 impl ToolCalls {
     /// The call `call_id` of evaluation `eval`.
     pub fn get(&self, eval: EvaluationId, call_id: &CallId) -> Option<&ToolCallInfo> {
-        let i = self.index.get(&(eval, call_id.clone()))?;
+        let i = self.by_eval.get(&eval)?.index.get(call_id)?;
         self.calls.get(*i)
     }
 
@@ -83,7 +89,7 @@ impl ToolCalls {
         self.by_eval
             .get(&eval)
             .into_iter()
-            .flatten()
+            .flat_map(|e| &e.order)
             .filter_map(|i| self.calls.get(*i))
     }
 
@@ -111,14 +117,14 @@ impl ToolCalls {
     }
 
     fn entry(&mut self, eval: EvaluationId, call_id: &CallId) -> &mut ToolCallInfo {
-        let key = (eval, call_id.clone());
-        let i = match self.index.get(&key) {
+        let e = self.by_eval.entry(eval).or_default();
+        let i = match e.index.get(call_id) {
             Some(i) => *i,
             None => {
                 let i = self.calls.len();
                 self.calls.push(ToolCallInfo::new(eval, call_id.clone()));
-                self.index.insert(key, i);
-                self.by_eval.entry(eval).or_default().push(i);
+                e.index.insert(call_id.clone(), i);
+                e.order.push(i);
                 i
             }
         };
@@ -174,9 +180,10 @@ impl ToolCalls {
     /// `(evaluation_id, call_id)`, with the item's index.
     pub(crate) fn from_items(items: Vec<ToolCallInfo>) -> Result<Self, (usize, String)> {
         let mut out = ToolCalls::default();
+        out.calls.reserve(items.len());
         for (i, info) in items.into_iter().enumerate() {
-            let key = (info.evaluation_id, info.call_id.clone());
-            if out.index.contains_key(&key) {
+            let e = out.by_eval.entry(info.evaluation_id).or_default();
+            if e.index.contains_key(&info.call_id) {
                 return Err((
                     i,
                     format!(
@@ -185,8 +192,8 @@ impl ToolCalls {
                     ),
                 ));
             }
-            out.index.insert(key, i);
-            out.by_eval.entry(info.evaluation_id).or_default().push(i);
+            e.index.insert(info.call_id.clone(), i);
+            e.order.push(i);
             out.calls.push(info);
         }
         Ok(out)

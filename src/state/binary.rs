@@ -1,0 +1,214 @@
+//! The binary snapshot of a [`SessionState`].
+//!
+//! ```text
+//! head      bincode (the crate's codec) of: u32 format (2), labels,
+//!           forked_from, last_seq, events_applied, tool_calls, evaluations,
+//!           adapter_states, usage, app [(name, bytes)]
+//! messages  the messages section (`messages/section.rs`): each message as
+//!           its own bincode bytes after its ids, then the call statuses
+//! u64 LE    length of the messages section
+//! ```
+//!
+//! The conversation slice is not stored: it depends only on the messages,
+//! and is rebuilt from them (as the JSON form does).
+//!
+//! Decoding keeps the messages as bytes of the snapshot's buffer, decoded
+//! on first access; encoding copies a message still held as bytes.
+
+use std::sync::Arc;
+
+use bincode::Options;
+use serde::{Deserialize, Serialize};
+
+use crate::codec::codec;
+use crate::error::{Error, Result};
+use crate::model::SessionId;
+use crate::state::messages::{read_section, write_section};
+use crate::state::{AdapterStates, Evaluations, SessionState, SliceRegistry, ToolCalls, Usage};
+
+#[cfg(test)]
+mod tests;
+
+/// The binary snapshot body's own format version (inside the frame's).
+/// Format 1 (messages decoded in one piece) is no longer read: such a
+/// snapshot is refused and the stream replayed.
+const SNAPSHOT_FORMAT: u32 = 2;
+
+/// Bytes of the trailer: the length of the messages section.
+const TRAILER: usize = 8;
+
+#[derive(Serialize)]
+struct HeadRef<'a> {
+    format: u32,
+    labels: &'a [(String, String)],
+    forked_from: Option<(SessionId, u64)>,
+    last_seq: Option<u64>,
+    events_applied: u64,
+    tool_calls: &'a ToolCalls,
+    evaluations: &'a Evaluations,
+    adapter_states: &'a AdapterStates,
+    usage: &'a Usage,
+    app: Vec<(&'a str, Vec<u8>)>,
+}
+
+#[derive(Deserialize)]
+struct Head {
+    #[allow(dead_code)]
+    format: u32,
+    labels: Vec<(String, String)>,
+    forked_from: Option<(SessionId, u64)>,
+    last_seq: Option<u64>,
+    events_applied: u64,
+    tool_calls: ToolCalls,
+    evaluations: Evaluations,
+    adapter_states: AdapterStates,
+    usage: Usage,
+    app: Vec<(String, Vec<u8>)>,
+}
+
+impl SessionState {
+    /// The binary snapshot body: bincode (via [`codec`]) of every slice,
+    /// each message as its own bincode bytes. Frame it with
+    /// [`crate::encode_frame`]'s format ([`crate::seal`]) to store it.
+    ///
+    /// A message still held as bytes (from a decoded snapshot) is copied,
+    /// not encoded again.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] when the body (or one application slice) would be
+    /// over `limit` bytes; [`Error::InvalidInput`] when an application slice
+    /// cannot be encoded.
+    pub fn encode_snapshot(&self, limit: u64) -> Result<Vec<u8>> {
+        let app = self
+            .app
+            .iter()
+            .map(|s| Ok((s.name(), s.encode(limit)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let head = HeadRef {
+            format: SNAPSHOT_FORMAT,
+            labels: &self.labels,
+            forked_from: self.forked_from,
+            last_seq: self.last_seq,
+            events_applied: self.events_applied,
+            tool_calls: &self.tool_calls,
+            evaluations: &self.evaluations,
+            adapter_states: &self.adapter_states,
+            usage: &self.usage,
+            app,
+        };
+        // Encoded once, with no size pass first (bincode makes one when it
+        // has a limit), then checked against the limit.
+        let mut out = Vec::new();
+        bincode::DefaultOptions::new()
+            .serialize_into(&mut out, &head)
+            .map_err(|e| Error::InvalidInput(format!("cannot encode snapshot: {e}")))?;
+        let start = out.len();
+        write_section(&self.messages, &mut out)
+            .map_err(|e| Error::InvalidInput(format!("cannot encode snapshot: {e}")))?;
+        let section = (out.len() - start) as u64;
+        out.extend_from_slice(&section.to_le_bytes());
+        let size = out.len() as u64;
+        if size > limit {
+            return Err(Error::TooLarge { size, limit });
+        }
+        Ok(out)
+    }
+
+    /// Decodes a binary snapshot body written by [`encode_snapshot`](Self::encode_snapshot).
+    /// Application slices in the snapshot that `registry` does not name are
+    /// dropped. Copies `body` and calls [`decode_snapshot_shared`](Self::decode_snapshot_shared).
+    ///
+    /// # Errors
+    /// As [`decode_snapshot_shared`](Self::decode_snapshot_shared).
+    pub fn decode_snapshot(
+        body: &[u8],
+        registry: &SliceRegistry,
+        limit: u64,
+    ) -> Result<SessionState> {
+        Self::decode_snapshot_shared(Arc::from(body), 0, registry, limit)
+    }
+
+    /// Decodes the binary snapshot body `buf[start..]` (so a whole frame can
+    /// be passed, with `start` the length of its header) without decoding
+    /// its messages: they stay as bytes of `buf`, which the state keeps
+    /// alive, and each is decoded on first access. Every message is checked
+    /// here to decode (a parse that allocates nothing), so a later access
+    /// cannot fail. Application slices in the snapshot that `registry` does
+    /// not name are dropped.
+    ///
+    /// # Errors
+    /// [`Error::SnapshotRestore`] when the body is undecodable, of an unknown
+    /// format, or lacks a slice of `registry`: replay the stream instead.
+    pub fn decode_snapshot_shared(
+        buf: Arc<[u8]>,
+        start: usize,
+        registry: &SliceRegistry,
+        limit: u64,
+    ) -> Result<SessionState> {
+        let body = buf.get(start..).ok_or_else(|| {
+            Error::SnapshotRestore(format!(
+                "snapshot body starts at {start}, past the buffer's {} bytes",
+                buf.len()
+            ))
+        })?;
+        let format: u32 = bincode::DefaultOptions::new()
+            .with_limit(limit)
+            .allow_trailing_bytes()
+            .deserialize(body)
+            .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot format: {e}")))?;
+        if format != SNAPSHOT_FORMAT {
+            return Err(Error::SnapshotRestore(format!(
+                "unknown snapshot format {format} (this build reads {SNAPSHOT_FORMAT})"
+            )));
+        }
+        if body.len() as u64 > limit {
+            return Err(Error::SnapshotRestore(format!(
+                "snapshot of {} bytes is over the limit of {limit}",
+                body.len()
+            )));
+        }
+        let (head_len, section_len) = split(body).ok_or_else(|| {
+            Error::SnapshotRestore("undecodable snapshot: bad messages section length".into())
+        })?;
+        let s: Head = codec(limit)
+            .deserialize(&body[..head_len])
+            .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot: {e}")))?;
+        let (messages, conversation) = read_section(&buf, start + head_len, section_len)
+            .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot: messages: {e}")))?;
+        let mut app = Vec::with_capacity(registry.len());
+        for f in registry.factories() {
+            let bytes = s
+                .app
+                .iter()
+                .find(|(name, _)| name == f.name)
+                .map(|(_, b)| b)
+                .ok_or_else(|| {
+                    Error::SnapshotRestore(format!("application slice {:?} is missing", f.name))
+                })?;
+            app.push((f.decode)(bytes, limit).map_err(|e| {
+                Error::SnapshotRestore(format!("application slice {:?}: {e}", f.name))
+            })?);
+        }
+        Ok(SessionState {
+            messages,
+            tool_calls: s.tool_calls,
+            evaluations: s.evaluations,
+            conversation,
+            adapter_states: s.adapter_states,
+            usage: s.usage,
+            labels: s.labels,
+            forked_from: s.forked_from,
+            last_seq: s.last_seq,
+            events_applied: s.events_applied,
+            app,
+        })
+    }
+}
+
+/// The lengths of the head and of the messages section of a body.
+fn split(body: &[u8]) -> Option<(usize, usize)> {
+    let rest = body.len().checked_sub(TRAILER)?;
+    let trailer = <[u8; TRAILER]>::try_from(body.get(rest..)?).ok()?;
+    let section = usize::try_from(u64::from_le_bytes(trailer)).ok()?;
+    Some((rest.checked_sub(section)?, section))
+}

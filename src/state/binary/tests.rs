@@ -1,0 +1,170 @@
+//! `apply_owned` and lazily decoded messages.
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use crate::codec::{FRAME_HEADER_LEN, seal, verify_frame};
+use crate::event::{Envelope, Event};
+use crate::model::Role;
+use crate::snapshot::JsonOptions;
+use crate::state::tests::{
+    CallSpec, EvalSpec, build_events, envelopes, fold, in_order_and_shuffled, registry, t,
+};
+use crate::state::{SessionState, SliceRegistry};
+
+const LIMIT: u64 = 1 << 24;
+
+fn fold_owned(start: SessionState, envs: &[Envelope]) -> SessionState {
+    let mut s = start;
+    for e in envs {
+        s.apply_owned(e.clone());
+    }
+    s
+}
+
+/// Decodes a snapshot of `s` as a store would hand it over: a whole frame.
+fn lazy(s: &SessionState, reg: &SliceRegistry) -> SessionState {
+    let frame: Arc<[u8]> = Arc::from(seal(&s.encode_snapshot(LIMIT).expect("encode")));
+    SessionState::decode_snapshot_shared(frame, FRAME_HEADER_LEN, reg, LIMIT).expect("decode")
+}
+
+fn no_placeholder(s: &SessionState) -> bool {
+    s.messages()
+        .iter()
+        .all(|m| !m.content.starts_with("<undecodable"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn apply_owned_equals_apply((events, shuffled) in in_order_and_shuffled()) {
+        let reg = registry();
+        for events in [events, shuffled] {
+            // With a duplicate of every message: copies change nothing.
+            let mut events = events;
+            let dups: Vec<Event> = events
+                .iter()
+                .filter(|e| matches!(e, Event::Message(_)))
+                .cloned()
+                .collect();
+            events.extend(dups);
+            let envs = envelopes(events);
+            let by_ref = fold(SessionState::with_slices(&reg), &envs);
+            let owned = fold_owned(SessionState::with_slices(&reg), &envs);
+            prop_assert_eq!(&owned, &by_ref);
+            prop_assert_eq!(owned.encode_snapshot(LIMIT).ok(), by_ref.encode_snapshot(LIMIT).ok());
+        }
+    }
+
+    #[test]
+    fn lazily_decoded_states_fold_on_like_the_original(
+        (events, shuffled) in in_order_and_shuffled()
+    ) {
+        let reg = registry();
+        for events in [events, shuffled] {
+            let envs = envelopes(events);
+            let all = fold(SessionState::with_slices(&reg), &envs);
+            let opts = JsonOptions {
+                include_logs: true,
+                created_at: Some(t(0)),
+                ..JsonOptions::default()
+            };
+            for k in 0..=envs.len() {
+                let prefix = fold(SessionState::with_slices(&reg), &envs[..k]);
+                let body = prefix.encode_snapshot(LIMIT).expect("encode");
+
+                // Decoded lazily: equal, same JSON, same bytes again (copied),
+                // and folds on to the same state.
+                let decoded = lazy(&prefix, &reg);
+                prop_assert_eq!(&decoded, &prefix);
+                prop_assert_eq!(decoded.to_json(&opts), prefix.to_json(&opts));
+                prop_assert_eq!(&decoded.encode_snapshot(LIMIT).expect("encode"), &body);
+                prop_assert_eq!(&fold_owned(lazy(&prefix, &reg), &envs[k..]), &all);
+            }
+        }
+    }
+}
+
+fn spec() -> Vec<EvalSpec> {
+    vec![EvalSpec {
+        started: true,
+        turns: vec![
+            vec![CallSpec {
+                outcome: 1,
+                with_result: false,
+            }],
+            vec![],
+        ],
+        final_answer: true,
+        compact: None,
+        adapter_state: false,
+        custom: 0,
+        finished: false,
+    }]
+}
+
+#[test]
+fn a_damaged_body_is_refused_at_load_never_served_later() {
+    let reg = SliceRegistry::new();
+    let s = fold(SessionState::new(), &envelopes(build_events(&spec())));
+    let body = s.encode_snapshot(LIMIT).expect("encode");
+    let mut refused = 0;
+    for i in 0..body.len() {
+        for x in [0x01, 0x80, 0xff] {
+            let mut b = body.clone();
+            b[i] ^= x;
+            match SessionState::decode_snapshot(&b, &reg, LIMIT) {
+                Err(_) => refused += 1,
+                // Whatever was accepted decodes every message.
+                Ok(d) => assert!(no_placeholder(&d), "flip {x:#x} at {i}"),
+            }
+        }
+    }
+    assert!(refused > body.len());
+}
+
+#[test]
+fn a_status_after_decoding_updates_the_message_held_as_bytes() {
+    let reg = SliceRegistry::new();
+    let envs = envelopes(build_events(&spec()));
+    // Cut right after the assistant message that makes the call.
+    let cut = envs
+        .iter()
+        .position(|e| matches!(&e.event, Event::Message(m) if !m.tool_calls.is_empty()))
+        .expect("a call")
+        + 1;
+    let all = fold(SessionState::new(), &envs);
+    let mut d = lazy(&fold(SessionState::new(), &envs[..cut]), &reg);
+    for e in &envs[cut..] {
+        d.apply(e);
+    }
+    assert_eq!(d, all);
+    let a = d
+        .messages()
+        .iter()
+        .find(|m| m.role == Role::Assistant && !m.tool_calls.is_empty())
+        .map(|m| m.tool_calls[0].status);
+    assert_eq!(a, Some(crate::model::ToolStatus::Started));
+    assert_eq!(
+        d.encode_snapshot(LIMIT).ok(),
+        all.encode_snapshot(LIMIT).ok()
+    );
+}
+
+#[test]
+fn a_snapshot_of_an_unknown_format_or_out_of_range_start_is_refused() {
+    let reg = SliceRegistry::new();
+    let s = fold(SessionState::new(), &envelopes(build_events(&spec())));
+    let frame: Arc<[u8]> = Arc::from(seal(&s.encode_snapshot(LIMIT).expect("encode")));
+    assert!(verify_frame(&frame).is_ok());
+    let past = SessionState::decode_snapshot_shared(frame.clone(), frame.len() + 1, &reg, LIMIT);
+    assert!(past.is_err());
+    // Read from the wrong offset: refused, never a panic.
+    for start in 0..FRAME_HEADER_LEN {
+        let _ = SessionState::decode_snapshot_shared(frame.clone(), start, &reg, LIMIT);
+    }
+    let ok = SessionState::decode_snapshot_shared(frame, FRAME_HEADER_LEN, &reg, LIMIT);
+    assert_eq!(ok.ok(), Some(s));
+}

@@ -1,0 +1,206 @@
+//! The messages section of a binary snapshot, written and read by hand
+//! with bincode's integer encoding (see `bytes.rs`):
+//!
+//! ```text
+//! varint count                       number of messages
+//! varint evaluations, each:          by id
+//!   [16] evaluation_id, varint n, n x:       by (sequence, message_id)
+//!     varint sequence, [16] message_id, varint len, len bytes: the body
+//! varint calls, each:                by (evaluation_id, call_id)
+//!   [16] evaluation_id, varint len, call_id (UTF-8), u8 status,
+//!   varint n, n x: varint sequence, [16] message_id   (the messages holding it)
+//! ```
+//!
+//! A body is the message's bincode (the crate's codec). Reading keeps each
+//! body as bytes of the snapshot's buffer (after checking that it decodes)
+//! and rebuilds every index from the headers and the calls, and the
+//! conversation slice (which depends only on the messages) from each body's
+//! role and turn; writing copies the bytes of a message still held as bytes
+//! and encodes only the others.
+
+use std::collections::hash_map::Entry;
+use std::sync::Arc;
+
+use super::bytes::{Bad, Reader, write_varint};
+use super::check::check_body;
+use super::run::EvalMessages;
+use super::slot::{Slot, Span, encode_body};
+use super::{CallSlot, Messages};
+use crate::model::{CallId, EvaluationId, MessageId, ToolStatus};
+use crate::state::Conversation;
+
+impl From<Bad> for String {
+    fn from(Bad(what, why): Bad) -> String {
+        format!("{what}: {why}")
+    }
+}
+
+const STATUSES: [ToolStatus; 4] = [
+    ToolStatus::Pending,
+    ToolStatus::Started,
+    ToolStatus::Completed,
+    ToolStatus::Failed,
+];
+
+fn status_byte(s: ToolStatus) -> u8 {
+    match s {
+        ToolStatus::Pending => 0,
+        ToolStatus::Started => 1,
+        ToolStatus::Completed => 2,
+        ToolStatus::Failed => 3,
+    }
+}
+
+/// Appends the messages section of `m` to `out`.
+pub(crate) fn write_section(m: &Messages, out: &mut Vec<u8>) -> Result<(), String> {
+    let buf = m.bytes();
+    let mut scratch = Vec::new();
+    write_varint(out, m.len() as u64);
+    write_varint(out, m.by_eval.len() as u64);
+    for (eval, msgs) in &m.by_eval {
+        let eval = eval.id();
+        out.extend_from_slice(eval.as_bytes());
+        write_varint(out, msgs.len() as u64);
+        for (key, slot) in msgs.iter() {
+            write_varint(out, key.0);
+            out.extend_from_slice(key.1.as_bytes());
+            let body = match slot.raw_bytes(buf) {
+                Some(bytes) => bytes,
+                None => {
+                    scratch.clear();
+                    encode_body(slot.get(buf, eval, *key), &mut scratch)
+                        .map_err(|e| format!("cannot encode message {}: {e}", key.1))?;
+                    &scratch
+                }
+            };
+            write_varint(out, body.len() as u64);
+            out.extend_from_slice(body);
+        }
+    }
+    let mut calls: Vec<_> = m.call_slots().collect();
+    calls.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    write_varint(out, calls.len() as u64);
+    for (eval, call, slot) in calls {
+        out.extend_from_slice(eval.as_bytes());
+        write_varint(out, call.0.len() as u64);
+        out.extend_from_slice(call.0.as_bytes());
+        out.push(status_byte(slot.status));
+        write_varint(out, slot.holders.len() as u64);
+        for (sequence, id) in &slot.holders {
+            write_varint(out, *sequence);
+            out.extend_from_slice(id.as_bytes());
+        }
+    }
+    Ok(())
+}
+
+/// Reads the messages section at `buf[at..at + len]`, keeping the bodies
+/// as bytes of `buf`, and rebuilds the [`Conversation`] slice from the
+/// bodies' roles and turns. Each body is checked to decode and to hold the
+/// ids of its header; order, uniqueness and every count are checked too.
+pub(crate) fn read_section(
+    buf: &Arc<[u8]>,
+    at: usize,
+    len: usize,
+) -> Result<(Messages, Conversation), String> {
+    let section = at
+        .checked_add(len)
+        .and_then(|end| buf.get(at..end))
+        .ok_or("the messages section is out of bounds")?;
+    let mut r = Reader::new(section);
+    let count = r.varint("count")?;
+    let mut out = Messages {
+        buf: Some(buf.clone()),
+        ..Messages::default()
+    };
+    // A message takes more than 32 bytes: never reserve more than the
+    // section could hold, whatever the count says.
+    let cap = usize::try_from(count).unwrap_or(usize::MAX);
+    out.index.reserve(cap.min(len / 32));
+    let mut conversation = Conversation::default();
+    let mut conv = Vec::new();
+    let evals = r.len("evaluations")?;
+    let mut last_eval: Option<EvaluationId> = None;
+    for _ in 0..evals {
+        let eval = EvaluationId::from_bytes(r.array("evaluation_id")?);
+        if last_eval.is_some_and(|last| last >= eval) {
+            return Err(format!("evaluation {eval} out of order"));
+        }
+        last_eval = Some(eval);
+        let n = r.len("messages")?;
+        if n == 0 {
+            return Err(format!("evaluation {eval} has no message"));
+        }
+        let mut run: Vec<((u64, MessageId), Slot)> = Vec::with_capacity(n.min(len / 32));
+        for _ in 0..n {
+            let sequence = r.varint("sequence")?;
+            let id = MessageId::from_bytes(r.array("message_id")?);
+            let key = (sequence, id);
+            if run.last().is_some_and(|(k, _)| *k >= key) {
+                return Err(format!("message {id} out of order"));
+            }
+            let body_len = r.len("body")?;
+            let start = at + r.pos();
+            let body = r.take(body_len, "body")?;
+            let ids = check_body(body).map_err(|e| format!("message {id}: {e}"))?;
+            if (ids.evaluation_id, ids.sequence, ids.message_id) != (eval, sequence, id) {
+                return Err(format!("message {id}: its ids differ from its header's"));
+            }
+            match out.index.entry(id) {
+                Entry::Occupied(_) => return Err(format!("duplicate message_id {id}")),
+                Entry::Vacant(v) => {
+                    v.insert((eval, sequence));
+                }
+            }
+            let span = Span {
+                start,
+                end: start + body_len,
+            };
+            run.push((key, Slot::raw(span)));
+            conv.push((key, ids.role, ids.turn));
+        }
+        conversation.push_sorted(eval, &mut conv);
+        conv.clear();
+        out.by_eval
+            .insert(eval.into(), EvalMessages::from_sorted(run));
+    }
+    if out.index.len() as u64 != count {
+        return Err(format!(
+            "{} messages where the count says {count}",
+            out.index.len()
+        ));
+    }
+    let calls = r.len("calls")?;
+    for _ in 0..calls {
+        let eval = EvaluationId::from_bytes(r.array("call.evaluation_id")?);
+        let n = r.len("call.call_id")?;
+        let call = std::str::from_utf8(r.take(n, "call.call_id")?)
+            .map_err(|e| format!("call.call_id: {e}"))?;
+        let status = *STATUSES
+            .get(usize::from(r.byte("call.status")?))
+            .ok_or("call.status: unknown status")?;
+        let n = r.len("call.holders")?;
+        let mut holders = Vec::with_capacity(n.min(len / 17));
+        for _ in 0..n {
+            let sequence = r.varint("call.holder.sequence")?;
+            let id = MessageId::from_bytes(r.array("call.holder.message_id")?);
+            if out.index.get(&id) != Some(&(eval, sequence)) {
+                return Err(format!("call {call}: held by unknown message {id}"));
+            }
+            holders.push((sequence, id));
+        }
+        if holders.is_empty() && status == ToolStatus::Pending {
+            return Err(format!("call {call}: pending and held by no message"));
+        }
+        match out.calls.entry(eval).or_default().entry(CallId::from(call)) {
+            Entry::Occupied(o) => return Err(format!("duplicate call {}", o.key())),
+            Entry::Vacant(v) => {
+                v.insert(CallSlot { status, holders });
+            }
+        }
+    }
+    if !r.is_empty() {
+        return Err("trailing bytes after the messages section".into());
+    }
+    Ok((out, conversation))
+}

@@ -1,0 +1,183 @@
+//! One message of [`Messages`](super::Messages): decoded, or its bincode
+//! bytes in a shared buffer (a binary snapshot), decoded on first access.
+
+use std::sync::OnceLock;
+
+use bincode::Options;
+use chrono::{DateTime, Utc};
+
+use crate::codec::codec;
+use crate::model::{EvaluationId, InnerMessage, MessageId, Role};
+
+/// Where a message's bincode bytes are in the buffer of its [`Messages`](super::Messages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Span {
+    pub(super) start: usize,
+    pub(super) end: usize,
+}
+
+/// A message: decoded, or held as bytes and decoded on first access.
+///
+/// `Raw` bytes passed [`check_body`](super::check::check_body) when the slot was made, so decoding
+/// them cannot fail. Mutation goes through [`Slot::get_mut`], which turns the
+/// slot into `Owned` (the bytes would be stale).
+#[derive(Clone, Debug)]
+pub(super) enum Slot {
+    /// A decoded message (appended since the state was decoded, or changed).
+    Owned(Box<InnerMessage>),
+    /// The message's bytes in the buffer, and the message once decoded.
+    Raw(Span, OnceLock<Box<InnerMessage>>),
+}
+
+/// The options of a message body: the crate's codec with no limit (a body
+/// is a slice of a buffer already bounded by the snapshot's limit).
+fn body_codec() -> impl Options + Copy {
+    codec(u64::MAX)
+}
+
+/// Encodes a message body, appending to `out`.
+pub(super) fn encode_body(m: &InnerMessage, out: &mut Vec<u8>) -> bincode::Result<()> {
+    body_codec().serialize_into(out, m)
+}
+
+impl Slot {
+    /// A decoded message.
+    pub(super) fn owned(m: InnerMessage) -> Slot {
+        Slot::Owned(Box::new(m))
+    }
+
+    /// A message held as bytes that passed [`check_body`](super::check::check_body).
+    pub(super) fn raw(span: Span) -> Slot {
+        Slot::Raw(span, OnceLock::new())
+    }
+
+    /// The message's bytes in `buf`, if it is held as bytes.
+    pub(super) fn raw_bytes<'b>(&self, buf: &'b [u8]) -> Option<&'b [u8]> {
+        match self {
+            Slot::Owned(_) => None,
+            Slot::Raw(s, _) => buf.get(s.start..s.end),
+        }
+    }
+
+    /// The decoded message, if it was decoded.
+    #[cfg(test)]
+    pub(super) fn decoded(&self) -> Option<&InnerMessage> {
+        match self {
+            Slot::Owned(m) => Some(m),
+            Slot::Raw(_, cell) => cell.get().map(|b| &**b),
+        }
+    }
+
+    /// The message, decoded from `buf` on first access. `eval` and `key`
+    /// are where the slot is (used only if the bytes were unreadable, which
+    /// [`check_body`](super::check::check_body) rules out).
+    pub(super) fn get(
+        &self,
+        buf: &[u8],
+        eval: EvaluationId,
+        key: (u64, MessageId),
+    ) -> &InnerMessage {
+        match self {
+            Slot::Owned(m) => m,
+            Slot::Raw(_, cell) => {
+                cell.get_or_init(|| Box::new(decode(self.raw_bytes(buf), eval, key)))
+            }
+        }
+    }
+
+    /// The message for mutation: decoded if it was not, and no longer held
+    /// as bytes (they would be stale). Always `Some`.
+    pub(super) fn get_mut(
+        &mut self,
+        buf: &[u8],
+        eval: EvaluationId,
+        key: (u64, MessageId),
+    ) -> Option<&mut InnerMessage> {
+        if let Slot::Raw(span, cell) = self {
+            let bytes = buf.get(span.start..span.end);
+            let m = cell
+                .take()
+                .unwrap_or_else(|| Box::new(decode(bytes, eval, key)));
+            *self = Slot::Owned(m);
+        }
+        match self {
+            Slot::Owned(m) => Some(m),
+            Slot::Raw(..) => None,
+        }
+    }
+}
+
+/// Decodes a body that passed [`check_body`](super::check::check_body). Should that ever fail, the
+/// result is a placeholder with the slot's ids whose content says so (no
+/// panic, and the error is visible where the message is shown).
+fn decode(bytes: Option<&[u8]>, eval: EvaluationId, key: (u64, MessageId)) -> InnerMessage {
+    let err = match bytes.map(|b| body_codec().deserialize::<InnerMessage>(b)) {
+        Some(Ok(m)) => return m,
+        Some(Err(e)) => e.to_string(),
+        None => "no bytes".to_owned(),
+    };
+    let mut m = InnerMessage::new(
+        Role::System,
+        format!("<undecodable snapshot message: {err}>"),
+        eval,
+        key.0,
+    );
+    m.message_id = key.1;
+    m.created_at = DateTime::<Utc>::UNIX_EPOCH;
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CallId, ToolCallRecord, ToolStatus};
+
+    fn sample() -> InnerMessage {
+        let mut m = InnerMessage::new(Role::Assistant, "héllo", EvaluationId::new(), 7);
+        m.tool_calls = vec![
+            ToolCallRecord::new("c1", "ls", "{}"),
+            ToolCallRecord::new("c2", "rm", "{\"f\":1}"),
+        ];
+        m.tool_calls[1].status = ToolStatus::Failed;
+        m.tool_call_id = Some(CallId::from("c0"));
+        m.tool_name = Some("t".into());
+        m.turn = 3;
+        m.prompt_ns = "ns".into();
+        m.prompt_key = "k".into();
+        m.provider_payload = Some("{}".into());
+        m
+    }
+
+    #[test]
+    fn undecodable_bytes_give_a_placeholder_not_a_panic() {
+        let eval = EvaluationId::new();
+        let id = MessageId::new();
+        let slot = Slot::raw(Span { start: 0, end: 3 });
+        let m = slot.get(&[1, 2, 3], eval, (4, id));
+        assert_eq!((m.evaluation_id, m.sequence, m.message_id), (eval, 4, id));
+        assert!(m.content.starts_with("<undecodable snapshot message"));
+        let slot = Slot::raw(Span { start: 0, end: 9 });
+        assert!(slot.get(&[], eval, (4, id)).content.contains("no bytes"));
+    }
+
+    #[test]
+    fn mutation_decodes_and_drops_the_bytes() {
+        let m = sample();
+        let mut body = Vec::new();
+        encode_body(&m, &mut body).expect("encode");
+        let mut slot = Slot::raw(Span {
+            start: 0,
+            end: body.len(),
+        });
+        assert!(slot.decoded().is_none());
+        let key = (m.sequence, m.message_id);
+        assert_eq!(slot.get(&body, m.evaluation_id, key), &m);
+        assert_eq!(slot.decoded(), Some(&m));
+        if let Some(x) = slot.get_mut(&body, m.evaluation_id, key) {
+            x.turn = 9;
+        }
+        assert!(matches!(slot, Slot::Owned(_)));
+        assert!(slot.raw_bytes(&body).is_none());
+        assert_eq!(slot.decoded().map(|x| x.turn), Some(9));
+    }
+}
