@@ -111,11 +111,12 @@ pub(crate) fn parse(bytes: &[u8], limit: u64) -> Result<FileContents> {
                 // A tail only if nothing readable follows; otherwise the
                 // damage is in the middle and must not hide what comes after.
                 // Only a record that could continue a stream (a later seq of
-                // a session, or a new session's first) counts: a torn last
-                // record's payload may hold copies of earlier records.
+                // a session, or any record of a session not seen yet) counts:
+                // a torn last record's payload may hold copies of earlier
+                // records.
                 let continues = |env: &Envelope| match out.streams.get(&env.session) {
                     Some(stream) => env.seq >= stream.len() as u64,
-                    None => env.seq == 0,
+                    None => true,
                 };
                 if let Some(good) = next_record_where(bytes, pos + 1, limit, continues) {
                     return Err(Error::corruption(

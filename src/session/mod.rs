@@ -308,13 +308,21 @@ impl Session {
                     return Err(e);
                 }
             }
-            for env in &envelopes {
-                core.state.apply(env);
-            }
             core.head = first + envelopes.len() as u64;
             let last = core.head - 1;
-            if let Some(env) = envelopes.last() {
-                self.maybe_checkpoint(&mut core, env);
+            let checkpoint = envelopes.last().is_some_and(|env| {
+                inner.config.checkpoint.should_checkpoint(
+                    core.last_snapshot,
+                    core.last_snapshot_at,
+                    env,
+                )
+            });
+            // The events move into the state: no message is cloned.
+            for env in envelopes {
+                core.state.apply_owned(env);
+            }
+            if checkpoint && let Err(e) = self.write_snapshot(&mut core) {
+                core.checkpoint_error = Some(e.to_string());
             }
             (first, last)
         };
@@ -323,15 +331,6 @@ impl Session {
             hook(id, first, last);
         }
         Ok((first, last))
-    }
-
-    fn maybe_checkpoint(&self, core: &mut Core, env: &Envelope) {
-        let strategy = &self.journal.inner.config.checkpoint;
-        if strategy.should_checkpoint(core.last_snapshot, core.last_snapshot_at, env) {
-            if let Err(e) = self.write_snapshot(core) {
-                core.checkpoint_error = Some(e.to_string());
-            }
-        }
     }
 
     fn write_snapshot(&self, core: &mut Core) -> Result<Option<u64>> {

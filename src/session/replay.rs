@@ -22,9 +22,16 @@ pub(crate) fn decode_snapshot(
             "snapshot at seq {seq} is past the stream's head {len}"
         ));
     }
-    let body = codec::verify_frame(frame).map_err(|e| e.to_string())?;
-    let state = SessionState::decode_snapshot(body, &config.slices, config.max_snapshot_bytes)
-        .map_err(|e| e.to_string())?;
+    codec::verify_frame(frame).map_err(|e| e.to_string())?;
+    // Message bodies stay in this buffer, decoded on first access.
+    let shared: std::sync::Arc<[u8]> = std::sync::Arc::from(frame);
+    let state = SessionState::decode_snapshot_shared(
+        shared,
+        codec::FRAME_HEADER_LEN,
+        &config.slices,
+        config.max_snapshot_bytes,
+    )
+    .map_err(|e| e.to_string())?;
     if state.last_seq() != Some(seq) {
         return Err(format!(
             "snapshot claims seq {:?} but is stored at {seq}",
@@ -131,7 +138,7 @@ pub(crate) fn replay(
                 format!("record belongs to session {} seq {}", env.session, env.seq),
             ));
         }
-        state.apply(&env);
+        state.apply_owned(env);
         *count += 1;
         expect += 1;
         Ok(Visit::Continue(()))
