@@ -2,12 +2,12 @@
 
 mod bytes;
 mod check;
+mod index;
 mod run;
 mod section;
 mod slot;
 
 use std::collections::BTreeMap;
-use std::collections::hash_map::Entry;
 use std::fmt;
 use std::sync::Arc;
 
@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, ToolStatus};
 use crate::state::hash::FastMap;
 use crate::state::keys::EvalKey;
+use index::Index;
 use run::EvalMessages;
 pub(crate) use section::{read_section, write_section};
 use slot::Slot;
@@ -53,7 +54,7 @@ struct CallSlot {
 #[serde(try_from = "MessagesRepr")]
 pub struct Messages {
     by_eval: BTreeMap<EvalKey, EvalMessages>,
-    index: FastMap<MessageId, (EvaluationId, u64)>,
+    index: Index,
     calls: FastMap<EvaluationId, FastMap<CallId, CallSlot>>,
     /// The buffer (a binary snapshot body) the slots held as bytes point into.
     buf: Option<Arc<[u8]>>,
@@ -95,7 +96,7 @@ impl Messages {
     /// The message with this id.
     pub fn get(&self, message_id: MessageId) -> Option<&InnerMessage> {
         let (eval, sequence) = self.index.get(&message_id)?;
-        self.get_at(*eval, *sequence, message_id)
+        self.get_at(eval, sequence, message_id)
     }
 
     /// The last message of an evaluation (highest sequence).
@@ -149,13 +150,10 @@ impl Messages {
     /// [`insert_claimed`](Self::insert_claimed) before anything else reads
     /// or changes the slice.
     pub(crate) fn claim(&mut self, message: &InnerMessage) -> bool {
-        match self.index.entry(message.message_id) {
-            Entry::Occupied(_) => false,
-            Entry::Vacant(v) => {
-                v.insert((message.evaluation_id, message.sequence));
-                true
-            }
-        }
+        self.index.claim(
+            message.message_id,
+            (message.evaluation_id, message.sequence),
+        )
     }
 
     /// Inserts a message whose id was just [`claim`](Self::claim)ed.

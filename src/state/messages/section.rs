@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use super::bytes::{Bad, Reader, write_varint};
 use super::check::check_body;
+use super::index::Index;
 use super::run::EvalMessages;
 use super::slot::{Slot, Span, encode_body};
 use super::{CallSlot, Messages};
@@ -116,7 +117,7 @@ pub(crate) fn read_section(
     // A message takes more than 32 bytes: never reserve more than the
     // section could hold, whatever the count says.
     let cap = usize::try_from(count).unwrap_or(usize::MAX);
-    out.index.reserve(cap.min(len / 32));
+    let mut index = Vec::with_capacity(cap.min(len / 32));
     let mut conversation = Conversation::default();
     let mut conv = Vec::new();
     let evals = r.len("evaluations")?;
@@ -146,12 +147,7 @@ pub(crate) fn read_section(
             if (ids.evaluation_id, ids.sequence, ids.message_id) != (eval, sequence, id) {
                 return Err(format!("message {id}: its ids differ from its header's"));
             }
-            match out.index.entry(id) {
-                Entry::Occupied(_) => return Err(format!("duplicate message_id {id}")),
-                Entry::Vacant(v) => {
-                    v.insert((eval, sequence));
-                }
-            }
+            index.push((id, (eval, sequence)));
             let span = Span {
                 start,
                 end: start + body_len,
@@ -164,12 +160,13 @@ pub(crate) fn read_section(
         out.by_eval
             .insert(eval.into(), EvalMessages::from_sorted(run));
     }
-    if out.index.len() as u64 != count {
+    if index.len() as u64 != count {
         return Err(format!(
             "{} messages where the count says {count}",
-            out.index.len()
+            index.len()
         ));
     }
+    out.index = Index::from_unsorted(index).map_err(|id| format!("duplicate message_id {id}"))?;
     let calls = r.len("calls")?;
     for _ in 0..calls {
         let eval = EvaluationId::from_bytes(r.array("call.evaluation_id")?);
@@ -184,7 +181,11 @@ pub(crate) fn read_section(
         for _ in 0..n {
             let sequence = r.varint("call.holder.sequence")?;
             let id = MessageId::from_bytes(r.array("call.holder.message_id")?);
-            if out.index.get(&id) != Some(&(eval, sequence)) {
+            let held = out
+                .by_eval
+                .get(&eval.into())
+                .is_some_and(|m| m.get(&(sequence, id)).is_some());
+            if !held {
                 return Err(format!("call {call}: held by unknown message {id}"));
             }
             holders.push((sequence, id));
