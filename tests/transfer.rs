@@ -237,11 +237,21 @@ fn unknown_fields_with_extreme_floats_round_trip_exactly() {
     let text = r#"[{"role":"user","content":"hi"},
         {"role":"assistant","content":"ok","x_extra":2.000000000000001e+60,"y":8.888888888888889e+25}]"#;
     let j = Journal::memory();
-    let s = j.import_conversation(text, ConversationFormat::OpenAi, "ns", "key").expect("import");
-    let once = s.export_conversation(ConversationFormat::OpenAi, None).expect("export");
+    let s = j
+        .import_conversation(text, ConversationFormat::OpenAi, "ns", "key")
+        .expect("import");
+    let once = s
+        .export_conversation(ConversationFormat::OpenAi, None)
+        .expect("export");
     let original: serde_json::Value = serde_json::from_str(text).expect("json");
     let back: serde_json::Value = serde_json::from_str(&once).expect("json");
     assert_eq!(back, original);
-    let s2 = j.import_conversation(&once, ConversationFormat::OpenAi, "ns", "key").expect("import again");
-    assert_eq!(s2.export_conversation(ConversationFormat::OpenAi, None).expect("export"), once);
+    let s2 = j
+        .import_conversation(&once, ConversationFormat::OpenAi, "ns", "key")
+        .expect("import again");
+    assert_eq!(
+        s2.export_conversation(ConversationFormat::OpenAi, None)
+            .expect("export"),
+        once
+    );
 }
