@@ -181,7 +181,7 @@ fn verify_session(
             _ => {}
         }
         if state_ok {
-            state.apply(&env);
+            state.apply_owned(env);
             if let Some((sseq, sframe)) = &snapshot
                 && *sseq == seq
             {

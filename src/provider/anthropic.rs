@@ -15,8 +15,8 @@ use super::validate::{
     Block, anthropic_blocks, anthropic_role, anthropic_system, tool_result_text,
 };
 use super::{
-    ANTHROPIC, INTERRUPTED_RESULT, Res, Tagged, Turn, imported, kind, plan, tag, tagged,
-    tagged_message,
+    ANTHROPIC, INTERRUPTED_RESULT, Res, Tagged, Turn, imported, kind, message_list, plan, tag,
+    tagged, tagged_message,
 };
 use crate::error::{Error, Result};
 use crate::model::{
@@ -452,29 +452,11 @@ pub fn from_request(
     prompt_ns: &str,
     prompt_key: &str,
 ) -> Result<Vec<InnerMessage>> {
-    let (system, list) = match value {
-        Value::Array(a) => (None, a),
-        Value::Object(o) => match o.get("messages") {
-            Some(Value::Array(a)) => (o.get("system"), a),
-            Some(other) => {
-                return Err(invalid(format!(
-                    "\"messages\" must be an array, found {}",
-                    kind(other)
-                )));
-            }
-            None => {
-                return Err(invalid(
-                    "expected a request object with a \"messages\" array or an array of messages; the object has no \"messages\"".to_owned(),
-                ));
-            }
-        },
-        other => {
-            return Err(invalid(format!(
-                "expected a request object with a \"messages\" array or an array of messages, found {}",
-                kind(other)
-            )));
-        }
-    };
+    let (request, list) = message_list(
+        value,
+        "expected a request object with a \"messages\" array or an array of messages",
+    )?;
+    let system = request.and_then(|o| o.get("system"));
     let new =
         |role, content, seq| imported(role, content, evaluation_id, seq, prompt_ns, prompt_key);
 

@@ -151,6 +151,35 @@ pub(crate) fn tagged_message(msg: &InnerMessage, provider: &str) -> Option<Map<S
     }
 }
 
+/// A JSON object.
+pub(crate) type JsonObject = serde_json::Map<String, Value>;
+
+/// The messages of a provider input: the value itself when it is an array,
+/// else the `"messages"` array of a request object (returned too, for its
+/// other fields). `expected` describes the accepted shapes in errors.
+pub(crate) fn message_list<'a>(
+    value: &'a Value,
+    expected: &str,
+) -> crate::Result<(Option<&'a JsonObject>, &'a Vec<Value>)> {
+    match value {
+        Value::Array(a) => Ok((None, a)),
+        Value::Object(o) => match o.get("messages") {
+            Some(Value::Array(a)) => Ok((Some(o), a)),
+            Some(other) => Err(crate::Error::InvalidInput(format!(
+                "\"messages\" must be an array, found {}",
+                kind(other)
+            ))),
+            None => Err(crate::Error::InvalidInput(format!(
+                "{expected}; the object has no \"messages\""
+            ))),
+        },
+        other => Err(crate::Error::InvalidInput(format!(
+            "{expected}, found {}",
+            kind(other)
+        ))),
+    }
+}
+
 /// The JSON type of a value, for error messages.
 pub(crate) fn kind(v: &Value) -> &'static str {
     match v {

@@ -11,7 +11,9 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::validate::{openai_role, openai_tool_call_id, openai_tool_calls};
-use super::{INTERRUPTED_RESULT, OPENAI, Res, Turn, imported, kind, plan, tagged_message};
+use super::{
+    INTERRUPTED_RESULT, OPENAI, Res, Turn, imported, kind, message_list, plan, tagged_message,
+};
 use crate::error::{Error, Result};
 use crate::model::{CallId, EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
 
@@ -157,29 +159,10 @@ pub fn from_messages(
     prompt_ns: &str,
     prompt_key: &str,
 ) -> Result<Vec<InnerMessage>> {
-    let list = match value {
-        Value::Array(a) => a,
-        Value::Object(o) => match o.get("messages") {
-            Some(Value::Array(a)) => a,
-            Some(other) => {
-                return Err(invalid(format!(
-                    "\"messages\" must be an array, found {}",
-                    kind(other)
-                )));
-            }
-            None => {
-                return Err(invalid(
-                    "expected an array of messages or an object with a \"messages\" array; the object has no \"messages\"".to_owned(),
-                ));
-            }
-        },
-        other => {
-            return Err(invalid(format!(
-                "expected an array of messages or an object with a \"messages\" array, found {}",
-                kind(other)
-            )));
-        }
-    };
+    let (_, list) = message_list(
+        value,
+        "expected an array of messages or an object with a \"messages\" array",
+    )?;
 
     let mut out: Vec<InnerMessage> = Vec::with_capacity(list.len());
     let mut made: HashMap<&str, Made> = HashMap::new();
