@@ -146,7 +146,7 @@ impl Journal {
                 && codec::verify_frame(&frame).is_ok()
                 && seq < written
             {
-                out.inner.store.put_snapshot(id, seq, frame)?;
+                out.inner.store.put_snapshot(id, seq, frame.to_vec())?;
             }
             report.sessions += 1;
             report.events += written;

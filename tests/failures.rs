@@ -24,7 +24,7 @@ use agent_journal::{
 struct FaultyStore {
     streams: Mutex<BTreeMap<SessionId, Vec<Vec<u8>>>>,
     durable: Mutex<BTreeMap<SessionId, usize>>,
-    snapshots: Mutex<HashMap<SessionId, (u64, Vec<u8>)>>,
+    snapshots: Mutex<HashMap<SessionId, (u64, agent_journal::SharedBytes)>>,
     /// Appends fail while set.
     fail_appends: AtomicBool,
     /// Flush calls made so far.
@@ -148,11 +148,14 @@ impl Store for FaultyStore {
         self.snapshots
             .lock()
             .expect("lock")
-            .insert(session, (seq, frame));
+            .insert(session, (seq, agent_journal::SharedBytes::from(frame)));
         Ok(())
     }
 
-    fn latest_snapshot(&self, session: SessionId) -> Result<Option<(u64, Vec<u8>)>> {
+    fn latest_snapshot(
+        &self,
+        session: SessionId,
+    ) -> Result<Option<(u64, agent_journal::SharedBytes)>> {
         Ok(self.snapshots.lock().expect("lock").get(&session).cloned())
     }
 

@@ -5,7 +5,7 @@ use std::sync::{Mutex, MutexGuard, RwLock};
 
 use crate::error::{Error, Result};
 use crate::journal::Durability;
-use crate::journal::store::{Store, Visit};
+use crate::journal::store::{SharedBytes, Store, Visit};
 use crate::model::SessionId;
 
 /// Keeps frames in memory. Used by `Journal::memory()`, by tests, and to
@@ -13,7 +13,7 @@ use crate::model::SessionId;
 #[derive(Default)]
 pub struct MemoryStore {
     streams: RwLock<BTreeMap<SessionId, Vec<Vec<u8>>>>,
-    snapshots: Mutex<HashMap<SessionId, (u64, Vec<u8>)>>,
+    snapshots: Mutex<HashMap<SessionId, (u64, SharedBytes)>>,
     read_only: bool,
 }
 
@@ -32,7 +32,7 @@ impl MemoryStore {
         }
     }
 
-    fn snaps(&self) -> MutexGuard<'_, HashMap<SessionId, (u64, Vec<u8>)>> {
+    fn snaps(&self) -> MutexGuard<'_, HashMap<SessionId, (u64, SharedBytes)>> {
         self.snapshots.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -118,11 +118,12 @@ impl Store for MemoryStore {
     }
 
     fn put_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
-        self.snaps().insert(session, (seq, frame));
+        self.snaps()
+            .insert(session, (seq, SharedBytes::from(frame)));
         Ok(())
     }
 
-    fn latest_snapshot(&self, session: SessionId) -> Result<Option<(u64, Vec<u8>)>> {
+    fn latest_snapshot(&self, session: SessionId) -> Result<Option<(u64, SharedBytes)>> {
         Ok(self.snaps().get(&session).cloned())
     }
 

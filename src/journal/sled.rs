@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::error::{Error, Result};
 use crate::journal::Durability;
 use crate::journal::group_commit::GroupCommit;
-use crate::journal::store::{Store, Visit};
+use crate::journal::store::{SharedBytes, Store, Visit};
 use crate::model::SessionId;
 
 const FORMAT_KEY: &[u8] = b"format";
@@ -453,14 +453,14 @@ impl Store for SledStore {
         Ok(())
     }
 
-    fn latest_snapshot(&self, session: SessionId) -> Result<Option<(u64, Vec<u8>)>> {
+    fn latest_snapshot(&self, session: SessionId) -> Result<Option<(u64, SharedBytes)>> {
         let last = self
             .snapshots
             .scan_prefix(session.as_bytes())
             .next_back()
             .transpose()
             .map_err(|e| storage(e, "reading a snapshot"))?;
-        Ok(last.and_then(|(k, v)| split_key(&k).map(|(_, seq)| (seq, v.to_vec()))))
+        Ok(last.and_then(|(k, v)| split_key(&k).map(|(_, seq)| (seq, SharedBytes::new(v)))))
     }
 
     fn delete_session(&self, session: SessionId) -> Result<()> {

@@ -1,8 +1,57 @@
 //! The backend trait. No type of a storage engine appears in it.
 
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
 use crate::error::Result;
 use crate::journal::Durability;
 use crate::model::SessionId;
+
+/// An immutable byte buffer shared without copying: a snapshot frame as a
+/// store holds it (a sled value, a `Vec`, an `Arc<[u8]>`). A decoded state
+/// keeps its message bodies in it, so a snapshot of hundreds of MiB is
+/// neither copied when read nor decoded before a message is looked at.
+#[derive(Clone)]
+pub struct SharedBytes(Arc<dyn AsRef<[u8]> + Send + Sync>);
+
+impl SharedBytes {
+    /// Shares `bytes` (moved in, not copied).
+    pub fn new(bytes: impl AsRef<[u8]> + Send + Sync + 'static) -> Self {
+        SharedBytes(Arc::new(bytes))
+    }
+}
+
+impl Deref for SharedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        (*self.0).as_ref()
+    }
+}
+
+impl AsRef<[u8]> for SharedBytes {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl From<Vec<u8>> for SharedBytes {
+    fn from(v: Vec<u8>) -> Self {
+        SharedBytes::new(v)
+    }
+}
+
+impl From<Arc<[u8]>> for SharedBytes {
+    fn from(v: Arc<[u8]>) -> Self {
+        SharedBytes::new(v)
+    }
+}
+
+impl fmt::Debug for SharedBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SharedBytes({} bytes)", self.len())
+    }
+}
 
 /// What a visitor returns to go on reading or to stop.
 pub type Visit = std::ops::ControlFlow<()>;
@@ -45,8 +94,10 @@ pub trait Store: Send + Sync + 'static {
     /// of the session. Snapshots are a cache: a store may lose them.
     fn put_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()>;
 
-    /// The latest snapshot of a session: `(seq, frame)`.
-    fn latest_snapshot(&self, session: SessionId) -> Result<Option<(u64, Vec<u8>)>>;
+    /// The latest snapshot of a session: `(seq, frame)`. The frame is shared,
+    /// not copied: a snapshot can be hundreds of MiB, and the decoded state
+    /// keeps its message bodies in this buffer.
+    fn latest_snapshot(&self, session: SessionId) -> Result<Option<(u64, SharedBytes)>>;
 
     /// Removes the frames with `seq >= from` (cuts off a torn tail).
     fn truncate(&self, session: SessionId, from: u64) -> Result<()>;

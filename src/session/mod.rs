@@ -156,7 +156,7 @@ impl Session {
             let config = &session.journal.inner.config;
             let mut from = 0;
             if let Some((seq, frame)) = store.latest_snapshot(id)? {
-                match decode_snapshot(&frame, seq, len, config) {
+                match decode_snapshot(frame, seq, len, config) {
                     Ok(state) => {
                         core.state = state;
                         core.last_snapshot = Some(seq);
@@ -395,7 +395,7 @@ impl Session {
         if let Some(snap) = last_snapshot.filter(|s| *s <= seq)
             && let Some((sseq, frame)) = self.journal.inner.store.latest_snapshot(self.id())?
             && sseq == snap
-            && let Ok(s) = decode_snapshot(&frame, sseq, head, config)
+            && let Ok(s) = decode_snapshot(frame, sseq, head, config)
         {
             state = s;
             from = sseq + 1;

@@ -12,7 +12,7 @@ use crate::state::SessionState;
 
 /// Decodes a snapshot frame; `Err(reason)` if it cannot be used.
 pub(crate) fn decode_snapshot(
-    frame: &[u8],
+    frame: crate::SharedBytes,
     seq: u64,
     len: u64,
     config: &crate::JournalConfig,
@@ -22,11 +22,10 @@ pub(crate) fn decode_snapshot(
             "snapshot at seq {seq} is past the stream's head {len}"
         ));
     }
-    codec::verify_frame(frame).map_err(|e| e.to_string())?;
+    codec::verify_frame(&frame).map_err(|e| e.to_string())?;
     // Message bodies stay in this buffer, decoded on first access.
-    let shared: std::sync::Arc<[u8]> = std::sync::Arc::from(frame);
     let state = SessionState::decode_snapshot_shared(
-        shared,
+        frame,
         codec::FRAME_HEADER_LEN,
         &config.slices,
         config.max_snapshot_bytes,

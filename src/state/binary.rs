@@ -15,7 +15,7 @@
 //! Decoding keeps the messages as bytes of the snapshot's buffer, decoded
 //! on first access; encoding copies a message still held as bytes.
 
-use std::sync::Arc;
+use crate::journal::store::SharedBytes;
 
 use bincode::Options;
 use serde::{Deserialize, Serialize};
@@ -125,7 +125,7 @@ impl SessionState {
         registry: &SliceRegistry,
         limit: u64,
     ) -> Result<SessionState> {
-        Self::decode_snapshot_shared(Arc::from(body), 0, registry, limit)
+        Self::decode_snapshot_shared(SharedBytes::from(body.to_vec()), 0, registry, limit)
     }
 
     /// Decodes the binary snapshot body `buf[start..]` (so a whole frame can
@@ -140,7 +140,7 @@ impl SessionState {
     /// [`Error::SnapshotRestore`] when the body is undecodable, of an unknown
     /// format, or lacks a slice of `registry`: replay the stream instead.
     pub fn decode_snapshot_shared(
-        buf: Arc<[u8]>,
+        buf: SharedBytes,
         start: usize,
         registry: &SliceRegistry,
         limit: u64,

@@ -7,9 +7,9 @@ mod run;
 mod section;
 mod slot;
 
+use crate::journal::store::SharedBytes;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 
 use serde::ser::{SerializeSeq, SerializeStruct};
 use serde::{Deserialize, Serialize, Serializer};
@@ -57,7 +57,7 @@ pub struct Messages {
     index: Index,
     calls: FastMap<EvaluationId, FastMap<CallId, CallSlot>>,
     /// The buffer (a binary snapshot body) the slots held as bytes point into.
-    buf: Option<Arc<[u8]>>,
+    buf: Option<SharedBytes>,
 }
 
 fn join(a: ToolStatus, b: ToolStatus) -> ToolStatus {

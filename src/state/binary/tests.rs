@@ -1,7 +1,5 @@
 //! `apply_owned` and lazily decoded messages.
 
-use std::sync::Arc;
-
 use proptest::prelude::*;
 
 use crate::codec::{FRAME_HEADER_LEN, seal, verify_frame};
@@ -25,7 +23,7 @@ fn fold_owned(start: SessionState, envs: &[Envelope]) -> SessionState {
 
 /// Decodes a snapshot of `s` as a store would hand it over: a whole frame.
 fn lazy(s: &SessionState, reg: &SliceRegistry) -> SessionState {
-    let frame: Arc<[u8]> = Arc::from(seal(&s.encode_snapshot(LIMIT).expect("encode")));
+    let frame = crate::SharedBytes::from(seal(&s.encode_snapshot(LIMIT).expect("encode")));
     SessionState::decode_snapshot_shared(frame, FRAME_HEADER_LEN, reg, LIMIT).expect("decode")
 }
 
@@ -157,7 +155,7 @@ fn a_status_after_decoding_updates_the_message_held_as_bytes() {
 fn a_snapshot_of_an_unknown_format_or_out_of_range_start_is_refused() {
     let reg = SliceRegistry::new();
     let s = fold(SessionState::new(), &envelopes(build_events(&spec())));
-    let frame: Arc<[u8]> = Arc::from(seal(&s.encode_snapshot(LIMIT).expect("encode")));
+    let frame = crate::SharedBytes::from(seal(&s.encode_snapshot(LIMIT).expect("encode")));
     assert!(verify_frame(&frame).is_ok());
     let past = SessionState::decode_snapshot_shared(frame.clone(), frame.len() + 1, &reg, LIMIT);
     assert!(past.is_err());

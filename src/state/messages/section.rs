@@ -18,8 +18,8 @@
 //! role and turn; writing copies the bytes of a message still held as bytes
 //! and encodes only the others.
 
+use crate::journal::store::SharedBytes;
 use std::collections::hash_map::Entry;
-use std::sync::Arc;
 
 use super::bytes::{Bad, Reader, write_varint};
 use super::check::check_body;
@@ -100,7 +100,7 @@ pub(crate) fn write_section(m: &Messages, out: &mut Vec<u8>) -> Result<(), Strin
 /// bodies' roles and turns. Each body is checked to decode and to hold the
 /// ids of its header; order, uniqueness and every count are checked too.
 pub(crate) fn read_section(
-    buf: &Arc<[u8]>,
+    buf: &SharedBytes,
     at: usize,
     len: usize,
 ) -> Result<(Messages, Conversation), String> {
