@@ -142,7 +142,7 @@ impl Journal {
             out.inner.store.append(id, written, &chunk)?;
             written += chunk.len() as u64;
             progress(chunk.len() as u64);
-            if let Some((seq, frame)) = self.inner.store.latest_snapshot(id)?
+            if let Ok(Some((seq, frame))) = self.inner.store.latest_snapshot(id)
                 && codec::verify_frame(&frame).is_ok()
                 && seq < written
             {

@@ -170,3 +170,126 @@ fn an_exported_file_round_trips_through_import() {
     ));
     assert_eq!(j.session(id).expect("s").head(), 8);
 }
+
+/// A session whose snapshot is over 64 KiB (so the sled store keeps it in a
+/// file of its own), with a snapshot taken at its head; returns the id, the
+/// state and the snapshot file.
+fn big_snapshot(path: &Path) -> (SessionId, agent_journal::SessionState, std::path::PathBuf) {
+    let j = Journal::open(path).expect("open");
+    let s = j.create_session().expect("create");
+    let e = s.start_evaluation("ns", "key").expect("evaluation");
+    for i in 0..300 {
+        e.user(format!("{i:04} {}", "x".repeat(400))).expect("user");
+    }
+    let seq = s.snapshot().expect("snapshot").expect("a snapshot");
+    let file = snapshot_files(path)
+        .into_iter()
+        .find(|f| f.to_string_lossy().ends_with(&format!("{seq:020}.frame")))
+        .expect("the snapshot has a file of its own");
+    assert!(std::fs::metadata(&file).expect("file").len() > 64 << 10);
+    (s.id(), s.state_cloned(), file)
+}
+
+fn snapshot_files(path: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(path.join("snapshots"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_large_snapshot_lives_in_a_file_and_is_read_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let (id, expected, _) = big_snapshot(&path);
+    let j = Journal::open(&path).expect("reopen");
+    let s = j.session(id).expect("session");
+    let stats = s.load_stats();
+    assert_eq!((stats.snapshot_seq, stats.events_replayed), (Some(301), 0));
+    assert_eq!(s.state_cloned(), expected);
+    // The file counts in the size on disk.
+    let files: u64 = snapshot_files(&path)
+        .iter()
+        .map(|f| std::fs::metadata(f).expect("file").len())
+        .sum();
+    assert!(j.size_on_disk().expect("size") > files);
+    assert!(j.verify(None, |_| {}).expect("verify").is_clean());
+}
+
+#[test]
+fn a_damaged_missing_or_cut_snapshot_file_is_rejected_and_the_stream_replayed() {
+    type Damage = fn(&Path);
+    let damages: [(&str, Damage, &str); 3] = [
+        (
+            "flipped",
+            |f| {
+                let mut b = std::fs::read(f).expect("read");
+                let at = b.len() / 2;
+                b[at] ^= 0x40;
+                std::fs::write(f, b).expect("write");
+            },
+            "checksum",
+        ),
+        ("missing", |f| std::fs::remove_file(f).expect("rm"), "reading snapshot file"),
+        (
+            "cut",
+            |f| {
+                let b = std::fs::read(f).expect("read");
+                std::fs::write(f, &b[..b.len() - 100]).expect("write");
+            },
+            "its pointer says",
+        ),
+    ];
+    for (what, damage, reason) in damages {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("db");
+        let (id, expected, file) = big_snapshot(&path);
+        damage(&file);
+        let j = Journal::open(&path).expect("reopen");
+        let report = j.verify(None, |_| {}).expect("verify");
+        assert_eq!(report.problems.len(), 1, "{what}: {:?}", report.problems);
+        assert_eq!(report.problems[0].kind, agent_journal::ProblemKind::Snapshot);
+        let s = j.session(id).expect("session");
+        let stats = s.load_stats();
+        assert_eq!(stats.snapshot_seq, None, "{what}");
+        let rejected = stats.snapshot_rejected.expect("a reason");
+        assert!(rejected.contains(reason), "{what}: {rejected}");
+        assert_eq!(stats.events_replayed, 302, "{what}");
+        assert_eq!(s.state_cloned(), expected, "{what}");
+        // The next snapshot replaces the damaged one.
+        assert_eq!(s.snapshot().expect("snapshot"), Some(301));
+        drop((s, j));
+        let j = Journal::open(&path).expect("reopen");
+        assert_eq!(j.session(id).expect("s").load_stats().snapshot_seq, Some(301));
+    }
+}
+
+#[test]
+fn replaced_orphaned_and_deleted_snapshot_files_are_removed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let (id, _, first) = big_snapshot(&path);
+    {
+        let j = Journal::open(&path).expect("reopen");
+        let s = j.session(id).expect("session");
+        s.append(custom(1)).expect("append");
+        assert_eq!(s.snapshot().expect("snapshot"), Some(302));
+        let files = snapshot_files(&path);
+        assert_eq!(files.len(), 1, "{files:?}");
+        assert_ne!(files[0], first, "the replaced file is gone");
+    }
+    // A file no pointer names (a crash between writing it and recording
+    // it) and a temporary one are removed at open; foreign files stay.
+    let orphan = first.clone();
+    std::fs::write(&orphan, b"left by a crash").expect("orphan");
+    let tmp = path.join("snapshots").join(".x.frame.1.0.tmp");
+    std::fs::write(&tmp, b"partial").expect("tmp");
+    let foreign = path.join("snapshots").join("NOTES");
+    std::fs::write(&foreign, b"mine").expect("foreign");
+    let j = Journal::open(&path).expect("reopen");
+    assert!(!orphan.exists() && !tmp.exists() && foreign.exists());
+    assert_eq!(snapshot_files(&path).len(), 2);
+    j.delete_session(id, true).expect("delete");
+    assert_eq!(snapshot_files(&path), vec![foreign]);
+}

@@ -4,6 +4,7 @@ pub(crate) mod file;
 mod group_commit;
 pub(crate) mod memory;
 pub(crate) mod sled;
+mod snapfiles;
 pub(crate) mod store;
 
 use std::collections::HashMap;

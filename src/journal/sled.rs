@@ -2,7 +2,9 @@
 //!
 //! Layout (see `docs/format.md`):
 //! - tree `events`: key = session id (16 B) ++ seq (u64 big-endian), value = frame;
-//! - tree `snapshots`: same key shape, value = frame of a `SessionState`;
+//! - tree `snapshots`: same key shape, value = frame of a `SessionState`, or
+//!   for a frame over 64 KiB a pointer to its file in `snapshots/` (see
+//!   `snapfiles.rs`);
 //! - tree `meta`: `format` = `agent-journal 1`, written when the database is created.
 //!
 //! The head (next seq) of a session is derived from its last key and cached;
@@ -17,6 +19,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::error::{Error, Result};
 use crate::journal::Durability;
 use crate::journal::group_commit::GroupCommit;
+use crate::journal::snapfiles::{self, INLINE_MAX, SnapFiles};
 use crate::journal::store::{SharedBytes, Store, Visit};
 use crate::model::SessionId;
 
@@ -88,6 +91,8 @@ pub(crate) struct SledStore {
     db: sled::Db,
     events: sled::Tree,
     snapshots: sled::Tree,
+    /// Snapshot frames too large to keep in sled.
+    snap_files: SnapFiles,
     /// Cached next seq per session; one lock per session.
     heads: RwLock<HashMap<SessionId, Arc<Mutex<Option<u64>>>>>,
     /// The database file, for a real fdatasync (sled 0.34 only sync_file_ranges).
@@ -206,6 +211,7 @@ impl SledStore {
             db,
             events,
             snapshots,
+            snap_files: SnapFiles::new(path),
             heads: RwLock::new(HashMap::new()),
             db_file,
             synced_blobs: Mutex::new(std::collections::HashSet::new()),
@@ -214,6 +220,15 @@ impl SledStore {
         };
         // Blobs that exist at open were written by an earlier process: sync them once.
         store.sync_blobs()?;
+        // Snapshot files no pointer names: left by a crash mid-snapshot, or
+        // replaced before the process ended.
+        store.snap_files.clean(|session, seq| {
+            let v = store
+                .snapshots
+                .get(key(session, seq))
+                .map_err(|e| storage(e, "reading a snapshot pointer"))?;
+            Ok(v.is_some_and(|v| snapfiles::is_pointer(&v)))
+        })?;
         Ok(store)
     }
 
@@ -436,19 +451,37 @@ impl Store for SledStore {
 
     fn put_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
         let k = key(session, seq);
+        let value = if frame.len() > INLINE_MAX {
+            self.snap_files.write(session, seq, &frame)?
+        } else {
+            frame
+        };
         self.snapshots
-            .insert(k, frame)
+            .insert(k, value)
             .map_err(|e| storage(e, "writing a snapshot"))?;
-        let older: Vec<sled::IVec> = self
+        let older: Vec<(sled::IVec, sled::IVec)> = self
             .snapshots
             .range(key(session, 0)..k)
-            .keys()
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| storage(e, "listing snapshots"))?;
-        for old in older {
+        let mut files = Vec::new();
+        for (old, v) in older {
             self.snapshots
-                .remove(old)
+                .remove(&old)
                 .map_err(|e| storage(e, "removing an old snapshot"))?;
+            if snapfiles::is_pointer(&v)
+                && let Some((_, old_seq)) = split_key(&old)
+            {
+                files.push(old_seq);
+            }
+        }
+        if !files.is_empty() {
+            // The new pointer must be durable before the old file goes: a
+            // crash would otherwise bring back a pointer to nothing.
+            self.flush_sled()?;
+            for old_seq in files {
+                self.snap_files.remove(session, old_seq)?;
+            }
         }
         Ok(())
     }
@@ -460,7 +493,15 @@ impl Store for SledStore {
             .next_back()
             .transpose()
             .map_err(|e| storage(e, "reading a snapshot"))?;
-        Ok(last.and_then(|(k, v)| split_key(&k).map(|(_, seq)| (seq, SharedBytes::new(v)))))
+        let Some((seq, v)) = last.and_then(|(k, v)| Some((split_key(&k)?.1, v))) else {
+            return Ok(None);
+        };
+        let frame = if snapfiles::is_pointer(&v) {
+            self.snap_files.read(session, seq, &v)?
+        } else {
+            SharedBytes::new(v)
+        };
+        Ok(Some((seq, frame)))
     }
 
     fn delete_session(&self, session: SessionId) -> Result<()> {
@@ -469,16 +510,20 @@ impl Store for SledStore {
     }
 
     fn drop_snapshots(&self, session: SessionId) -> Result<()> {
-        let keys: Vec<sled::IVec> = self
+        let entries: Vec<(sled::IVec, sled::IVec)> = self
             .snapshots
             .scan_prefix(session.as_bytes())
-            .keys()
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| storage(e, "listing snapshots"))?;
-        for k in keys {
+        for (k, v) in entries {
             self.snapshots
-                .remove(k)
+                .remove(&k)
                 .map_err(|e| storage(e, "removing a snapshot"))?;
+            if snapfiles::is_pointer(&v)
+                && let Some((_, seq)) = split_key(&k)
+            {
+                self.snap_files.remove(session, seq)?;
+            }
         }
         Ok(())
     }
@@ -498,8 +543,10 @@ impl Store for SledStore {
     }
 
     fn size_on_disk(&self) -> Result<u64> {
-        self.db
+        let sled = self
+            .db
             .size_on_disk()
-            .map_err(|e| storage(e, "measuring size"))
+            .map_err(|e| storage(e, "measuring size"))?;
+        Ok(sled + self.snap_files.size())
     }
 }

@@ -155,8 +155,10 @@ impl Session {
             let mut core = session.core();
             let config = &session.journal.inner.config;
             let mut from = 0;
-            if let Some((seq, frame)) = store.latest_snapshot(id)? {
-                match decode_snapshot(frame, seq, len, config) {
+            // A snapshot that cannot be read (a file of the store gone or
+            // cut short) is rejected like one that cannot be decoded.
+            match store.latest_snapshot(id) {
+                Ok(Some((seq, frame))) => match decode_snapshot(frame, seq, len, config) {
                     Ok(state) => {
                         core.state = state;
                         core.last_snapshot = Some(seq);
@@ -164,7 +166,9 @@ impl Session {
                         from = seq + 1;
                     }
                     Err(reason) => core.load.snapshot_rejected = Some(reason),
-                }
+                },
+                Ok(None) => {}
+                Err(e) => core.load.snapshot_rejected = Some(e.to_string()),
             }
             let core = &mut *core;
             let (head, tail) = replay(
@@ -393,7 +397,7 @@ impl Session {
         let mut state = SessionState::with_slices(&config.slices);
         let mut from = 0;
         if let Some(snap) = last_snapshot.filter(|s| *s <= seq)
-            && let Some((sseq, frame)) = self.journal.inner.store.latest_snapshot(self.id())?
+            && let Ok(Some((sseq, frame))) = self.journal.inner.store.latest_snapshot(self.id())
             && sseq == snap
             && let Ok(s) = decode_snapshot(frame, sseq, head, config)
         {

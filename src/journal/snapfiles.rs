@@ -1,0 +1,240 @@
+//! Large snapshot frames of the sled store, kept in files of their own.
+//!
+//! A snapshot frame over [`INLINE_MAX`] bytes is written to
+//! `<db>/snapshots/<session>-<seq, 20 digits>.frame`, and the `snapshots`
+//! tree holds a pointer to it instead of the frame: [`MARKER`] (never a
+//! frame's version byte) and the frame's length (u64 little-endian).
+//!
+//! Why: sled 0.34 reads a large value by growing a `Vec` (copying it as it
+//! grows), checks a crc of its own, then copies it once more into the value
+//! it returns, and writes one through as many copies. For the snapshot of a
+//! million-event session (about 240 MiB) that was most of the time opening
+//! the session took. A file is read with one `read` into the buffer the
+//! decoded state then keeps (its message bodies stay in it).
+//!
+//! Crash safety: a file is written under a temporary name and renamed, and
+//! its pointer is inserted after the rename; a file that no pointer names
+//! (the process died between the two, or after the pointer was replaced)
+//! is removed when the database is next opened. The file of a replaced
+//! snapshot is removed only after a sled flush has made the new pointer
+//! durable. Snapshots are a cache, checked by their frame's crc: a missing,
+//! short or damaged file is a rejected snapshot, and the stream is replayed.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Error, Result};
+use crate::journal::store::SharedBytes;
+use crate::model::SessionId;
+
+/// Frames up to this size stay inline in the `snapshots` tree.
+pub(crate) const INLINE_MAX: usize = 64 << 10;
+
+/// First byte of a pointer value (frame versions start at 1 and are small).
+const MARKER: u8 = 0xFE;
+
+/// Length of a pointer value: the marker and a u64.
+const POINTER_LEN: usize = 9;
+
+/// The directory of snapshot files, inside the database directory.
+pub(crate) const DIR: &str = "snapshots";
+
+/// The snapshot files of one database.
+pub(crate) struct SnapFiles {
+    dir: PathBuf,
+    /// Makes temporary names unique within the process.
+    tmp: AtomicU64,
+}
+
+/// True if a value of the `snapshots` tree is a pointer to a file.
+pub(crate) fn is_pointer(value: &[u8]) -> bool {
+    value.len() == POINTER_LEN && value[0] == MARKER
+}
+
+fn file_name(session: SessionId, seq: u64) -> String {
+    format!("{session}-{seq:020}.frame")
+}
+
+/// The session and seq a file name stands for.
+fn parse_name(name: &str) -> Option<(SessionId, u64)> {
+    let stem = name.strip_suffix(".frame")?;
+    let (session, seq) = stem.rsplit_once('-')?;
+    if seq.len() != 20 {
+        return None;
+    }
+    Some((session.parse().ok()?, seq.parse().ok()?))
+}
+
+impl SnapFiles {
+    /// The snapshot files of the database at `db_path`.
+    pub(crate) fn new(db_path: &Path) -> Self {
+        SnapFiles {
+            dir: db_path.join(DIR),
+            tmp: AtomicU64::new(0),
+        }
+    }
+
+    fn path(&self, session: SessionId, seq: u64) -> PathBuf {
+        self.dir.join(file_name(session, seq))
+    }
+
+    /// Writes `frame` as the file of snapshot `(session, seq)`; returns the
+    /// pointer to store in the tree.
+    pub(crate) fn write(&self, session: SessionId, seq: u64, frame: &[u8]) -> Result<Vec<u8>> {
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| Error::io(format!("creating {}", self.dir.display()), e))?;
+        let n = self.tmp.fetch_add(1, Ordering::Relaxed);
+        let tmp = self.dir.join(format!(
+            ".{}.{}.{n}.tmp",
+            file_name(session, seq),
+            std::process::id()
+        ));
+        let path = self.path(session, seq);
+        let written = File::create(&tmp)
+            .and_then(|mut f| f.write_all(frame))
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(Error::io(
+                format!("writing snapshot file {}", path.display()),
+                e,
+            ));
+        }
+        let mut pointer = Vec::with_capacity(POINTER_LEN);
+        pointer.push(MARKER);
+        pointer.extend_from_slice(&(frame.len() as u64).to_le_bytes());
+        Ok(pointer)
+    }
+
+    /// Reads the file a pointer names, checking its length against the
+    /// pointer's (the frame's own crc is checked by the caller).
+    pub(crate) fn read(&self, session: SessionId, seq: u64, pointer: &[u8]) -> Result<SharedBytes> {
+        let path = self.path(session, seq);
+        let len = pointer
+            .get(1..POINTER_LEN)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_le_bytes)
+            .ok_or_else(|| {
+                Error::corruption(Some(session), Some(seq), None, "bad snapshot pointer")
+            })?;
+        let io = |e| Error::io(format!("reading snapshot file {}", path.display()), e);
+        let mut f = File::open(&path).map_err(io)?;
+        let found = f.metadata().map_err(io)?.len();
+        if found != len {
+            return Err(Error::corruption(
+                Some(session),
+                Some(seq),
+                None,
+                format!(
+                    "snapshot file {} is {found} bytes, its pointer says {len}",
+                    path.display()
+                ),
+            ));
+        }
+        // The length is the file's real size, so the allocation is bounded
+        // by what is on disk, whatever the pointer says.
+        let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+        f.read_exact(&mut buf).map_err(io)?;
+        Ok(SharedBytes::from(buf))
+    }
+
+    /// Removes the file of snapshot `(session, seq)`, if it is there.
+    pub(crate) fn remove(&self, session: SessionId, seq: u64) -> Result<()> {
+        let path = self.path(session, seq);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(format!("removing {}", path.display()), e)),
+        }
+    }
+
+    /// Removes temporary files and every file `referenced` says no pointer
+    /// names. Files whose names are not ours are left alone.
+    pub(crate) fn clean(&self, referenced: impl Fn(SessionId, u64) -> Result<bool>) -> Result<()> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Ok(());
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            let stale = if name.starts_with('.') && name.ends_with(".tmp") {
+                true
+            } else if let Some((session, seq)) = parse_name(name) {
+                !referenced(session, seq)?
+            } else {
+                false
+            };
+            if stale {
+                std::fs::remove_file(entry.path())
+                    .map_err(|e| Error::io(format!("removing {}", entry.path().display()), e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of the snapshot files.
+    pub(crate) fn size(&self) -> u64 {
+        std::fs::read_dir(&self.dir)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_foreign_names_are_not_ours() {
+        let id = SessionId::new();
+        assert_eq!(parse_name(&file_name(id, 42)), Some((id, 42)));
+        assert_eq!(parse_name(&file_name(id, u64::MAX)), Some((id, u64::MAX)));
+        assert_eq!(parse_name("notes.txt"), None);
+        assert_eq!(parse_name(&format!("{id}-42.frame")), None);
+    }
+
+    #[test]
+    fn a_short_file_or_a_bad_pointer_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files = SnapFiles::new(dir.path());
+        let id = SessionId::new();
+        let pointer = files.write(id, 7, b"0123456789").expect("write");
+        assert!(is_pointer(&pointer));
+        assert_eq!(&*files.read(id, 7, &pointer).expect("read"), b"0123456789");
+        std::fs::write(files.path(id, 7), b"01234").expect("cut");
+        let e = files.read(id, 7, &pointer).expect_err("short");
+        assert!(e.to_string().contains("5 bytes"), "{e}");
+        assert!(files.read(id, 7, &[MARKER]).is_err());
+        files.remove(id, 7).expect("remove");
+        assert!(files.read(id, 7, &pointer).is_err());
+        files.remove(id, 7).expect("removing twice is fine");
+    }
+
+    #[test]
+    fn clean_removes_unreferenced_and_temporary_files_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files = SnapFiles::new(dir.path());
+        let (a, b) = (SessionId::new(), SessionId::new());
+        files.write(a, 1, b"a").expect("write");
+        files.write(b, 2, b"b").expect("write");
+        std::fs::write(files.dir.join(".x.tmp"), b"partial").expect("tmp");
+        std::fs::write(files.dir.join("README"), b"mine").expect("foreign");
+        files.clean(|s, _| Ok(s == a)).expect("clean");
+        let mut left: Vec<String> = std::fs::read_dir(&files.dir)
+            .expect("dir")
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        left.sort();
+        assert_eq!(left, vec![file_name(a, 1), "README".to_owned()]);
+    }
+}
