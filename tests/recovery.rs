@@ -231,7 +231,11 @@ fn a_damaged_missing_or_cut_snapshot_file_is_rejected_and_the_stream_replayed() 
             },
             "checksum",
         ),
-        ("missing", |f| std::fs::remove_file(f).expect("rm"), "reading snapshot file"),
+        (
+            "missing",
+            |f| std::fs::remove_file(f).expect("rm"),
+            "reading snapshot file",
+        ),
         (
             "cut",
             |f| {
@@ -249,7 +253,10 @@ fn a_damaged_missing_or_cut_snapshot_file_is_rejected_and_the_stream_replayed() 
         let j = Journal::open(&path).expect("reopen");
         let report = j.verify(None, |_| {}).expect("verify");
         assert_eq!(report.problems.len(), 1, "{what}: {:?}", report.problems);
-        assert_eq!(report.problems[0].kind, agent_journal::ProblemKind::Snapshot);
+        assert_eq!(
+            report.problems[0].kind,
+            agent_journal::ProblemKind::Snapshot
+        );
         let s = j.session(id).expect("session");
         let stats = s.load_stats();
         assert_eq!(stats.snapshot_seq, None, "{what}");
@@ -261,7 +268,10 @@ fn a_damaged_missing_or_cut_snapshot_file_is_rejected_and_the_stream_replayed() 
         assert_eq!(s.snapshot().expect("snapshot"), Some(301));
         drop((s, j));
         let j = Journal::open(&path).expect("reopen");
-        assert_eq!(j.session(id).expect("s").load_stats().snapshot_seq, Some(301));
+        assert_eq!(
+            j.session(id).expect("s").load_stats().snapshot_seq,
+            Some(301)
+        );
     }
 }
 

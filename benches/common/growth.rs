@@ -294,8 +294,8 @@ pub fn section_disk(s: &Sizes, rep: &mut Report) {
     };
     let db = raw::open_sled(path, cache_bytes());
     let (events, event_bytes) = raw::tree_bytes(&db, "events");
-    let (snaps, snap_bytes) = raw::tree_bytes(&db, "snapshots");
-    let latest = raw::latest_snapshot(&db, session_id).map(|(seq, _)| seq);
+    let (snaps, snap_bytes) = raw::snapshot_bytes(&db);
+    let latest = raw::latest_snapshot(path, &db, session_id).map(|(seq, _)| seq);
     assert_eq!(events, n);
     drop(db);
     let per_event = size as f64 / n as f64;
@@ -318,7 +318,7 @@ pub fn section_disk(s: &Sizes, rep: &mut Report) {
     rep.row(Row {
         id: "7b",
         what: format!(
-            "snapshot bytes vs journal bytes, same session: stored (raw sled, {} value(s) in `snapshots`, latest at seq {}) and written over its life ({} snapshots, sizes re-encoded at each checkpoint)",
+            "snapshot bytes vs journal bytes, same session: stored (raw: {} snapshot(s) in tree `snapshots` and its files, latest at seq {}) and written over its life ({} snapshots, sizes re-encoded at each checkpoint)",
             snaps,
             latest.map_or("none".into(), thousands),
             written_count

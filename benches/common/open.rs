@@ -188,7 +188,7 @@ pub fn section_snapshot_open(s: &Sizes, big: &Big, rep: &mut Report) {
     // The snapshot as stored, and what decoding it alone costs.
     let (snapshot_bytes, decode) = {
         let db = raw::open_sled(&big.path, cache_bytes());
-        let (seq, frame) = raw::latest_snapshot(&db, big.session).expect("a snapshot");
+        let (seq, frame) = raw::latest_snapshot(&big.path, &db, big.session).expect("a snapshot");
         assert_eq!(seq, big.events - 1);
         let t = Instant::now();
         let body = agent_journal::verify_frame(&frame).expect("crc");

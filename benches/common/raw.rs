@@ -209,13 +209,41 @@ pub fn tree_bytes(db: &sled::Db, tree: &str) -> (u64, u64) {
     (count, bytes)
 }
 
-/// The latest snapshot frame of `session`, read raw.
-pub fn latest_snapshot(db: &sled::Db, session: SessionId) -> Option<(u64, Vec<u8>)> {
+/// The length of the frame a value of tree `snapshots` stands for: the
+/// value itself, or the file a pointer names (`docs/format.md`, "Snapshot
+/// files": `0xFE` then the frame's length, u64 LE).
+fn pointed_len(v: &[u8]) -> Option<u64> {
+    (v.len() == 9 && v[0] == 0xFE).then(|| u64::from_le_bytes(v[1..9].try_into().expect("9 bytes")))
+}
+
+/// The latest snapshot frame of `session` in the database at `path`, read
+/// raw (from its file if the tree holds a pointer).
+pub fn latest_snapshot(path: &Path, db: &sled::Db, session: SessionId) -> Option<(u64, Vec<u8>)> {
     let t = db.open_tree("snapshots").expect("tree");
     let (k, v) = t
         .scan_prefix(session.as_bytes())
         .next_back()?
         .expect("read");
     let seq = u64::from_be_bytes(k[16..24].try_into().expect("key"));
+    if pointed_len(&v).is_some() {
+        let file = path
+            .join("snapshots")
+            .join(format!("{session}-{seq:020}.frame"));
+        return Some((seq, std::fs::read(file).expect("snapshot file")));
+    }
     Some((seq, v.to_vec()))
+}
+
+/// Number of snapshots in the database and their frames' total bytes
+/// (inline in tree `snapshots` or in files).
+pub fn snapshot_bytes(db: &sled::Db) -> (u64, u64) {
+    let t = db.open_tree("snapshots").expect("tree");
+    let mut count = 0;
+    let mut bytes = 0;
+    for item in t.iter() {
+        let (_, v) = item.expect("iter");
+        count += 1;
+        bytes += pointed_len(&v).unwrap_or(v.len() as u64);
+    }
+    (count, bytes)
 }

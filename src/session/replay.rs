@@ -8,7 +8,7 @@ use crate::journal::Journal;
 use crate::journal::store::Visit;
 use crate::model::SessionId;
 use crate::session::TornTail;
-use crate::state::SessionState;
+use crate::state::{SessionState, peek_message};
 
 /// Decodes a snapshot frame; `Err(reason)` if it cannot be used.
 pub(crate) fn decode_snapshot(
@@ -111,6 +111,19 @@ pub(crate) fn replay(
                 ));
             }
             bad_count += 1;
+            return Ok(Visit::Continue(()));
+        }
+        // A plain message (most events) is checked and kept as its bytes,
+        // not decoded: the state decodes it on first access.
+        if let Ok(body) = codec::verify_frame(frame)
+            && body.len() as u64 <= limit
+            && let Some(m) = peek_message(body)
+            && m.session == id
+            && m.seq == seq
+            && state.fold_plain_message(&m)
+        {
+            *count += 1;
+            expect += 1;
             return Ok(Visit::Continue(()));
         }
         let env: Envelope = match codec::decode_frame(frame, limit) {

@@ -134,21 +134,31 @@ impl Conversation {
 
     /// Folds a (new, not duplicate) message.
     pub(crate) fn on_message(&mut self, m: &InnerMessage) {
-        let c = self.evals.entry(m.evaluation_id.into()).or_default();
-        let key = (m.sequence, m.message_id);
+        self.on_parts(m.evaluation_id, (m.sequence, m.message_id), m.role, m.turn);
+    }
+
+    /// Folds a (new, not duplicate) message given by the parts it looks at.
+    pub(crate) fn on_parts(
+        &mut self,
+        eval: EvaluationId,
+        key: (u64, MessageId),
+        role: Role,
+        turn_number: u32,
+    ) {
+        let c = self.evals.entry(eval.into()).or_default();
         let lowest = |slot: &mut Option<(u64, MessageId)>| {
             if slot.is_none_or(|s| key < s) {
                 *slot = Some(key);
             }
         };
-        match m.role {
+        match role {
             Role::System => lowest(&mut c.system),
             Role::User => {
                 c.users.insert(key);
             }
-            Role::Assistant => lowest(&mut turn(c, m.turn).assistant),
+            Role::Assistant => lowest(&mut turn(c, turn_number).assistant),
             Role::Tool => {
-                turn(c, m.turn).tools.insert(key);
+                turn(c, turn_number).tools.insert(key);
             }
         }
     }

@@ -121,6 +121,22 @@ impl Evaluations {
     }
 
     /// Folds a (new, not duplicate) message.
+    /// True when a message of `eval` would set its prompt namespace and key
+    /// (no `EvaluationStarted` seen, and none set yet).
+    pub(crate) fn wants_prompt(&self, eval: EvaluationId) -> bool {
+        self.evals.get(&eval.into()).is_none_or(|e| {
+            e.started_at.is_none() && e.prompt_ns.is_empty() && e.prompt_key.is_empty()
+        })
+    }
+
+    /// [`on_message`](Self::on_message) of a message that does not set the
+    /// prompt ([`wants_prompt`](Self::wants_prompt) is false).
+    pub(crate) fn on_turn(&mut self, eval: EvaluationId, turn: u32) {
+        let e = self.entry(eval);
+        e.turns = e.turns.max(turn);
+        e.message_count = e.message_count.saturating_add(1);
+    }
+
     pub(crate) fn on_message(&mut self, m: &InnerMessage) {
         let e = self.entry(m.evaluation_id);
         if e.started_at.is_none() && e.prompt_ns.is_empty() && e.prompt_key.is_empty() {

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, ToolStatus};
 use crate::state::hash::FastMap;
 use crate::state::keys::EvalKey;
+pub(crate) use check::{PeekedMessage, peek_message};
 use index::Index;
 use run::EvalMessages;
 pub(crate) use section::{read_section, write_section};
@@ -154,6 +155,26 @@ impl Messages {
             message.message_id,
             (message.evaluation_id, message.sequence),
         )
+    }
+
+    /// Claims a message id, as [`claim`](Self::claim) does.
+    pub(crate) fn claim_id(&mut self, id: MessageId, eval: EvaluationId, sequence: u64) -> bool {
+        self.index.claim(id, (eval, sequence))
+    }
+
+    /// Inserts a plain message (no tool calls, not a tool result) whose id
+    /// was just claimed, as its checked bincode `bytes`: decoded on first
+    /// access. The same as inserting the decoded message.
+    pub(crate) fn insert_claimed_plain(
+        &mut self,
+        eval: EvaluationId,
+        key: (u64, MessageId),
+        bytes: Box<[u8]>,
+    ) {
+        self.by_eval
+            .entry(eval.into())
+            .or_default()
+            .insert(key, Slot::bytes(bytes));
     }
 
     /// Inserts a message whose id was just [`claim`](Self::claim)ed.

@@ -34,6 +34,7 @@ pub(crate) use dyn_slice::DynSlice;
 pub use dyn_slice::SliceRegistry;
 pub use evaluations::{EvaluationInfo, Evaluations};
 pub use messages::Messages;
+pub(crate) use messages::peek_message;
 pub use session::SessionState;
 pub use tool_calls::{ToolCallInfo, ToolCalls};
 pub use usage::{Usage, UsageTotals};

@@ -5,6 +5,7 @@ use std::fmt;
 
 use crate::event::{Envelope, Event};
 use crate::model::{EvaluationId, SessionId};
+use crate::state::messages::PeekedMessage;
 use crate::state::{
     AdapterStates, Conversation, ConversationView, DynSlice, Evaluations, Messages, Slice,
     SlicePolicy, SliceRegistry, ToolCalls, Usage,
@@ -96,6 +97,32 @@ impl SessionState {
                 self.messages.insert_claimed(m);
             }
         }
+    }
+
+    /// Folds a plain message found in a frame body by
+    /// [`peek_message`](crate::state::messages::peek_message) without
+    /// decoding it: it is kept as its bytes, decoded on first access. The
+    /// state is the same as after [`apply_owned`](Self::apply_owned) of the
+    /// decoded envelope. Returns false, and changes nothing, when that
+    /// takes more than the message's ids (application slices see whole
+    /// envelopes; a first message may set its evaluation's prompt): decode
+    /// and apply it then.
+    pub(crate) fn fold_plain_message(&mut self, m: &PeekedMessage<'_>) -> bool {
+        let ids = &m.ids;
+        let eval = ids.evaluation_id;
+        if !self.app.is_empty() || self.evaluations.wants_prompt(eval) {
+            return false;
+        }
+        self.last_seq = Some(m.seq);
+        self.events_applied = self.events_applied.saturating_add(1);
+        if self.messages.claim_id(ids.message_id, eval, ids.sequence) {
+            let key = (ids.sequence, ids.message_id);
+            self.evaluations.on_turn(eval, ids.turn);
+            self.conversation.on_parts(eval, key, ids.role, ids.turn);
+            self.messages
+                .insert_claimed_plain(eval, key, Box::from(m.body));
+        }
+        true
     }
 
     /// Folds `envelope` into every slice except the insertion of a new

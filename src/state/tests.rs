@@ -333,6 +333,61 @@ proptest! {
     }
 
     #[test]
+    fn folding_frames_without_decoding_plain_messages_changes_nothing(
+        (events, shuffled, dups) in session_spec().prop_flat_map(|spec| {
+            let events = build_events(&spec);
+            let n = events.len();
+            (Just(events.clone()), Just(events).prop_shuffle(), prop::collection::vec(0..n, 0..8))
+        })
+    ) {
+        let mut permuted = shuffled.clone();
+        for i in dups {
+            if let Some(e) = shuffled.get(i) {
+                permuted.push(e.clone());
+            }
+        }
+        for (in_order, events) in [(true, events), (false, permuted)] {
+            let envs = envelopes(events);
+            let decoded = fold(SessionState::new(), &envs);
+            let mut lazy = SessionState::new();
+            let mut kept = 0;
+            for env in &envs {
+                let frame = crate::codec::encode_frame(env, LIMIT).expect("frame");
+                let body = crate::codec::verify_frame(&frame).expect("body");
+                match crate::state::peek_message(body) {
+                    Some(m) => {
+                        prop_assert_eq!((m.session, m.seq), (env.session, env.seq));
+                        if lazy.fold_plain_message(&m) {
+                            kept += 1;
+                        } else {
+                            lazy.apply_owned(env.clone());
+                        }
+                    }
+                    None => {
+                        let plain = matches!(&env.event, Event::Message(m)
+                            if m.tool_calls.is_empty() && m.tool_call_id.is_none());
+                        prop_assert!(!plain, "a plain message was not recognised");
+                        lazy.apply_owned(env.clone());
+                    }
+                }
+            }
+            prop_assert_eq!(&lazy, &decoded);
+            prop_assert_eq!(lazy.conversation(), decoded.conversation());
+            prop_assert_eq!(lazy.evaluations(), decoded.evaluations());
+            // Messages kept as bytes are copied into a snapshot as they are.
+            let reg = SliceRegistry::new();
+            prop_assert_eq!(&binary_round_trip(&lazy, &reg), &decoded);
+            // In order, every evaluation starts before its messages: each
+            // plain message takes the path without decoding.
+            let plain = envs.iter().filter(|e| matches!(&e.event, Event::Message(m)
+                if m.tool_calls.is_empty() && m.tool_call_id.is_none())).count();
+            if in_order {
+                prop_assert!(kept > 0 || plain == 0, "{} plain messages, none kept as bytes", plain);
+            }
+        }
+    }
+
+    #[test]
     fn binary_snapshot_round_trips((events, shuffled) in in_order_and_shuffled()) {
         let reg = registry();
         let s = fold(SessionState::with_slices(&reg), &envelopes(events));

@@ -13,15 +13,18 @@
 use chrono::{DateTime, Utc};
 
 use super::bytes::{Bad, Reader};
-use crate::model::{EvaluationId, MessageId, Role, ToolStatus};
+use crate::model::{EvaluationId, MessageId, Role, SessionId, ToolStatus};
 
 /// What the indexes need of a checked body.
-pub(super) struct BodyIds {
-    pub(super) evaluation_id: EvaluationId,
-    pub(super) sequence: u64,
-    pub(super) message_id: MessageId,
-    pub(super) role: Role,
-    pub(super) turn: u32,
+pub(crate) struct BodyIds {
+    pub(crate) evaluation_id: EvaluationId,
+    pub(crate) sequence: u64,
+    pub(crate) message_id: MessageId,
+    pub(crate) role: Role,
+    pub(crate) turn: u32,
+    /// True when the message has no tool calls and is no tool result: the
+    /// only slices that look at it then are the ones the ids above feed.
+    pub(super) plain: bool,
 }
 
 /// The variants of `Role` and of `ToolStatus`, by index (declaration order).
@@ -48,6 +51,7 @@ fn read(r: &mut Reader<'_>) -> Result<BodyIds, Bad> {
     let evaluation_id = EvaluationId::from_bytes(r.uuid("evaluation_id")?);
     let sequence = r.varint("sequence")?;
     let calls = r.len("tool_calls")?;
+    let mut plain = calls == 0;
     for _ in 0..calls {
         r.string("tool_calls.call_id")?;
         r.string("tool_calls.name")?;
@@ -55,6 +59,7 @@ fn read(r: &mut Reader<'_>) -> Result<BodyIds, Bad> {
         r.variant(&STATUSES, "tool_calls.status")?;
     }
     if r.option("tool_call_id")? {
+        plain = false;
         r.string("tool_call_id")?;
     }
     if r.option("tool_name")? {
@@ -63,14 +68,7 @@ fn read(r: &mut Reader<'_>) -> Result<BodyIds, Bad> {
     let turn = r.u32("turn")?;
     r.string("prompt_ns")?;
     r.string("prompt_key")?;
-    let micros = r.i64("created_at")?;
-    // What `Utc.timestamp_micros(micros).single()` (the decoder) accepts:
-    // the representable range, an interval (held to it by the tests).
-    let range =
-        DateTime::<Utc>::MIN_UTC.timestamp_micros()..=DateTime::<Utc>::MAX_UTC.timestamp_micros();
-    if !range.contains(&micros) {
-        return Err(Bad("created_at", "timestamp out of range"));
-    }
+    timestamp(r)?;
     let message_id = MessageId::from_bytes(r.uuid("message_id")?);
     if r.option("provider_payload")? {
         r.string("provider_payload")?;
@@ -84,7 +82,56 @@ fn read(r: &mut Reader<'_>) -> Result<BodyIds, Bad> {
         message_id,
         role,
         turn,
+        plain,
     })
+}
+
+/// A plain message (see [`BodyIds::plain`]) found in the frame body of an
+/// envelope, checked as [`check_body`] checks a snapshot's.
+pub(crate) struct PeekedMessage<'a> {
+    pub(crate) session: SessionId,
+    pub(crate) seq: u64,
+    /// The message's bincode: the end of the envelope's.
+    pub(crate) body: &'a [u8],
+    pub(crate) ids: BodyIds,
+}
+
+/// The variant index of `Event::Message` in bincode (declaration order).
+const MESSAGE_VARIANT: u64 = 2;
+
+/// Reads `body` (a frame body: the bincode of an `Envelope`) as far as
+/// needed to tell whether it holds a plain message, and checks all of it
+/// if so. `None` for anything else (another event, a message with tool
+/// calls, bytes bincode would refuse): decode it as usual.
+pub(crate) fn peek_message(body: &[u8]) -> Option<PeekedMessage<'_>> {
+    let mut r = Reader::new(body);
+    let session = SessionId::from_bytes(r.uuid("session").ok()?);
+    let seq = r.varint("seq").ok()?;
+    timestamp(&mut r).ok()?;
+    if r.varint("event").ok()? != MESSAGE_VARIANT {
+        return None;
+    }
+    let start = r.pos();
+    let ids = read(&mut r).ok()?;
+    ids.plain.then(|| PeekedMessage {
+        session,
+        seq,
+        body: &body[start..],
+        ids,
+    })
+}
+
+/// A timestamp in microseconds, within what the decoder accepts.
+fn timestamp(r: &mut Reader<'_>) -> Result<i64, Bad> {
+    let micros = r.i64("timestamp")?;
+    // What `Utc.timestamp_micros(micros).single()` (the decoder) accepts:
+    // the representable range, an interval (held to it by the tests).
+    let range =
+        DateTime::<Utc>::MIN_UTC.timestamp_micros()..=DateTime::<Utc>::MAX_UTC.timestamp_micros();
+    if !range.contains(&micros) {
+        return Err(Bad("timestamp", "out of range"));
+    }
+    Ok(micros)
 }
 
 #[cfg(test)]

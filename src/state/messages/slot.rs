@@ -27,6 +27,9 @@ pub(super) enum Slot {
     Owned(Box<InnerMessage>),
     /// The message's bytes in the buffer, and the message once decoded.
     Raw(Span, OnceLock<Box<InnerMessage>>),
+    /// The message's bytes of its own (copied from the event that carried
+    /// it, when a stream is replayed), and the message once decoded.
+    Bytes(Box<[u8]>, OnceLock<Box<InnerMessage>>),
 }
 
 /// The options of a message body: the crate's codec with no limit (a body
@@ -51,11 +54,17 @@ impl Slot {
         Slot::Raw(span, OnceLock::new())
     }
 
-    /// The message's bytes in `buf`, if it is held as bytes.
-    pub(super) fn raw_bytes<'b>(&self, buf: &'b [u8]) -> Option<&'b [u8]> {
+    /// A message held as bytes of its own that passed [`check_body`](super::check::check_body).
+    pub(super) fn bytes(bytes: Box<[u8]>) -> Slot {
+        Slot::Bytes(bytes, OnceLock::new())
+    }
+
+    /// The message's bytes (in `buf`, or its own), if it is held as bytes.
+    pub(super) fn raw_bytes<'b>(&'b self, buf: &'b [u8]) -> Option<&'b [u8]> {
         match self {
             Slot::Owned(_) => None,
             Slot::Raw(s, _) => buf.get(s.start..s.end),
+            Slot::Bytes(b, _) => Some(b),
         }
     }
 
@@ -64,7 +73,7 @@ impl Slot {
     pub(super) fn decoded(&self) -> Option<&InnerMessage> {
         match self {
             Slot::Owned(m) => Some(m),
-            Slot::Raw(_, cell) => cell.get().map(|b| &**b),
+            Slot::Raw(_, cell) | Slot::Bytes(_, cell) => cell.get().map(|b| &**b),
         }
     }
 
@@ -79,7 +88,7 @@ impl Slot {
     ) -> &InnerMessage {
         match self {
             Slot::Owned(m) => m,
-            Slot::Raw(_, cell) => {
+            Slot::Raw(_, cell) | Slot::Bytes(_, cell) => {
                 cell.get_or_init(|| Box::new(decode(self.raw_bytes(buf), eval, key)))
             }
         }
@@ -93,16 +102,26 @@ impl Slot {
         eval: EvaluationId,
         key: (u64, MessageId),
     ) -> Option<&mut InnerMessage> {
-        if let Slot::Raw(span, cell) = self {
-            let bytes = buf.get(span.start..span.end);
-            let m = cell
-                .take()
-                .unwrap_or_else(|| Box::new(decode(bytes, eval, key)));
+        let decoded = match self {
+            Slot::Owned(_) => None,
+            Slot::Raw(span, cell) => {
+                let bytes = buf.get(span.start..span.end);
+                Some(
+                    cell.take()
+                        .unwrap_or_else(|| Box::new(decode(bytes, eval, key))),
+                )
+            }
+            Slot::Bytes(bytes, cell) => Some(
+                cell.take()
+                    .unwrap_or_else(|| Box::new(decode(Some(bytes), eval, key))),
+            ),
+        };
+        if let Some(m) = decoded {
             *self = Slot::Owned(m);
         }
         match self {
             Slot::Owned(m) => Some(m),
-            Slot::Raw(..) => None,
+            Slot::Raw(..) | Slot::Bytes(..) => None,
         }
     }
 }
