@@ -81,23 +81,63 @@ impl std::fmt::Display for FrameError {
 pub fn encode_frame<T: Serialize + ?Sized>(value: &T, limit: u64) -> Result<Vec<u8>> {
     let mut buf = Vec::with_capacity(256);
     buf.extend_from_slice(&[FRAME_VERSION, 0, 0, 0, 0]);
-    match codec(limit).serialize_into(&mut buf, value) {
-        Ok(()) => {}
-        Err(e) => {
-            return Err(match *e {
-                bincode::ErrorKind::SizeLimit => {
-                    let size = bincode::DefaultOptions::new()
-                        .serialized_size(value)
-                        .unwrap_or(u64::MAX);
-                    Error::TooLarge { size, limit }
-                }
-                other => Error::InvalidInput(format!("cannot encode value: {other}")),
-            });
-        }
+    // One pass: bincode given a limit first walks the value to size it;
+    // here the writer refuses to grow past the limit instead. Same bytes
+    // (the limit does not change the encoding).
+    let mut out = Bounded {
+        buf: &mut buf,
+        room: limit,
+        over: false,
+    };
+    if let Err(e) = bincode::DefaultOptions::new()
+        .reject_trailing_bytes()
+        .serialize_into(&mut out, value)
+    {
+        return Err(match *e {
+            bincode::ErrorKind::Io(_) if out.over => {
+                let size = bincode::DefaultOptions::new()
+                    .serialized_size(value)
+                    .unwrap_or(u64::MAX);
+                Error::TooLarge { size, limit }
+            }
+            other => Error::InvalidInput(format!("cannot encode value: {other}")),
+        });
     }
     let crc = crc32fast::hash(&buf[FRAME_HEADER_LEN..]);
     buf[1..FRAME_HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
     Ok(buf)
+}
+
+/// A writer that appends to `buf` at most `room` more bytes; past that it
+/// fails and sets `over`.
+struct Bounded<'a> {
+    buf: &'a mut Vec<u8>,
+    room: u64,
+    over: bool,
+}
+
+impl std::io::Write for Bounded<'_> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.write_all(data).map(|()| data.len())
+    }
+
+    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        match self.room.checked_sub(data.len() as u64) {
+            Some(left) => {
+                self.room = left;
+                self.buf.extend_from_slice(data);
+                Ok(())
+            }
+            None => {
+                self.over = true;
+                Err(std::io::Error::other("over the frame size limit"))
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Seals an arbitrary body as a frame (valid version and crc). Used to test
@@ -108,6 +148,17 @@ pub fn seal(body: &[u8]) -> Vec<u8> {
     buf.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
     buf.extend_from_slice(body);
     buf
+}
+
+/// Makes `buf` a frame: its first [`FRAME_HEADER_LEN`] bytes (reserved by
+/// the caller) become the header of the body after them.
+pub(crate) fn seal_in_place(buf: &mut [u8]) {
+    if buf.len() < FRAME_HEADER_LEN {
+        return;
+    }
+    let crc = crc32fast::hash(&buf[FRAME_HEADER_LEN..]);
+    buf[0] = FRAME_VERSION;
+    buf[1..FRAME_HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Checks a frame's header and checksum and returns its body.

@@ -57,6 +57,8 @@ pub(crate) struct Core {
     state: SessionState,
     last_snapshot: Option<u64>,
     last_snapshot_at: Option<Instant>,
+    /// Bytes of the last snapshot frame written or read (0 if none).
+    last_snapshot_len: usize,
     /// A torn tail found at load, cut off at the next append.
     tail: Option<TornTail>,
     load: LoadStats,
@@ -130,6 +132,7 @@ impl Session {
                     state,
                     last_snapshot: None,
                     last_snapshot_at: None,
+                    last_snapshot_len: 0,
                     tail: None,
                     load: LoadStats::default(),
                     checkpoint_error: None,
@@ -158,8 +161,9 @@ impl Session {
             // A snapshot that cannot be read (a file of the store gone or
             // cut short) is rejected like one that cannot be decoded.
             match store.latest_snapshot(id) {
-                Ok(Some((seq, frame))) => match decode_snapshot(frame, seq, len, config) {
+                Ok(Some((seq, frame))) => match decode_snapshot(frame.clone(), seq, len, config) {
                     Ok(state) => {
+                        core.last_snapshot_len = frame.len();
                         core.state = state;
                         core.last_snapshot = Some(seq);
                         core.load.snapshot_seq = Some(seq);
@@ -343,8 +347,13 @@ impl Session {
         }
         let seq = core.head - 1;
         let config = &self.journal.inner.config;
-        let body = core.state.encode_snapshot(config.max_snapshot_bytes)?;
-        let frame = codec::seal(&body);
+        // Room for twice the last snapshot (the geometric strategy's next):
+        // growing a buffer of hundreds of MiB by doubling copies it as often.
+        let frame = core.state.encode_snapshot_frame(
+            config.max_snapshot_bytes,
+            core.last_snapshot_len.saturating_mul(2),
+        )?;
+        core.last_snapshot_len = frame.len();
         self.journal
             .inner
             .store

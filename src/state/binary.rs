@@ -79,6 +79,25 @@ impl SessionState {
     /// over `limit` bytes; [`Error::InvalidInput`] when an application slice
     /// cannot be encoded.
     pub fn encode_snapshot(&self, limit: u64) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.encode_snapshot_into(&mut out, limit)?;
+        Ok(out)
+    }
+
+    /// The snapshot as a whole frame (header, then the body of
+    /// [`encode_snapshot`](Self::encode_snapshot)), written in place in a
+    /// buffer of `capacity` bytes to start with: no copy of the body.
+    pub(crate) fn encode_snapshot_frame(&self, limit: u64, capacity: usize) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(capacity);
+        out.extend_from_slice(&[0; crate::codec::FRAME_HEADER_LEN]);
+        self.encode_snapshot_into(&mut out, limit)?;
+        crate::codec::seal_in_place(&mut out);
+        Ok(out)
+    }
+
+    /// Appends the snapshot body to `out`.
+    fn encode_snapshot_into(&self, out: &mut Vec<u8>, limit: u64) -> Result<()> {
+        let base = out.len();
         let app = self
             .app
             .iter()
@@ -98,20 +117,19 @@ impl SessionState {
         };
         // Encoded once, with no size pass first (bincode makes one when it
         // has a limit), then checked against the limit.
-        let mut out = Vec::new();
         bincode::DefaultOptions::new()
-            .serialize_into(&mut out, &head)
+            .serialize_into(&mut *out, &head)
             .map_err(|e| Error::InvalidInput(format!("cannot encode snapshot: {e}")))?;
         let start = out.len();
-        write_section(&self.messages, &mut out)
+        write_section(&self.messages, out)
             .map_err(|e| Error::InvalidInput(format!("cannot encode snapshot: {e}")))?;
         let section = (out.len() - start) as u64;
         out.extend_from_slice(&section.to_le_bytes());
-        let size = out.len() as u64;
+        let size = (out.len() - base) as u64;
         if size > limit {
             return Err(Error::TooLarge { size, limit });
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Decodes a binary snapshot body written by [`encode_snapshot`](Self::encode_snapshot).

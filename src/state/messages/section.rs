@@ -65,17 +65,18 @@ pub(crate) fn write_section(m: &Messages, out: &mut Vec<u8>) -> Result<(), Strin
         for (key, slot) in msgs.iter() {
             write_varint(out, key.0);
             out.extend_from_slice(key.1.as_bytes());
-            let body = match slot.raw_bytes(buf) {
-                Some(bytes) => bytes,
+            match slot.raw_bytes(buf) {
+                Some(bytes) => {
+                    write_varint(out, bytes.len() as u64);
+                    out.extend_from_slice(bytes);
+                }
                 None => {
                     scratch.clear();
-                    encode_body(slot.get(buf, eval, *key), &mut scratch)
-                        .map_err(|e| format!("cannot encode message {}: {e}", key.1))?;
-                    &scratch
+                    encode_body(slot.get(buf, eval, *key), &mut scratch);
+                    write_varint(out, scratch.len() as u64);
+                    out.extend_from_slice(&scratch);
                 }
-            };
-            write_varint(out, body.len() as u64);
-            out.extend_from_slice(body);
+            }
         }
     }
     let mut calls: Vec<_> = m.call_slots().collect();
