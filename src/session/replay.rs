@@ -22,15 +22,10 @@ pub(crate) fn decode_snapshot(
             "snapshot at seq {seq} is past the stream's head {len}"
         ));
     }
-    codec::verify_frame(&frame).map_err(|e| e.to_string())?;
     // Message bodies stay in this buffer, decoded on first access.
-    let state = SessionState::decode_snapshot_shared(
-        frame,
-        codec::FRAME_HEADER_LEN,
-        &config.slices,
-        config.max_snapshot_bytes,
-    )
-    .map_err(|e| e.to_string())?;
+    let state =
+        SessionState::decode_snapshot_frame(frame, &config.slices, config.max_snapshot_bytes)
+            .map_err(|e| e.to_string())?;
     if state.last_seq() != Some(seq) {
         return Err(format!(
             "snapshot claims seq {:?} but is stored at {seq}",

@@ -34,6 +34,9 @@ mod tests;
 /// snapshot is refused and the stream replayed.
 const SNAPSHOT_FORMAT: u32 = 2;
 
+/// Snapshots from this size on are decoded on two threads.
+const PARALLEL_MIN: usize = 4 << 20;
+
 /// Bytes of the trailer: the length of the messages section.
 const TRAILER: usize = 8;
 
@@ -163,6 +166,87 @@ impl SessionState {
         registry: &SliceRegistry,
         limit: u64,
     ) -> Result<SessionState> {
+        Self::decode_inner(buf, start, registry, limit, false)
+    }
+
+    /// Decodes a whole snapshot frame: checks its header and crc (as
+    /// [`crate::verify_frame`]) and decodes its body as
+    /// [`decode_snapshot_shared`](Self::decode_snapshot_shared) does.
+    pub(crate) fn decode_snapshot_frame(
+        frame: SharedBytes,
+        registry: &SliceRegistry,
+        limit: u64,
+    ) -> Result<SessionState> {
+        Self::decode_inner(frame, crate::codec::FRAME_HEADER_LEN, registry, limit, true)
+    }
+
+    /// A big snapshot is decoded on two threads: the crc (if `verify`) and
+    /// the head (tool calls, evaluations, ...) on one, the messages section
+    /// on the other. A damaged frame is refused all the same: the crc's
+    /// verdict is read first, and the parsers refuse any bytes safely.
+    fn decode_inner(
+        buf: SharedBytes,
+        start: usize,
+        registry: &SliceRegistry,
+        limit: u64,
+        verify: bool,
+    ) -> Result<SessionState> {
+        let parallel = buf.len() >= PARALLEL_MIN;
+        let crc = || {
+            if verify {
+                crate::codec::verify_frame(&buf)
+                    .map_err(|e| Error::SnapshotRestore(e.to_string()))?;
+            }
+            Ok(())
+        };
+        if !parallel {
+            crc()?;
+        }
+        // A big frame's crc is checked on the head's thread below; should a
+        // check before fail, the crc's verdict still comes first.
+        let (body, head_len, section_len) = match Self::layout(&buf, start, limit) {
+            Ok(layout) => layout,
+            Err(e) => {
+                if parallel {
+                    crc()?;
+                }
+                return Err(e);
+            }
+        };
+        let head = || -> Result<Head> {
+            if parallel {
+                crc()?;
+            }
+            codec(limit)
+                .deserialize(&body[..head_len])
+                .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot: {e}")))
+        };
+        let section = || {
+            read_section(&buf, start + head_len, section_len)
+                .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot: messages: {e}")))
+        };
+        let (s, messages) = if parallel {
+            std::thread::scope(|scope| {
+                let s = scope.spawn(head);
+                let messages = section();
+                let s = s.join().unwrap_or_else(|_| {
+                    Err(Error::SnapshotRestore(
+                        "the snapshot decoder's thread panicked".into(),
+                    ))
+                });
+                (s, messages)
+            })
+        } else {
+            (head(), section())
+        };
+        let s = s?;
+        let (messages, conversation) = messages?;
+        Self::assemble(s, messages, conversation, registry, limit)
+    }
+
+    /// The body of the snapshot at `buf[start..]`, its format checked, and
+    /// the lengths of its head and of its messages section.
+    fn layout(buf: &[u8], start: usize, limit: u64) -> Result<(&[u8], usize, usize)> {
         let body = buf.get(start..).ok_or_else(|| {
             Error::SnapshotRestore(format!(
                 "snapshot body starts at {start}, past the buffer's {} bytes",
@@ -188,11 +272,17 @@ impl SessionState {
         let (head_len, section_len) = split(body).ok_or_else(|| {
             Error::SnapshotRestore("undecodable snapshot: bad messages section length".into())
         })?;
-        let s: Head = codec(limit)
-            .deserialize(&body[..head_len])
-            .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot: {e}")))?;
-        let (messages, conversation) = read_section(&buf, start + head_len, section_len)
-            .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot: messages: {e}")))?;
+        Ok((body, head_len, section_len))
+    }
+
+    /// The state from its decoded parts; decodes the application slices.
+    fn assemble(
+        s: Head,
+        messages: crate::state::Messages,
+        conversation: crate::state::Conversation,
+        registry: &SliceRegistry,
+        limit: u64,
+    ) -> Result<SessionState> {
         let mut app = Vec::with_capacity(registry.len());
         for f in registry.factories() {
             let bytes = s

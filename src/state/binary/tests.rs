@@ -166,3 +166,44 @@ fn a_snapshot_of_an_unknown_format_or_out_of_range_start_is_refused() {
     let ok = SessionState::decode_snapshot_shared(frame, FRAME_HEADER_LEN, &reg, LIMIT);
     assert_eq!(ok.ok(), Some(s));
 }
+
+/// A snapshot over `PARALLEL_MIN` is decoded on two threads: the same
+/// state, and a flipped byte anywhere is still refused (crc first).
+#[test]
+fn a_big_snapshot_decodes_on_two_threads_and_still_checks_its_crc() {
+    let eval = crate::model::EvaluationId::new();
+    let mut envs = vec![];
+    let events: Vec<Event> = std::iter::once(Event::EvaluationStarted {
+        evaluation_id: eval,
+        prompt_ns: "ns".into(),
+        prompt_key: "k".into(),
+        adapter: "a".into(),
+    })
+    .chain((0..12_000u64).map(|i| {
+        let role = [Role::User, Role::Assistant][(i % 2) as usize];
+        let mut m = crate::model::InnerMessage::new(role, "x".repeat(400), eval, i);
+        m.turn = (i / 2) as u32;
+        Event::Message(m)
+    }))
+    .collect();
+    envs.extend(envelopes(events));
+    let s = fold(SessionState::new(), &envs);
+    let reg = SliceRegistry::new();
+    let frame = s.encode_snapshot_frame(u64::MAX, 0).expect("encode");
+    assert!(frame.len() >= super::PARALLEL_MIN, "{}", frame.len());
+    let got = SessionState::decode_snapshot_frame(
+        crate::SharedBytes::from(frame.clone()),
+        &reg,
+        u64::MAX,
+    )
+    .expect("decode");
+    assert_eq!(got, s);
+    assert_eq!(got.conversation(), s.conversation());
+    for at in [FRAME_HEADER_LEN + 3, frame.len() / 2, frame.len() - 3] {
+        let mut bad = frame.clone();
+        bad[at] ^= 0x01;
+        let e = SessionState::decode_snapshot_frame(crate::SharedBytes::from(bad), &reg, u64::MAX)
+            .expect_err("a flipped byte");
+        assert!(e.to_string().contains("checksum"), "at {at}: {e}");
+    }
+}
