@@ -385,6 +385,17 @@ impl Journal {
         self.inner.store.scan(id, from, to, visit)
     }
 
+    /// [`scan_frames`](Self::scan_frames) with frames a reader may keep.
+    pub(crate) fn scan_frames_shared(
+        &self,
+        id: SessionId,
+        from: u64,
+        to: u64,
+        visit: &mut dyn FnMut(u64, crate::SharedBytes) -> Result<Visit>,
+    ) -> Result<()> {
+        self.inner.store.scan_shared(id, from, to, visit)
+    }
+
     /// Writes the given sessions (all if empty) to an exported journal file,
     /// verifying every frame on the way. Returns the number of records.
     ///

@@ -397,6 +397,34 @@ impl Store for SledStore {
         Ok(())
     }
 
+    fn scan_shared(
+        &self,
+        session: SessionId,
+        from: u64,
+        to: u64,
+        visit: &mut dyn FnMut(u64, SharedBytes) -> Result<Visit>,
+    ) -> Result<()> {
+        if from >= to {
+            return Ok(());
+        }
+        for item in self.events.range(key(session, from)..key(session, to)) {
+            let (k, v) = item.map_err(|e| storage(e, "reading events"))?;
+            let Some((_, seq)) = split_key(&k) else {
+                return Err(Error::corruption(
+                    Some(session),
+                    None,
+                    None,
+                    "malformed key in tree events",
+                ));
+            };
+            // The value sled holds, shared: no copy.
+            if visit(seq, SharedBytes::new(v))?.is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     fn sessions(&self) -> Result<Vec<SessionId>> {
         let mut out = Vec::new();
         let mut start = [0u8; 16];

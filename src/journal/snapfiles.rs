@@ -48,6 +48,31 @@ pub(crate) struct SnapFiles {
     tmp: AtomicU64,
 }
 
+/// Files from this size on are read by two threads, a half each: most of
+/// the cost of reading into fresh memory is the kernel's (faulting pages
+/// in, copying), and it is shared.
+const PARALLEL_READ_MIN: usize = 4 << 20;
+
+/// Fills `buf` from the start of `f`.
+fn read_all(f: &mut File, buf: &mut [u8]) -> std::io::Result<()> {
+    #[cfg(unix)]
+    if buf.len() >= PARALLEL_READ_MIN {
+        use std::os::unix::fs::FileExt;
+        let mid = buf.len() / 2;
+        let (a, b) = buf.split_at_mut(mid);
+        let f = &*f;
+        return std::thread::scope(|s| {
+            let second = s.spawn(move || f.read_exact_at(b, mid as u64));
+            let first = f.read_exact_at(a, 0);
+            let second = second
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("reader thread panicked")));
+            first.and(second)
+        });
+    }
+    f.read_exact(buf)
+}
+
 /// True if a value of the `snapshots` tree is a pointer to a file.
 pub(crate) fn is_pointer(value: &[u8]) -> bool {
     value.len() == POINTER_LEN && value[0] == MARKER
@@ -136,7 +161,7 @@ impl SnapFiles {
         // The length is the file's real size, so the allocation is bounded
         // by what is on disk, whatever the pointer says.
         let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
-        f.read_exact(&mut buf).map_err(io)?;
+        read_all(&mut f, &mut buf).map_err(io)?;
         Ok(SharedBytes::from(buf))
     }
 
@@ -217,6 +242,25 @@ mod tests {
         files.remove(id, 7).expect("remove");
         assert!(files.read(id, 7, &pointer).is_err());
         files.remove(id, 7).expect("removing twice is fine");
+    }
+
+    #[test]
+    fn a_big_file_read_in_two_halves_is_read_exactly() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files = SnapFiles::new(dir.path());
+        let id = SessionId::new();
+        for len in [
+            PARALLEL_READ_MIN,
+            PARALLEL_READ_MIN + 1,
+            3 * PARALLEL_READ_MIN / 2 + 7,
+        ] {
+            let frame: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            let pointer = files.write(id, 1, &frame).expect("write");
+            assert!(
+                *files.read(id, 1, &pointer).expect("read") == *frame,
+                "{len}"
+            );
+        }
     }
 
     #[test]

@@ -87,6 +87,22 @@ pub trait Store: Send + Sync + 'static {
         visit: &mut dyn FnMut(u64, &[u8]) -> Result<Visit>,
     ) -> Result<()>;
 
+    /// [`scan`](Self::scan), handing each frame over as [`SharedBytes`] that
+    /// the visitor may keep without copying (a replay keeps message bodies
+    /// in them). The default copies each frame; a store whose frames are
+    /// already shared (sled's values) hands them over as they are.
+    fn scan_shared(
+        &self,
+        session: SessionId,
+        from: u64,
+        to: u64,
+        visit: &mut dyn FnMut(u64, SharedBytes) -> Result<Visit>,
+    ) -> Result<()> {
+        self.scan(session, from, to, &mut |seq, frame| {
+            visit(seq, SharedBytes::from(frame.to_vec()))
+        })
+    }
+
     /// All session ids, in id order (= creation order).
     fn sessions(&self) -> Result<Vec<SessionId>>;
 

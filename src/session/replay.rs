@@ -84,7 +84,8 @@ pub(crate) fn replay(
     let mut expect = from;
     let mut bad: Option<(u64, String)> = None;
     let mut bad_count = 0u64;
-    journal.scan_frames(id, from, to, &mut |seq, frame| {
+    journal.scan_frames_shared(id, from, to, &mut |seq, shared| {
+        let frame: &[u8] = &shared;
         let next = expect + bad_count;
         if seq != next {
             return Err(Error::corruption(
@@ -115,7 +116,7 @@ pub(crate) fn replay(
             && let Some(m) = peek_message(body)
             && m.session == id
             && m.seq == seq
-            && state.fold_plain_message(&m)
+            && state.fold_plain_message(&m, Some((&shared, codec::FRAME_HEADER_LEN)))
         {
             *count += 1;
             expect += 1;

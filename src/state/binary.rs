@@ -23,8 +23,10 @@ use serde::{Deserialize, Serialize};
 use crate::codec::codec;
 use crate::error::{Error, Result};
 use crate::model::SessionId;
-use crate::state::messages::{read_section, write_section};
-use crate::state::{AdapterStates, Evaluations, SessionState, SliceRegistry, ToolCalls, Usage};
+use crate::state::messages::{read_derived, read_section, write_section};
+use crate::state::{
+    AdapterStates, Conversation, Evaluations, SessionState, SliceRegistry, ToolCalls, Usage,
+};
 
 #[cfg(test)]
 mod tests;
@@ -213,18 +215,25 @@ impl SessionState {
                 return Err(e);
             }
         };
-        let head = || -> Result<Head> {
+        let undecodable =
+            |e| Error::SnapshotRestore(format!("undecodable snapshot: messages: {e}"));
+        // On two threads, the head's also rebuilds the conversation (from
+        // the section's roles and turns): the two then take about as long.
+        let head = || -> Result<(Head, Option<Conversation>)> {
             if parallel {
                 crc()?;
             }
-            codec(limit)
+            let head = codec(limit)
                 .deserialize(&body[..head_len])
-                .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot: {e}")))
+                .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot: {e}")))?;
+            let derived = parallel
+                .then(|| read_derived(&buf, start + head_len, section_len))
+                .transpose()
+                .map_err(undecodable)?;
+            Ok((head, derived))
         };
-        let section = || {
-            read_section(&buf, start + head_len, section_len)
-                .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot: messages: {e}")))
-        };
+        let section =
+            || read_section(&buf, start + head_len, section_len, !parallel).map_err(undecodable);
         let (s, messages) = if parallel {
             std::thread::scope(|scope| {
                 let s = scope.spawn(head);
@@ -239,8 +248,9 @@ impl SessionState {
         } else {
             (head(), section())
         };
-        let s = s?;
-        let (messages, conversation) = messages?;
+        let (s, derived) = s?;
+        let (messages, inline) = messages?;
+        let conversation = derived.unwrap_or(inline);
         Self::assemble(s, messages, conversation, registry, limit)
     }
 

@@ -20,8 +20,16 @@ use crate::state::keys::EvalKey;
 pub(crate) use check::{PeekedMessage, peek_message};
 use index::Index;
 use run::EvalMessages;
-pub(crate) use section::{read_section, write_section};
+pub(crate) use section::{read_derived, read_section, write_section};
 use slot::Slot;
+
+/// Where the bytes of a plain message come from.
+pub(crate) enum PlainBytes<'a> {
+    /// Bytes to copy.
+    Copy(&'a [u8]),
+    /// The end of a shared frame, from the offset on: kept, not copied.
+    Frame(&'a SharedBytes, usize),
+}
 
 /// The status of one tool call, as joined from everything known about it.
 #[derive(Clone, Debug, Default)]
@@ -169,12 +177,16 @@ impl Messages {
         &mut self,
         eval: EvaluationId,
         key: (u64, MessageId),
-        bytes: Box<[u8]>,
+        bytes: PlainBytes<'_>,
     ) {
+        let slot = match bytes {
+            PlainBytes::Copy(b) => Slot::bytes(Box::from(b)),
+            PlainBytes::Frame(frame, start) => Slot::frame(frame.clone(), start),
+        };
         self.by_eval
             .entry(eval.into())
             .or_default()
-            .insert(key, Slot::bytes(bytes));
+            .insert(key, slot);
     }
 
     /// Inserts a message whose id was just [`claim`](Self::claim)ed.

@@ -5,7 +5,7 @@ use std::fmt;
 
 use crate::event::{Envelope, Event};
 use crate::model::{EvaluationId, SessionId};
-use crate::state::messages::PeekedMessage;
+use crate::state::messages::{PeekedMessage, PlainBytes};
 use crate::state::{
     AdapterStates, Conversation, ConversationView, DynSlice, Evaluations, Messages, Slice,
     SlicePolicy, SliceRegistry, ToolCalls, Usage,
@@ -107,7 +107,14 @@ impl SessionState {
     /// takes more than the message's ids (application slices see whole
     /// envelopes; a first message may set its evaluation's prompt): decode
     /// and apply it then.
-    pub(crate) fn fold_plain_message(&mut self, m: &PeekedMessage<'_>) -> bool {
+    ///
+    /// `frame` is the frame the envelope came in, if it can be kept (the
+    /// message then stays in it, uncopied), with where the envelope starts.
+    pub(crate) fn fold_plain_message(
+        &mut self,
+        m: &PeekedMessage<'_>,
+        frame: Option<(&crate::SharedBytes, usize)>,
+    ) -> bool {
         let ids = &m.ids;
         let eval = ids.evaluation_id;
         if !self.app.is_empty() || self.evaluations.wants_prompt(eval) {
@@ -119,8 +126,11 @@ impl SessionState {
             let key = (ids.sequence, ids.message_id);
             self.evaluations.on_turn(eval, ids.turn);
             self.conversation.on_parts(eval, key, ids.role, ids.turn);
-            self.messages
-                .insert_claimed_plain(eval, key, Box::from(m.body));
+            let bytes = match frame {
+                Some((frame, at)) => PlainBytes::Frame(frame, at + m.start),
+                None => PlainBytes::Copy(m.body),
+            };
+            self.messages.insert_claimed_plain(eval, key, bytes);
         }
         true
     }

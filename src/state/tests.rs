@@ -357,7 +357,10 @@ proptest! {
                 match crate::state::peek_message(body) {
                     Some(m) => {
                         prop_assert_eq!((m.session, m.seq), (env.session, env.seq));
-                        if lazy.fold_plain_message(&m) {
+                        // Kept in its frame, or copied, in turns.
+                        let shared = crate::SharedBytes::from(frame.clone());
+                        let keep = (env.seq % 2 == 0).then_some((&shared, crate::codec::FRAME_HEADER_LEN));
+                        if lazy.fold_plain_message(&m, keep) {
                             kept += 1;
                         } else {
                             lazy.apply_owned(env.clone());

@@ -110,6 +110,13 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A string's bytes, skipped unchecked.
+    #[inline]
+    pub(super) fn skip_string(&mut self, what: &'static str) -> Result<(), Bad> {
+        let n = self.len(what)?;
+        self.take(n, what).map(|_| ())
+    }
+
     /// A UUID: bytes, which must be 16.
     #[inline]
     pub(super) fn uuid(&mut self, what: &'static str) -> Result<[u8; 16], Bad> {

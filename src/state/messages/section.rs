@@ -22,7 +22,7 @@ use crate::journal::store::SharedBytes;
 use std::collections::hash_map::Entry;
 
 use super::bytes::{Bad, Reader, write_varint};
-use super::check::check_body;
+use super::check::{check_body, role_and_turn};
 use super::index::Index;
 use super::run::EvalMessages;
 use super::slot::{Slot, Span, encode_body};
@@ -97,13 +97,15 @@ pub(crate) fn write_section(m: &Messages, out: &mut Vec<u8>) -> Result<(), Strin
 }
 
 /// Reads the messages section at `buf[at..at + len]`, keeping the bodies
-/// as bytes of `buf`, and rebuilds the [`Conversation`] slice from the
-/// bodies' roles and turns. Each body is checked to decode and to hold the
-/// ids of its header; order, uniqueness and every count are checked too.
+/// as bytes of `buf`, and (if `with_conversation`) rebuilds the
+/// [`Conversation`] slice from the bodies' roles and turns. Each body is
+/// checked to decode and to hold the ids of its header; order, uniqueness
+/// and every count are checked too.
 pub(crate) fn read_section(
     buf: &SharedBytes,
     at: usize,
     len: usize,
+    with_derived: bool,
 ) -> Result<(Messages, Conversation), String> {
     let section = at
         .checked_add(len)
@@ -121,6 +123,7 @@ pub(crate) fn read_section(
     let mut index = Vec::with_capacity(cap.min(len / 32));
     let mut conversation = Conversation::default();
     let mut conv = Vec::new();
+    let mut messages = 0u64;
     let evals = r.len("evaluations")?;
     let mut last_eval: Option<EvaluationId> = None;
     for _ in 0..evals {
@@ -149,25 +152,27 @@ pub(crate) fn read_section(
                 return Err(format!("message {id}: its ids differ from its header's"));
             }
             index.push((id, (eval, sequence)));
+            messages += 1;
             let span = Span {
                 start,
                 end: start + body_len,
             };
             run.push((key, Slot::raw(span)));
-            conv.push((key, ids.role, ids.turn));
+            if with_derived {
+                conv.push((key, ids.role, ids.turn));
+            }
         }
-        conversation.push_sorted(eval, &mut conv);
-        conv.clear();
+        if with_derived {
+            conversation.push_sorted(eval, &mut conv);
+            conv.clear();
+        }
         out.by_eval
             .insert(eval.into(), EvalMessages::from_sorted(run));
     }
-    if index.len() as u64 != count {
-        return Err(format!(
-            "{} messages where the count says {count}",
-            index.len()
-        ));
+    if messages != count {
+        return Err(format!("{messages} messages where the count says {count}"));
     }
-    out.index = Index::from_unsorted(index).map_err(|id| format!("duplicate message_id {id}"))?;
+    out.index = index_of(index)?;
     let calls = r.len("calls")?;
     for _ in 0..calls {
         let eval = EvaluationId::from_bytes(r.array("call.evaluation_id")?);
@@ -205,4 +210,37 @@ pub(crate) fn read_section(
         return Err("trailing bytes after the messages section".into());
     }
     Ok((out, conversation))
+}
+
+fn index_of(ids: Vec<(MessageId, (EvaluationId, u64))>) -> Result<Index, String> {
+    Index::from_unsorted(ids).map_err(|id| format!("duplicate message_id {id}"))
+}
+
+/// What [`read_section`] leaves out when told to: the [`Conversation`]
+/// slice of the messages section at `buf[at..at + len]`, for a section
+/// `read_section` accepts. Made on another thread than it: the bodies are
+/// not checked here, only skipped through to their role and turn (should a
+/// section be damaged, `read_section` refuses it).
+pub(crate) fn read_derived(buf: &[u8], at: usize, len: usize) -> Result<Conversation, String> {
+    let section = at
+        .checked_add(len)
+        .and_then(|end| buf.get(at..end))
+        .ok_or("the messages section is out of bounds")?;
+    let mut r = Reader::new(section);
+    r.varint("count")?;
+    let mut conversation = Conversation::default();
+    let mut conv = Vec::new();
+    for _ in 0..r.len("evaluations")? {
+        let eval = EvaluationId::from_bytes(r.array("evaluation_id")?);
+        for _ in 0..r.len("messages")? {
+            let sequence = r.varint("sequence")?;
+            let id = MessageId::from_bytes(r.array("message_id")?);
+            let body_len = r.len("body")?;
+            let (role, turn) = role_and_turn(r.take(body_len, "body")?)?;
+            conv.push(((sequence, id), role, turn));
+        }
+        conversation.push_sorted(eval, &mut conv);
+        conv.clear();
+    }
+    Ok(conversation)
 }

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::bytes::write_varint;
 use crate::codec::codec;
+use crate::journal::store::SharedBytes;
 use crate::model::{EvaluationId, InnerMessage, MessageId, Role, ToolStatus};
 
 /// Where a message's bincode bytes are in the buffer of its [`Messages`](super::Messages).
@@ -31,6 +32,9 @@ pub(super) enum Slot {
     /// The message's bytes of its own (copied from the event that carried
     /// it, when a stream is replayed), and the message once decoded.
     Bytes(Box<[u8]>, OnceLock<Box<InnerMessage>>),
+    /// The message's bytes: the end of the frame that carried it (from
+    /// `start` on), shared with the store, and the message once decoded.
+    Frame(SharedBytes, usize, OnceLock<Box<InnerMessage>>),
 }
 
 /// The options of a message body: the crate's codec with no limit (a body
@@ -121,12 +125,19 @@ impl Slot {
         Slot::Bytes(bytes, OnceLock::new())
     }
 
+    /// A message held as the end of its frame, from `start` on, that passed
+    /// [`check_body`](super::check::check_body).
+    pub(super) fn frame(frame: SharedBytes, start: usize) -> Slot {
+        Slot::Frame(frame, start, OnceLock::new())
+    }
+
     /// The message's bytes (in `buf`, or its own), if it is held as bytes.
     pub(super) fn raw_bytes<'b>(&'b self, buf: &'b [u8]) -> Option<&'b [u8]> {
         match self {
             Slot::Owned(_) => None,
             Slot::Raw(s, _) => buf.get(s.start..s.end),
             Slot::Bytes(b, _) => Some(b),
+            Slot::Frame(f, start, _) => f.get(*start..),
         }
     }
 
@@ -135,7 +146,9 @@ impl Slot {
     pub(super) fn decoded(&self) -> Option<&InnerMessage> {
         match self {
             Slot::Owned(m) => Some(m),
-            Slot::Raw(_, cell) | Slot::Bytes(_, cell) => cell.get().map(|b| &**b),
+            Slot::Raw(_, cell) | Slot::Bytes(_, cell) | Slot::Frame(_, _, cell) => {
+                cell.get().map(|b| &**b)
+            }
         }
     }
 
@@ -150,7 +163,7 @@ impl Slot {
     ) -> &InnerMessage {
         match self {
             Slot::Owned(m) => m,
-            Slot::Raw(_, cell) | Slot::Bytes(_, cell) => {
+            Slot::Raw(_, cell) | Slot::Bytes(_, cell) | Slot::Frame(_, _, cell) => {
                 cell.get_or_init(|| Box::new(decode(self.raw_bytes(buf), eval, key)))
             }
         }
@@ -177,13 +190,20 @@ impl Slot {
                 cell.take()
                     .unwrap_or_else(|| Box::new(decode(Some(bytes), eval, key))),
             ),
+            Slot::Frame(frame, start, cell) => {
+                let bytes = frame.get(*start..);
+                Some(
+                    cell.take()
+                        .unwrap_or_else(|| Box::new(decode(bytes, eval, key))),
+                )
+            }
         };
         if let Some(m) = decoded {
             *self = Slot::Owned(m);
         }
         match self {
             Slot::Owned(m) => Some(m),
-            Slot::Raw(..) | Slot::Bytes(..) => None,
+            Slot::Raw(..) | Slot::Bytes(..) | Slot::Frame(..) => None,
         }
     }
 }
