@@ -250,6 +250,83 @@ mod tests {
         mangle(&encode(&sample(&"x".repeat(300), 0, false, -5)));
     }
 
+    /// `peek_message` takes exactly the envelopes bincode decodes to a
+    /// plain message, with the same session, seq and ids.
+    fn peek_agrees(b: &[u8]) {
+        let decoded = codec(u64::MAX).deserialize::<crate::event::Envelope>(b);
+        let plain = match &decoded {
+            Ok(env) => match &env.event {
+                crate::event::Event::Message(m)
+                    if m.tool_calls.is_empty() && m.tool_call_id.is_none() =>
+                {
+                    Some((env.session, env.seq, m))
+                }
+                _ => None,
+            },
+            Err(_) => None,
+        };
+        match (peek_message(b), plain) {
+            (None, None) => {}
+            (Some(p), Some((session, seq, m))) => {
+                assert_eq!((p.session, p.seq), (session, seq));
+                assert_eq!(
+                    (p.ids.evaluation_id, p.ids.sequence, p.ids.message_id),
+                    (m.evaluation_id, m.sequence, m.message_id)
+                );
+                assert_eq!((p.ids.role, p.ids.turn), (m.role, m.turn));
+                assert_eq!(p.body, &b[p.start..]);
+                assert_eq!(
+                    codec(u64::MAX)
+                        .deserialize::<InnerMessage>(p.body)
+                        .ok()
+                        .as_ref(),
+                    Some(m)
+                );
+            }
+            (p, d) => panic!("peek {:?} vs decode {d:?} on {b:?}", p.map(|p| p.seq)),
+        }
+    }
+
+    #[test]
+    fn peeking_an_envelope_agrees_with_bincode_on_every_truncation_and_byte_change() {
+        use crate::event::{Envelope, Event};
+        let envelope = |event| Envelope {
+            session: crate::model::SessionId::new(),
+            seq: 70_000,
+            at: chrono::Utc
+                .timestamp_micros(1_700_000_000_000_000)
+                .single()
+                .unwrap_or_default(),
+            event,
+        };
+        let mut with_result = sample("r", 0, true, 5);
+        with_result.tool_calls.clear();
+        for env in [
+            envelope(Event::Message(sample("plain", 0, false, 1))),
+            envelope(Event::Message(sample("calls", 2, false, 1))),
+            envelope(Event::Message(with_result)),
+            envelope(Event::Custom {
+                kind: "k".into(),
+                payload: vec![2; 3],
+            }),
+        ] {
+            let b = codec(u64::MAX).serialize(&env).expect("encode");
+            peek_agrees(&b);
+            for cut in 0..b.len() {
+                peek_agrees(&b[..cut]);
+            }
+            for i in 0..b.len() {
+                for x in [0x01, 0x02, 0x80, 0xff, 0xfb, 0xfc, 0xfd] {
+                    let mut m = b.clone();
+                    m[i] ^= x;
+                    peek_agrees(&m);
+                    m[i] = x;
+                    peek_agrees(&m);
+                }
+            }
+        }
+    }
+
     #[test]
     fn timestamps_at_the_edges_of_the_range() {
         // With `created_at` at 0 its varint is one byte, before the
