@@ -149,10 +149,11 @@ fn expected_event(id: SessionId, seq: u64) -> Event {
                 } else {
                     Role::Assistant
                 },
-                // Long enough (~400 bytes) that a session's snapshot passes
-                // 64 KiB within a round or two, so kills also land while
-                // the sled store writes, replaces and removes snapshot files.
-                content: format!("message {seq} of {id}: {h:x} ").repeat(6),
+                // Long enough (~2 KiB) that a session's snapshot passes
+                // 64 KiB within a round or two, even in a debug build, so
+                // kills also land while the sled store writes, replaces and
+                // removes snapshot files.
+                content: format!("message {seq} of {id}: {h:x} ").repeat(30),
                 evaluation_id,
                 sequence: seq,
                 tool_calls: Vec::new(),

@@ -303,3 +303,22 @@ fn replaced_orphaned_and_deleted_snapshot_files_are_removed() {
     j.delete_session(id, true).expect("delete");
     assert_eq!(snapshot_files(&path), vec![foreign]);
 }
+
+/// A process killed while sled wrote its own page-cache snapshot leaves
+/// `snap.<lsn>.generating`; sled 0.34 then picks that unfinished file and
+/// refuses the database (sled #1527). The journal removes it and opens.
+#[test]
+fn an_unfinished_sled_snapshot_left_by_a_kill_does_not_make_the_database_unopenable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let id = session_with(&path, 30);
+    // Sorts after every finished `snap.<lsn>`: sled would read it first.
+    let unfinished = path.join("snap.FFFFFFFFFFFFFFF0.generating");
+    std::fs::write(&unfinished, vec![0x5a; 4096]).expect("write");
+    let j = Journal::open(&path).expect("opens despite the unfinished snapshot");
+    assert!(!unfinished.exists());
+    let s = j.session(id).expect("session");
+    assert_eq!(s.head(), 31);
+    assert_eq!(s.events(1..31).expect("events")[29].event, custom(29));
+    assert!(j.verify(None, |_| {}).expect("verify").is_clean());
+}

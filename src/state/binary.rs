@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec::codec;
 use crate::error::{Error, Result};
 use crate::model::SessionId;
-use crate::state::messages::{read_derived, read_section, write_section};
+use crate::state::messages::{read_derived, read_section, section_evaluations, write_section};
 use crate::state::{
     AdapterStates, Conversation, Evaluations, SessionState, SliceRegistry, ToolCalls, Usage,
 };
@@ -217,23 +217,27 @@ impl SessionState {
         };
         let undecodable =
             |e| Error::SnapshotRestore(format!("undecodable snapshot: messages: {e}"));
-        // On two threads, the head's also rebuilds the conversation (from
-        // the section's roles and turns): the two then take about as long.
-        let head = || -> Result<(Head, Option<Conversation>)> {
+        // On two threads, the head's also rebuilds the conversation of the
+        // first 3/5 of the evaluations (from the section's roles and turns),
+        // the section's the rest's: the two then take about as long.
+        let split = if parallel {
+            section_evaluations(&buf, start + head_len, section_len).unwrap_or(0) / 5 * 3
+        } else {
+            0
+        };
+        let head = || -> Result<(Head, Conversation)> {
             if parallel {
                 crc()?;
             }
             let head = codec(limit)
                 .deserialize(&body[..head_len])
                 .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot: {e}")))?;
-            let derived = parallel
-                .then(|| read_derived(&buf, start + head_len, section_len))
-                .transpose()
-                .map_err(undecodable)?;
+            let derived =
+                read_derived(&buf, start + head_len, section_len, split).map_err(undecodable)?;
             Ok((head, derived))
         };
         let section =
-            || read_section(&buf, start + head_len, section_len, !parallel).map_err(undecodable);
+            || read_section(&buf, start + head_len, section_len, split).map_err(undecodable);
         let (s, messages) = if parallel {
             std::thread::scope(|scope| {
                 let s = scope.spawn(head);
@@ -248,9 +252,9 @@ impl SessionState {
         } else {
             (head(), section())
         };
-        let (s, derived) = s?;
-        let (messages, inline) = messages?;
-        let conversation = derived.unwrap_or(inline);
+        let (s, mut conversation) = s?;
+        let (messages, mut rest) = messages?;
+        conversation.append(&mut rest);
         Self::assemble(s, messages, conversation, registry, limit)
     }
 

@@ -219,6 +219,11 @@ impl Conversation {
         self.evals.insert(eval.into(), c);
     }
 
+    /// Moves in the evaluations of `other`, which this one does not have.
+    pub(crate) fn append(&mut self, other: &mut Conversation) {
+        self.evals.append(&mut other.evals);
+    }
+
     pub(crate) fn entries(&self) -> impl Iterator<Item = (EvaluationId, &ConversationIds)> + '_ {
         self.evals.iter().map(|(k, v)| (k.id(), v))
     }

@@ -20,7 +20,7 @@ use crate::state::keys::EvalKey;
 pub(crate) use check::{PeekedMessage, peek_message};
 use index::Index;
 use run::EvalMessages;
-pub(crate) use section::{read_derived, read_section, write_section};
+pub(crate) use section::{read_derived, read_section, section_evaluations, write_section};
 use slot::Slot;
 
 /// Where the bytes of a plain message come from.

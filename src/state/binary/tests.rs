@@ -171,21 +171,24 @@ fn a_snapshot_of_an_unknown_format_or_out_of_range_start_is_refused() {
 /// state, and a flipped byte anywhere is still refused (crc first).
 #[test]
 fn a_big_snapshot_decodes_on_two_threads_and_still_checks_its_crc() {
-    let eval = crate::model::EvaluationId::new();
+    // Ten evaluations: the conversation is rebuilt partly on each thread.
     let mut envs = vec![];
-    let events: Vec<Event> = std::iter::once(Event::EvaluationStarted {
-        evaluation_id: eval,
-        prompt_ns: "ns".into(),
-        prompt_key: "k".into(),
-        adapter: "a".into(),
-    })
-    .chain((0..12_000u64).map(|i| {
-        let role = [Role::User, Role::Assistant][(i % 2) as usize];
-        let mut m = crate::model::InnerMessage::new(role, "x".repeat(400), eval, i);
-        m.turn = (i / 2) as u32;
-        Event::Message(m)
-    }))
-    .collect();
+    let mut events: Vec<Event> = Vec::new();
+    for _ in 0..10 {
+        let eval = crate::model::EvaluationId::new();
+        events.push(Event::EvaluationStarted {
+            evaluation_id: eval,
+            prompt_ns: "ns".into(),
+            prompt_key: "k".into(),
+            adapter: "a".into(),
+        });
+        events.extend((0..1_200u64).map(|i| {
+            let role = [Role::System, Role::User, Role::Assistant, Role::Tool][(i % 4) as usize];
+            let mut m = crate::model::InnerMessage::new(role, "x".repeat(400), eval, i);
+            m.turn = (i / 4) as u32;
+            Event::Message(m)
+        }));
+    }
     envs.extend(envelopes(events));
     let s = fold(SessionState::new(), &envs);
     let reg = SliceRegistry::new();

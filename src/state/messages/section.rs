@@ -105,7 +105,7 @@ pub(crate) fn read_section(
     buf: &SharedBytes,
     at: usize,
     len: usize,
-    with_derived: bool,
+    conversation_from: usize,
 ) -> Result<(Messages, Conversation), String> {
     let section = at
         .checked_add(len)
@@ -126,7 +126,8 @@ pub(crate) fn read_section(
     let mut messages = 0u64;
     let evals = r.len("evaluations")?;
     let mut last_eval: Option<EvaluationId> = None;
-    for _ in 0..evals {
+    for e in 0..evals {
+        let with_derived = e >= conversation_from;
         let eval = EvaluationId::from_bytes(r.array("evaluation_id")?);
         if last_eval.is_some_and(|last| last >= eval) {
             return Err(format!("evaluation {eval} out of order"));
@@ -216,12 +217,26 @@ fn index_of(ids: Vec<(MessageId, (EvaluationId, u64))>) -> Result<Index, String>
     Index::from_unsorted(ids).map_err(|id| format!("duplicate message_id {id}"))
 }
 
+/// The number of evaluations of the messages section at `buf[at..at +
+/// len]`, as its header says.
+pub(crate) fn section_evaluations(buf: &[u8], at: usize, len: usize) -> Option<usize> {
+    let mut r = Reader::new(buf.get(at..at.checked_add(len)?)?);
+    r.varint("count").ok()?;
+    r.len("evaluations").ok()
+}
+
 /// What [`read_section`] leaves out when told to: the [`Conversation`]
-/// slice of the messages section at `buf[at..at + len]`, for a section
-/// `read_section` accepts. Made on another thread than it: the bodies are
-/// not checked here, only skipped through to their role and turn (should a
-/// section be damaged, `read_section` refuses it).
-pub(crate) fn read_derived(buf: &[u8], at: usize, len: usize) -> Result<Conversation, String> {
+/// slice of the first `evaluations` evaluations of the messages section at
+/// `buf[at..at + len]`, for a section `read_section` accepts. Made on
+/// another thread than it: the bodies are not checked here, only skipped
+/// through to their role and turn (should a section be damaged,
+/// `read_section` refuses it).
+pub(crate) fn read_derived(
+    buf: &[u8],
+    at: usize,
+    len: usize,
+    evaluations: usize,
+) -> Result<Conversation, String> {
     let section = at
         .checked_add(len)
         .and_then(|end| buf.get(at..end))
@@ -230,7 +245,7 @@ pub(crate) fn read_derived(buf: &[u8], at: usize, len: usize) -> Result<Conversa
     r.varint("count")?;
     let mut conversation = Conversation::default();
     let mut conv = Vec::new();
-    for _ in 0..r.len("evaluations")? {
+    for _ in 0..r.len("evaluations")?.min(evaluations) {
         let eval = EvaluationId::from_bytes(r.array("evaluation_id")?);
         for _ in 0..r.len("messages")? {
             let sequence = r.varint("sequence")?;
