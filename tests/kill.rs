@@ -725,10 +725,6 @@ fn sigkill_during_synced_appends_loses_no_acknowledged_event() {
         |_| Durability::Synced,
     );
     assert_clean(&t);
-    assert!(
-        t.rounds_with_snapshot_files > 0,
-        "no round reached a snapshot kept in a file: the harness no longer covers them"
-    );
 }
 
 /// `Flushed` promises survival of a process crash (not of power loss): a
@@ -790,6 +786,13 @@ fn kill_500_rounds() {
         },
     );
     assert_clean(&t);
+    // Over hundreds of rounds some sessions always grow past 64 KiB (in
+    // the short runs of the normal suite, how far they get depends on the
+    // machine's speed: there it is only reported).
+    assert!(
+        t.rounds < 100 || t.rounds_with_snapshot_files > 0,
+        "no round reached a snapshot kept in a file: the harness no longer covers them"
+    );
 }
 
 /// Lays out in `db` what a kill leaves while sled creates a database: sled

@@ -331,6 +331,35 @@ impl SledStore {
         Ok(())
     }
 
+    /// Calls `visit(seq, value)` for the events `from <= seq < to` of
+    /// `session`, in order, until it returns `Break`.
+    fn scan_values(
+        &self,
+        session: SessionId,
+        from: u64,
+        to: u64,
+        visit: &mut dyn FnMut(u64, sled::IVec) -> Result<Visit>,
+    ) -> Result<()> {
+        if from >= to {
+            return Ok(());
+        }
+        for item in self.events.range(key(session, from)..key(session, to)) {
+            let (k, v) = item.map_err(|e| storage(e, "reading events"))?;
+            let Some((_, seq)) = split_key(&k) else {
+                return Err(Error::corruption(
+                    Some(session),
+                    None,
+                    None,
+                    "malformed key in tree events",
+                ));
+            };
+            if visit(seq, v)?.is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     fn flush_sled(&self) -> Result<()> {
         self.db
             .flush()
@@ -409,26 +438,7 @@ impl Store for SledStore {
         to: u64,
         visit: &mut dyn FnMut(u64, &[u8]) -> Result<Visit>,
     ) -> Result<()> {
-        if from >= to {
-            return Ok(());
-        }
-        let start = key(session, from);
-        let end = key(session, to);
-        for item in self.events.range(start..end) {
-            let (k, v) = item.map_err(|e| storage(e, "reading events"))?;
-            let Some((_, seq)) = split_key(&k) else {
-                return Err(Error::corruption(
-                    Some(session),
-                    None,
-                    None,
-                    "malformed key in tree events",
-                ));
-            };
-            if visit(seq, &v)?.is_break() {
-                break;
-            }
-        }
-        Ok(())
+        self.scan_values(session, from, to, &mut |seq, v| visit(seq, &v))
     }
 
     fn scan_shared(
@@ -438,25 +448,10 @@ impl Store for SledStore {
         to: u64,
         visit: &mut dyn FnMut(u64, SharedBytes) -> Result<Visit>,
     ) -> Result<()> {
-        if from >= to {
-            return Ok(());
-        }
-        for item in self.events.range(key(session, from)..key(session, to)) {
-            let (k, v) = item.map_err(|e| storage(e, "reading events"))?;
-            let Some((_, seq)) = split_key(&k) else {
-                return Err(Error::corruption(
-                    Some(session),
-                    None,
-                    None,
-                    "malformed key in tree events",
-                ));
-            };
-            // The value sled holds, shared: no copy.
-            if visit(seq, SharedBytes::new(v))?.is_break() {
-                break;
-            }
-        }
-        Ok(())
+        // The values sled holds, shared: no copy.
+        self.scan_values(session, from, to, &mut |seq, v| {
+            visit(seq, SharedBytes::new(v))
+        })
     }
 
     fn sessions(&self) -> Result<Vec<SessionId>> {

@@ -275,6 +275,22 @@ pub(crate) fn in_order_and_shuffled() -> impl Strategy<Value = (Vec<Event>, Vec<
     })
 }
 
+/// The events of a generated session, in order and shuffled, and up to
+/// `max_dups` indexes of events to append again (as duplicates).
+fn shuffled_with_duplicates(
+    max_dups: usize,
+) -> impl Strategy<Value = (Vec<Event>, Vec<Event>, Vec<usize>)> {
+    session_spec().prop_flat_map(move |spec| {
+        let events = build_events(&spec);
+        let n = events.len();
+        (
+            Just(events.clone()),
+            Just(events).prop_shuffle(),
+            prop::collection::vec(0..n, 0..max_dups),
+        )
+    })
+}
+
 const LIMIT: u64 = 1 << 24;
 
 fn binary_round_trip(s: &SessionState, reg: &SliceRegistry) -> SessionState {
@@ -306,11 +322,7 @@ proptest! {
 
     #[test]
     fn messages_do_not_depend_on_order_or_duplicates(
-        (events, shuffled, dups) in session_spec().prop_flat_map(|spec| {
-            let events = build_events(&spec);
-            let n = events.len();
-            (Just(events.clone()), Just(events).prop_shuffle(), prop::collection::vec(0..n, 0..12))
-        })
+        (events, shuffled, dups) in shuffled_with_duplicates(12)
     ) {
         let in_order = fold(SessionState::new(), &envelopes(events));
         let mut permuted = shuffled.clone();
@@ -334,11 +346,7 @@ proptest! {
 
     #[test]
     fn folding_frames_without_decoding_plain_messages_changes_nothing(
-        (events, shuffled, dups) in session_spec().prop_flat_map(|spec| {
-            let events = build_events(&spec);
-            let n = events.len();
-            (Just(events.clone()), Just(events).prop_shuffle(), prop::collection::vec(0..n, 0..8))
-        })
+        (events, shuffled, dups) in shuffled_with_duplicates(8)
     ) {
         let mut permuted = shuffled.clone();
         for i in dups {
