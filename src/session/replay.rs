@@ -35,6 +35,26 @@ pub(crate) fn decode_snapshot(
     Ok(state)
 }
 
+/// Event `seq` of `id` is missing: a gap.
+fn gap(id: SessionId, seq: u64) -> Error {
+    Error::corruption(
+        Some(id),
+        Some(seq),
+        None,
+        "event missing from the stream (a gap)",
+    )
+}
+
+/// The record stored as event `seq` of `id` says it is `env`'s place.
+fn misplaced(id: SessionId, seq: u64, env: &Envelope) -> Error {
+    Error::corruption(
+        Some(id),
+        Some(seq),
+        None,
+        format!("record belongs to session {} seq {}", env.session, env.seq),
+    )
+}
+
 pub(crate) fn check_frame(
     id: SessionId,
     seq: u64,
@@ -43,22 +63,12 @@ pub(crate) fn check_frame(
     limit: u64,
 ) -> Result<Envelope> {
     if seq != expect {
-        return Err(Error::corruption(
-            Some(id),
-            Some(expect),
-            None,
-            "event missing from the stream (a gap)",
-        ));
+        return Err(gap(id, expect));
     }
     let env: Envelope = codec::decode_frame(frame, limit)
         .map_err(|e| Error::corruption(Some(id), Some(seq), None, e.to_string()))?;
     if env.session != id || env.seq != seq {
-        return Err(Error::corruption(
-            Some(id),
-            Some(seq),
-            None,
-            format!("record belongs to session {} seq {}", env.session, env.seq),
-        ));
+        return Err(misplaced(id, seq, &env));
     }
     Ok(env)
 }
@@ -88,12 +98,7 @@ pub(crate) fn replay(
         let frame: &[u8] = &shared;
         let next = expect + bad_count;
         if seq != next {
-            return Err(Error::corruption(
-                Some(id),
-                Some(next),
-                None,
-                "event missing from the stream (a gap)",
-            ));
+            return Err(gap(id, next));
         }
         if let Some((bseq, reason)) = &bad {
             // Anything after a damaged frame: if it is readable, the damage
@@ -139,12 +144,7 @@ pub(crate) fn replay(
             }
         };
         if env.session != id || env.seq != seq {
-            return Err(Error::corruption(
-                Some(id),
-                Some(seq),
-                None,
-                format!("record belongs to session {} seq {}", env.session, env.seq),
-            ));
+            return Err(misplaced(id, seq, &env));
         }
         state.apply_owned(env);
         *count += 1;
