@@ -322,3 +322,159 @@ fn an_unfinished_sled_snapshot_left_by_a_kill_does_not_make_the_database_unopena
     assert_eq!(s.events(1..31).expect("events")[29].event, custom(29));
     assert!(j.verify(None, |_| {}).expect("verify").is_clean());
 }
+
+// ---------------------------------------------------------------------------
+// The write-ahead log of `Synced` appends (`<db>/wal`).
+
+/// A `Synced` session of `n` custom events, with the log as it was before
+/// the journal closed (a clean close empties it).
+fn synced_session_and_its_log(path: &Path, n: u64) -> (SessionId, Vec<u8>) {
+    let j = Journal::open(path).expect("open");
+    let s = j.create_session().expect("create");
+    for i in 0..n {
+        s.append(custom(i)).expect("append");
+    }
+    let log = std::fs::read(path.join("wal")).expect("read the log");
+    assert!(!log.is_empty(), "Synced appends go through the log");
+    let id = s.id();
+    drop(s);
+    drop(j);
+    assert_eq!(
+        std::fs::metadata(path.join("wal")).expect("log").len(),
+        0,
+        "a clean close empties the log"
+    );
+    (id, log)
+}
+
+/// What sled keeps after a crash that lost its buffered writes: the stream
+/// without its events from `from` on.
+fn lose_sled_tail(path: &Path, id: SessionId, from: u64) {
+    let db = sled::open(path).expect("raw open");
+    let t = db.open_tree("events").expect("tree");
+    let mut seq = from;
+    while t.remove(key(id, seq)).expect("remove").is_some() {
+        seq += 1;
+    }
+    assert!(seq > from, "nothing to lose at {from}");
+    db.flush().expect("flush");
+}
+
+fn payloads(j: &Journal, id: SessionId) -> Vec<u64> {
+    let s = j.session(id).expect("session");
+    s.events(..)
+        .expect("events")
+        .into_iter()
+        .filter_map(|e| match e.event {
+            Event::Custom { payload, .. } => {
+                Some(u64::from_le_bytes(payload.try_into().expect("8 bytes")))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn acknowledged_synced_events_that_sled_lost_come_back_from_the_log() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let (id, log) = synced_session_and_its_log(&path, 20);
+    let head = Journal::open(&path)
+        .expect("open")
+        .session(id)
+        .expect("session")
+        .head();
+    lose_sled_tail(&path, id, head - 8);
+    std::fs::write(path.join("wal"), &log).expect("put the log back");
+
+    let j = Journal::open(&path).expect("reopen");
+    assert_eq!(payloads(&j, id), (0..20).collect::<Vec<_>>());
+    assert_eq!(j.session(id).expect("session").head(), head);
+    assert_eq!(
+        std::fs::metadata(path.join("wal")).expect("log").len(),
+        0,
+        "the replayed log is emptied once sled has its frames"
+    );
+    let report = j.verify(None, |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+}
+
+#[test]
+fn a_torn_log_gives_back_every_whole_record_and_never_blocks_the_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let (id, log) = synced_session_and_its_log(&path, 20);
+    let head = Journal::open(&path)
+        .expect("open")
+        .session(id)
+        .expect("session")
+        .head();
+    let pristine = dir.path().join("pristine");
+    copy_dir(&path, &pristine);
+    // Each cut of the log, on a database that lost its last 8 events.
+    let mut recovered = Vec::new();
+    for cut in (0..log.len()).step_by(37).chain([log.len() - 1, log.len()]) {
+        let _ = std::fs::remove_dir_all(&path);
+        copy_dir(&pristine, &path);
+        lose_sled_tail(&path, id, head - 8);
+        std::fs::write(path.join("wal"), &log[..cut]).expect("write the cut log");
+        let j = Journal::open(&path).expect("a torn log never blocks the open");
+        let got = payloads(&j, id);
+        // A prefix of the stream: nothing invented, no gap.
+        assert_eq!(got, (0..got.len() as u64).collect::<Vec<_>>(), "cut {cut}");
+        recovered.push(got.len());
+        assert!(
+            j.verify(None, |_| {}).expect("verify").is_clean(),
+            "cut {cut}"
+        );
+    }
+    assert!(recovered.first() < recovered.last(), "{recovered:?}");
+    assert_eq!(recovered.last(), Some(&20));
+}
+
+#[test]
+fn a_deleted_session_is_not_brought_back_by_the_log() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let j = Journal::open(&path).expect("open");
+    let gone = j.create_session().expect("create");
+    let kept = j.create_session().expect("create");
+    for i in 0..10 {
+        gone.append(custom(i)).expect("append");
+        kept.append(custom(i)).expect("append");
+    }
+    let gone = gone.id();
+    j.delete_session(gone, true).expect("delete");
+    // The log holds nothing of the deleted session: a crash now cannot
+    // replay its events into the database.
+    let log = std::fs::read(path.join("wal")).expect("log");
+    assert!(
+        !log.windows(16).any(|w| w == gone.as_bytes()),
+        "the log still names the deleted session"
+    );
+    kept.append(custom(10)).expect("append after the delete");
+    // A crash image: the database as it is on disk now, with the log.
+    let image = dir.path().join("image");
+    copy_dir(&path, &image);
+    drop(kept);
+    drop(j);
+    let j = Journal::open(&image).expect("open the image");
+    assert!(j.session(gone).is_err(), "the deleted session came back");
+    assert_eq!(
+        payloads(&j, j.sessions().expect("sessions")[0]),
+        (0..11).collect::<Vec<_>>()
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let dest = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), dest).expect("copy");
+        }
+    }
+}

@@ -1,10 +1,11 @@
 //! Group commit: concurrent writers share one flush.
 //!
-//! A writer that needs durability takes a ticket *after* its write. If no
-//! flush is running it becomes the leader: it flushes, which covers every
-//! write whose ticket was taken before the flush started, and wakes the
-//! others. If a flush is running, it waits for the next one. N writers
-//! arriving together cost about two flushes, not N.
+//! A writer that needs durability takes a ticket *after* its write (or, for
+//! the write-ahead log, a ticket per record as it queues it). If no flush
+//! is running it becomes the leader: it flushes, which covers every ticket
+//! taken before the flush started, and wakes the others. If a flush is
+//! running, it waits for the one that covers its ticket. N writers arriving
+//! together cost about two flushes, not N.
 //!
 //! A failed flush poisons the committer: the error is returned to every
 //! waiter and to every later caller, because the durability of what was
@@ -71,17 +72,38 @@ impl GroupCommit {
         }
     }
 
+    /// Takes the next ticket (a writer's record number) without waiting.
+    pub(crate) fn ticket(&self) -> u64 {
+        let mut s = self.lock();
+        s.requested += 1;
+        s.requested
+    }
+
+    /// The last ticket handed out.
+    pub(crate) fn requested(&self) -> u64 {
+        self.lock().requested
+    }
+
     /// Waits until a flush that started after this call has completed,
     /// running it with `flush` if no one else is.
     pub(crate) fn commit(&self, flush: impl Fn() -> Result<()>) -> Result<()> {
+        let ticket = self.ticket();
+        self.commit_upto(ticket, || {
+            let covered = self.requested();
+            flush()?;
+            Ok(covered)
+        })
+    }
+
+    /// Waits until every ticket up to `target` is durable, running `flush`
+    /// if no one else is; `flush` returns the last ticket it made durable.
+    pub(crate) fn commit_upto(&self, target: u64, flush: impl Fn() -> Result<u64>) -> Result<()> {
         let mut s = self.lock();
-        s.requested += 1;
-        let ticket = s.requested;
         loop {
             if let Some(reason) = &s.poisoned {
                 return Err(Error::Poisoned(reason.clone()));
             }
-            if s.completed >= ticket {
+            if s.completed >= target {
                 return Ok(());
             }
             if !s.flushing {
@@ -95,16 +117,15 @@ impl GroupCommit {
                 if concurrent {
                     self.gather();
                 }
-                s = self.lock();
-                let target = s.requested;
-                s.last_batch = target - s.completed;
-                drop(s);
                 let result = flush();
                 s = self.lock();
                 s.flushing = false;
                 s.flushes += 1;
                 match result {
-                    Ok(()) => s.completed = s.completed.max(target),
+                    Ok(covered) => {
+                        s.last_batch = covered.saturating_sub(s.completed);
+                        s.completed = s.completed.max(covered);
+                    }
                     Err(e) => {
                         s.poisoned = Some(e.to_string());
                         self.done.notify_all();

@@ -5,7 +5,8 @@
 //! - tree `snapshots`: same key shape, value = frame of a `SessionState`, or
 //!   for a frame over 64 KiB a pointer to its file in `snapshots/` (see
 //!   `snapfiles.rs`);
-//! - tree `meta`: `format` = `agent-journal 1`, written when the database is created.
+//! - tree `meta`: `format` = `agent-journal 1`, written when the database is created;
+//! - file `wal`: the write-ahead log of `Synced` appends (see `wal.rs`).
 //!
 //! The head (next seq) of a session is derived from its last key and cached;
 //! one lock per session makes the compare-and-append atomic, and a sled batch
@@ -21,6 +22,7 @@ use crate::journal::Durability;
 use crate::journal::group_commit::GroupCommit;
 use crate::journal::snapfiles::{self, INLINE_MAX, SnapFiles};
 use crate::journal::store::{SharedBytes, Store, Visit};
+use crate::journal::wal::{self, Wal};
 use crate::model::SessionId;
 
 const FORMAT_KEY: &[u8] = b"format";
@@ -130,11 +132,25 @@ pub(crate) struct SledStore {
     synced_blobs: Mutex<std::collections::HashSet<u64>>,
     flushed: GroupCommit,
     synced: GroupCommit,
+    /// The write-ahead log (see `wal.rs`): read back at every open; written
+    /// by appends only when `wal_appends` (the journal is `Synced`).
+    wal: Wal,
+    wal_appends: bool,
 }
 
 impl SledStore {
     /// Opens (or creates, if `create`) the database directory at `path`.
-    pub(crate) fn open(path: &Path, create: bool, cache_bytes: u64) -> Result<Self> {
+    ///
+    /// With `wal_appends`, appends are also written to the write-ahead log
+    /// and a `Synced` flush syncs only the log (the journal's durability is
+    /// `Synced`). Whatever it is, a log left by an earlier process is
+    /// replayed into sled.
+    pub(crate) fn open(
+        path: &Path,
+        create: bool,
+        cache_bytes: u64,
+        wal_appends: bool,
+    ) -> Result<Self> {
         let existed = path.exists();
         // Whether sled's data file was there before we opened it: a database
         // that sled rolls back to empty (damage at the start of its log) must
@@ -240,6 +256,7 @@ impl SledStore {
             .read(true)
             .open(path.join("db"))
             .map_err(|e| Error::io(format!("opening {}/db for syncing", path.display()), e))?;
+        let (wal, records) = Wal::open(path)?;
         let store = Self {
             path: path.to_owned(),
             db,
@@ -251,7 +268,10 @@ impl SledStore {
             synced_blobs: Mutex::new(std::collections::HashSet::new()),
             flushed: GroupCommit::default(),
             synced: GroupCommit::default(),
+            wal,
+            wal_appends,
         };
+        store.replay_wal(records)?;
         // Blobs that exist at open were written by an earlier process: sync them once.
         store.sync_blobs()?;
         // Snapshot files no pointer names: left by a crash mid-snapshot, or
@@ -360,6 +380,35 @@ impl SledStore {
         Ok(())
     }
 
+    /// Inserts the frames of the log that sled lost, then empties the log.
+    fn replay_wal(&self, records: Vec<wal::Record>) -> Result<()> {
+        for r in records {
+            for (i, frame) in r.frames.into_iter().enumerate() {
+                let k = key(r.session, r.first_seq.saturating_add(i as u64));
+                let present = self
+                    .events
+                    .contains_key(k)
+                    .map_err(|e| storage(e, "replaying the write-ahead log"))?;
+                if !present {
+                    self.events
+                        .insert(k, frame)
+                        .map_err(|e| storage(e, "replaying the write-ahead log"))?;
+                }
+            }
+        }
+        self.wal.checkpoint(&|| self.sled_durable())
+    }
+
+    /// Makes every sled write so far survive power loss: sled's flush, then
+    /// an fdatasync of its file and of new blob files.
+    fn sled_durable(&self) -> Result<()> {
+        self.flush_sled()?;
+        self.db_file
+            .sync_data()
+            .map_err(|e| Error::io(format!("fdatasync of {}/db", self.path.display()), e))?;
+        self.sync_blobs()
+    }
+
     fn flush_sled(&self) -> Result<()> {
         self.db
             .flush()
@@ -382,6 +431,10 @@ impl Store for SledStore {
     fn append(&self, session: SessionId, expected: u64, frames: &[Vec<u8>]) -> Result<()> {
         self.flushed.check()?;
         self.synced.check()?;
+        self.wal.check()?;
+        if self.wal_appends {
+            Wal::check_len(frames)?;
+        }
         let lock = self.head_lock(session);
         let mut head = lock.lock().unwrap_or_else(|p| p.into_inner());
         let found = match *head {
@@ -412,6 +465,9 @@ impl Store for SledStore {
                     .apply_batch(batch)
                     .map_err(|e| storage(e, "appending a batch"))?;
             }
+        }
+        if self.wal_appends && !frames.is_empty() {
+            self.wal.enqueue(session, expected, frames);
         }
         *head = Some(expected + frames.len() as u64);
         Ok(())
@@ -489,6 +545,12 @@ impl Store for SledStore {
     fn truncate(&self, session: SessionId, from: u64) -> Result<()> {
         let lock = self.head_lock(session);
         let mut head = lock.lock().unwrap_or_else(|p| p.into_inner());
+        // The log must hold none of the events about to go (a replay would
+        // bring them back), and the cut must be durable before the log is
+        // written again: a checkpoint before and after.
+        if self.wal_appends {
+            self.wal.checkpoint(&|| self.sled_durable())?;
+        }
         let keys: Vec<sled::IVec> = self
             .events
             .range(key(session, from)..=key(session, u64::MAX))
@@ -503,6 +565,9 @@ impl Store for SledStore {
             .apply_batch(batch)
             .map_err(|e| storage(e, "cutting a tail"))?;
         *head = Some(from.min(self.read_head(session)?));
+        if self.wal_appends {
+            self.wal.checkpoint(&|| self.sled_durable())?;
+        }
         Ok(())
     }
 
@@ -589,13 +654,8 @@ impl Store for SledStore {
         match level {
             Durability::Buffered => Ok(()),
             Durability::Flushed => self.flushed.commit(|| self.flush_sled()),
-            Durability::Synced => self.synced.commit(|| {
-                self.flush_sled()?;
-                self.db_file.sync_data().map_err(|e| {
-                    Error::io(format!("fdatasync of {}/db", self.path.display()), e)
-                })?;
-                self.sync_blobs()
-            }),
+            Durability::Synced if self.wal_appends => self.wal.commit(&|| self.sled_durable()),
+            Durability::Synced => self.synced.commit(|| self.sled_durable()),
         }
     }
 
@@ -604,6 +664,16 @@ impl Store for SledStore {
             .db
             .size_on_disk()
             .map_err(|e| storage(e, "measuring size"))?;
-        Ok(sled + self.snap_files.size())
+        Ok(sled + self.snap_files.size() + self.wal.size())
+    }
+}
+
+impl Drop for SledStore {
+    /// Empties the write-ahead log on a clean close, so that the next open
+    /// has nothing to replay. Errors are left to that open's replay.
+    fn drop(&mut self) {
+        if self.wal.size() > 0 {
+            let _ = self.wal.checkpoint(&|| self.sled_durable());
+        }
     }
 }
