@@ -1,5 +1,6 @@
 //! The journal: the user's handle over a store.
 
+mod applier;
 pub(crate) mod file;
 mod group_commit;
 pub(crate) mod memory;

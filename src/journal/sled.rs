@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::{Error, Result};
 use crate::journal::Durability;
+use crate::journal::applier::Applier;
 use crate::journal::group_commit::GroupCommit;
 use crate::journal::snapfiles::{self, INLINE_MAX, SnapFiles};
 use crate::journal::store::{SharedBytes, Store, Visit};
@@ -136,6 +137,9 @@ pub(crate) struct SledStore {
     /// by appends only when `wal_appends` (the journal is `Synced`).
     wal: Wal,
     wal_appends: bool,
+    /// With `wal_appends`: the thread that inserts appends into sled (see
+    /// `applier.rs`). Everything that reads sled drains it first.
+    applier: Option<Applier>,
 }
 
 impl SledStore {
@@ -257,6 +261,11 @@ impl SledStore {
             .open(path.join("db"))
             .map_err(|e| Error::io(format!("opening {}/db for syncing", path.display()), e))?;
         let (wal, records) = Wal::open(path)?;
+        let applier = if wal_appends {
+            Some(Applier::start(events.clone())?)
+        } else {
+            None
+        };
         let store = Self {
             path: path.to_owned(),
             db,
@@ -270,6 +279,7 @@ impl SledStore {
             synced: GroupCommit::default(),
             wal,
             wal_appends,
+            applier,
         };
         store.replay_wal(records)?;
         // Blobs that exist at open were written by an earlier process: sync them once.
@@ -302,7 +312,16 @@ impl SledStore {
             .clone()
     }
 
+    /// Returns once every queued insert is in sled.
+    fn drain(&self) -> Result<()> {
+        match &self.applier {
+            Some(a) => a.drain(),
+            None => Ok(()),
+        }
+    }
+
     fn read_head(&self, session: SessionId) -> Result<u64> {
+        self.drain()?;
         let last = self
             .events
             .scan_prefix(session.as_bytes())
@@ -363,6 +382,7 @@ impl SledStore {
         if from >= to {
             return Ok(());
         }
+        self.drain()?;
         for item in self.events.range(key(session, from)..key(session, to)) {
             let (k, v) = item.map_err(|e| storage(e, "reading events"))?;
             let Some((_, seq)) = split_key(&k) else {
@@ -402,6 +422,7 @@ impl SledStore {
     /// Makes every sled write so far survive power loss: sled's flush, then
     /// an fdatasync of its file and of new blob files.
     fn sled_durable(&self) -> Result<()> {
+        self.drain()?;
         self.flush_sled()?;
         self.db_file
             .sync_data()
@@ -410,6 +431,7 @@ impl SledStore {
     }
 
     fn flush_sled(&self) -> Result<()> {
+        self.drain()?;
         self.db
             .flush()
             .map(|_| ())
@@ -432,6 +454,9 @@ impl Store for SledStore {
         self.flushed.check()?;
         self.synced.check()?;
         self.wal.check()?;
+        if let Some(a) = &self.applier {
+            a.check()?;
+        }
         if self.wal_appends {
             Wal::check_len(frames)?;
         }
@@ -451,6 +476,7 @@ impl Store for SledStore {
         }
         match frames {
             [] => {}
+            _ if let Some(a) = &self.applier => a.push(session, expected, frames)?,
             [one] => {
                 self.events
                     .insert(key(session, expected), one.as_slice())
@@ -511,6 +537,7 @@ impl Store for SledStore {
     }
 
     fn sessions(&self) -> Result<Vec<SessionId>> {
+        self.drain()?;
         let mut out = Vec::new();
         let mut start = [0u8; 16];
         loop {
@@ -551,6 +578,7 @@ impl Store for SledStore {
         if self.wal_appends {
             self.wal.checkpoint(&|| self.sled_durable())?;
         }
+        self.drain()?;
         let keys: Vec<sled::IVec> = self
             .events
             .range(key(session, from)..=key(session, u64::MAX))
@@ -572,6 +600,8 @@ impl Store for SledStore {
     }
 
     fn put_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
+        // The events a snapshot covers reach sled before it does.
+        self.drain()?;
         let k = key(session, seq);
         let value = if frame.len() > INLINE_MAX {
             self.snap_files.write(session, seq, &frame)?
@@ -672,7 +702,9 @@ impl Drop for SledStore {
     /// Empties the write-ahead log on a clean close, so that the next open
     /// has nothing to replay. Errors are left to that open's replay.
     fn drop(&mut self) {
-        if self.wal.size() > 0 {
+        // Stops the insert thread; what it had queued is inserted.
+        drop(self.applier.take());
+        if self.wal_appends || self.wal.size() > 0 {
             let _ = self.wal.checkpoint(&|| self.sled_durable());
         }
     }
