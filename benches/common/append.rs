@@ -39,6 +39,10 @@ fn ours_appending<'a>(
         for e in events {
             session.append(e).expect("append");
         }
+        // Until every event is readable: sled inserts are made by a thread
+        // of the journal's own, and a read waits for them.
+        let last = session.head() - 1;
+        black_box(session.events(last..).expect("read back"));
         let d = t.elapsed();
         // Keep the journal alive with the session.
         let _ = &journal;
@@ -234,6 +238,11 @@ fn appending_threads(sessions: &[Session], template: &InnerMessage, per: u64) ->
     for h in handles {
         h.join().expect("join");
     }
+    // Until every event is readable (one read waits for the journal's sled
+    // insert thread to catch up with all of them).
+    if let Some(s) = sessions.first() {
+        black_box(s.events(s.head() - 1..).expect("read back"));
+    }
     t.elapsed()
 }
 
@@ -283,6 +292,7 @@ pub fn section_synced_threads(s: &Sizes, row2: Option<f64>, rep: &mut Report) {
                     for e in events {
                         one.append(e).expect("append");
                     }
+                    black_box(one.events(one.head() - 1..).expect("read back"));
                     t.elapsed()
                 }
             };

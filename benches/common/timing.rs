@@ -39,6 +39,8 @@ pub struct Window {
     pub times: Vec<Duration>,
     /// Appends in the window that wrote a snapshot: (seq, duration).
     pub snapshots: Vec<(u64, Duration)>,
+    /// Time spent draining the sled insert queue after chunks of appends.
+    drained: Duration,
 }
 
 impl Window {
@@ -48,7 +50,15 @@ impl Window {
             to: from + width,
             times: Vec::with_capacity(width as usize),
             snapshots: Vec::new(),
+            drained: Duration::ZERO,
         }
+    }
+
+    /// Adds the time spent waiting for the journal's sled insert thread to
+    /// catch up with this window's appends (counted in the means, not in
+    /// the per-append quantiles).
+    pub fn add_drain(&mut self, d: Duration) {
+        self.drained += d;
     }
 
     pub fn add(&mut self, seq: u64, d: Duration, snapshot: bool) {
@@ -61,7 +71,7 @@ impl Window {
     }
 
     fn total(&self) -> Duration {
-        self.times.iter().sum()
+        self.times.iter().sum::<Duration>() + self.drained
     }
 
     pub fn mean(&self) -> Duration {

@@ -34,9 +34,11 @@ use crate::state::SliceRegistry;
 /// | `Synced` | yes | yes |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Durability {
-    /// In sled's memory buffer when `append` returns; sled writes it out
-    /// within ~500 ms. A process crash can lose the last half second; the
-    /// stream stays gap-free (what survives is a prefix).
+    /// In memory when `append` returns: queued for sled's insert thread, then
+    /// in sled's buffer, which sled writes out within ~500 ms. Readable at
+    /// once (a read waits for the queued inserts). A process crash can lose
+    /// the last half second; the stream stays gap-free (what survives is a
+    /// prefix).
     Buffered,
     /// Written to the operating system with `sync_file_range` (sled's
     /// `flush`): guaranteed to survive a crash of the process as soon as

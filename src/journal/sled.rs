@@ -137,8 +137,9 @@ pub(crate) struct SledStore {
     /// by appends only when `wal_appends` (the journal is `Synced`).
     wal: Wal,
     wal_appends: bool,
-    /// With `wal_appends`: the thread that inserts appends into sled (see
-    /// `applier.rs`). Everything that reads sled drains it first.
+    /// The thread that inserts appends into sled (see `applier.rs`).
+    /// Everything that reads sled drains it first. `None` only while the
+    /// store is dropped.
     applier: Option<Applier>,
 }
 
@@ -261,11 +262,7 @@ impl SledStore {
             .open(path.join("db"))
             .map_err(|e| Error::io(format!("opening {}/db for syncing", path.display()), e))?;
         let (wal, records) = Wal::open(path)?;
-        let applier = if wal_appends {
-            Some(Applier::start(events.clone())?)
-        } else {
-            None
-        };
+        let applier = Some(Applier::start(events.clone())?);
         let store = Self {
             path: path.to_owned(),
             db,
