@@ -327,7 +327,8 @@ fn an_unfinished_sled_snapshot_left_by_a_kill_does_not_make_the_database_unopena
 // The write-ahead log of `Synced` appends (`<db>/wal`).
 
 /// A `Synced` session of `n` custom events, with the log as it was before
-/// the journal closed (a clean close empties it).
+/// the journal closed (a clean close starts a new generation in it, which
+/// hides these records).
 fn synced_session_and_its_log(path: &Path, n: u64) -> (SessionId, Vec<u8>) {
     let j = Journal::open(path).expect("open");
     let s = j.create_session().expect("create");
@@ -335,15 +336,14 @@ fn synced_session_and_its_log(path: &Path, n: u64) -> (SessionId, Vec<u8>) {
         s.append(custom(i)).expect("append");
     }
     let log = std::fs::read(path.join("wal")).expect("read the log");
-    assert!(!log.is_empty(), "Synced appends go through the log");
+    let payload = 0u64.to_le_bytes();
+    assert!(
+        log.windows(8).any(|w| w == payload),
+        "Synced appends go through the log"
+    );
     let id = s.id();
     drop(s);
     drop(j);
-    assert_eq!(
-        std::fs::metadata(path.join("wal")).expect("log").len(),
-        0,
-        "a clean close empties the log"
-    );
     (id, log)
 }
 
@@ -390,11 +390,6 @@ fn acknowledged_synced_events_that_sled_lost_come_back_from_the_log() {
     let j = Journal::open(&path).expect("reopen");
     assert_eq!(payloads(&j, id), (0..20).collect::<Vec<_>>());
     assert_eq!(j.session(id).expect("session").head(), head);
-    assert_eq!(
-        std::fs::metadata(path.join("wal")).expect("log").len(),
-        0,
-        "the replayed log is emptied once sled has its frames"
-    );
     let report = j.verify(None, |_| {}).expect("verify");
     assert!(report.is_clean(), "{:?}", report.problems);
 }
@@ -412,8 +407,10 @@ fn a_torn_log_gives_back_every_whole_record_and_never_blocks_the_open() {
     let pristine = dir.path().join("pristine");
     copy_dir(&path, &pristine);
     // Each cut of the log, on a database that lost its last 8 events.
+    // The log is preallocated: its records, then zeros.
+    let used = log.iter().rposition(|&b| b != 0).expect("records") + 1;
     let mut recovered = Vec::new();
-    for cut in (0..log.len()).step_by(37).chain([log.len() - 1, log.len()]) {
+    for cut in (0..used).step_by(37).chain([used - 1, used]) {
         let _ = std::fs::remove_dir_all(&path);
         copy_dir(&pristine, &path);
         lose_sled_tail(&path, id, head - 8);
@@ -445,13 +442,6 @@ fn a_deleted_session_is_not_brought_back_by_the_log() {
     }
     let gone = gone.id();
     j.delete_session(gone, true).expect("delete");
-    // The log holds nothing of the deleted session: a crash now cannot
-    // replay its events into the database.
-    let log = std::fs::read(path.join("wal")).expect("log");
-    assert!(
-        !log.windows(16).any(|w| w == gone.as_bytes()),
-        "the log still names the deleted session"
-    );
     kept.append(custom(10)).expect("append after the delete");
     // A crash image: the database as it is on disk now, with the log.
     let image = dir.path().join("image");

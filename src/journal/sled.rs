@@ -261,7 +261,7 @@ impl SledStore {
             .read(true)
             .open(path.join("db"))
             .map_err(|e| Error::io(format!("opening {}/db for syncing", path.display()), e))?;
-        let (wal, records) = Wal::open(path)?;
+        let (wal, records) = Wal::open(path, wal_appends)?;
         let applier = Some(Applier::start(events.clone())?);
         let store = Self {
             path: path.to_owned(),
@@ -691,7 +691,7 @@ impl Store for SledStore {
             .db
             .size_on_disk()
             .map_err(|e| storage(e, "measuring size"))?;
-        Ok(sled + self.snap_files.size() + self.wal.size())
+        Ok(sled + self.snap_files.size() + self.wal.file_size())
     }
 }
 
