@@ -34,3 +34,18 @@ pub fn backends_with(config: impl Fn() -> JournalConfig) -> Vec<Backend> {
         },
     ]
 }
+
+/// Copies a directory tree (a database, for a crash image or a pristine
+/// copy to damage).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}

@@ -11,6 +11,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::common::copy_dir;
+
 use agent_journal::{
     Durability, Error, Event, Journal, JournalConfig, Result, SessionId, Store, ToolCallRecord,
     Visit,
@@ -388,19 +390,6 @@ impl Drop for Mount {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
     }
 }
 

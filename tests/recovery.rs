@@ -4,6 +4,8 @@ use std::path::Path;
 
 use agent_journal::{Error, Event, Journal, SessionId};
 
+use crate::common::copy_dir;
+
 fn custom(n: u64) -> Event {
     Event::Custom {
         kind: "test".into(),
@@ -326,10 +328,10 @@ fn an_unfinished_sled_snapshot_left_by_a_kill_does_not_make_the_database_unopena
 // ---------------------------------------------------------------------------
 // The write-ahead log of `Synced` appends (`<db>/wal`).
 
-/// A `Synced` session of `n` custom events, with the log as it was before
-/// the journal closed (a clean close starts a new generation in it, which
-/// hides these records).
-fn synced_session_and_its_log(path: &Path, n: u64) -> (SessionId, Vec<u8>) {
+/// A `Synced` session of `n` custom events, its head, and the log as it was
+/// before the journal closed (a clean close starts a new generation in it,
+/// which hides these records).
+fn synced_session_and_its_log(path: &Path, n: u64) -> (SessionId, u64, Vec<u8>) {
     let j = Journal::open(path).expect("open");
     let s = j.create_session().expect("create");
     for i in 0..n {
@@ -341,10 +343,10 @@ fn synced_session_and_its_log(path: &Path, n: u64) -> (SessionId, Vec<u8>) {
         log.windows(8).any(|w| w == payload),
         "Synced appends go through the log"
     );
-    let id = s.id();
+    let (id, head) = (s.id(), s.head());
     drop(s);
     drop(j);
-    (id, log)
+    (id, head, log)
 }
 
 /// What sled keeps after a crash that lost its buffered writes: the stream
@@ -378,12 +380,7 @@ fn payloads(j: &Journal, id: SessionId) -> Vec<u64> {
 fn acknowledged_synced_events_that_sled_lost_come_back_from_the_log() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("db");
-    let (id, log) = synced_session_and_its_log(&path, 20);
-    let head = Journal::open(&path)
-        .expect("open")
-        .session(id)
-        .expect("session")
-        .head();
+    let (id, head, log) = synced_session_and_its_log(&path, 20);
     lose_sled_tail(&path, id, head - 8);
     std::fs::write(path.join("wal"), &log).expect("put the log back");
 
@@ -398,12 +395,7 @@ fn acknowledged_synced_events_that_sled_lost_come_back_from_the_log() {
 fn a_torn_log_gives_back_every_whole_record_and_never_blocks_the_open() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("db");
-    let (id, log) = synced_session_and_its_log(&path, 20);
-    let head = Journal::open(&path)
-        .expect("open")
-        .session(id)
-        .expect("session")
-        .head();
+    let (id, head, log) = synced_session_and_its_log(&path, 20);
     let pristine = dir.path().join("pristine");
     copy_dir(&path, &pristine);
     // Each cut of the log, on a database that lost its last 8 events.
@@ -454,17 +446,4 @@ fn a_deleted_session_is_not_brought_back_by_the_log() {
         payloads(&j, j.sessions().expect("sessions")[0]),
         (0..11).collect::<Vec<_>>()
     );
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let dest = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &dest);
-        } else {
-            std::fs::copy(entry.path(), dest).expect("copy");
-        }
-    }
 }
