@@ -188,8 +188,12 @@ impl Applier {
     }
 }
 
-impl Drop for Applier {
-    fn drop(&mut self) {
+impl Applier {
+    /// Stops the thread and makes what it left; idempotent.
+    pub(crate) fn stop(&mut self) {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
         {
             // Under the queue's lock, where the thread looks at it: the
             // thread cannot miss it between its look and its wait.
@@ -197,12 +201,16 @@ impl Drop for Applier {
             self.shared.stop.store(true, Ordering::Release);
         }
         self.shared.wake.notify_all();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let _ = thread.join();
         // What the thread left (it stops at a failure) is made here, or
         // replayed from the log at the next open.
         let _ = self.shared.apply_queued();
+    }
+}
+
+impl Drop for Applier {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

@@ -138,9 +138,8 @@ pub(crate) struct SledStore {
     wal: Wal,
     wal_appends: bool,
     /// The thread that inserts appends into sled (see `applier.rs`).
-    /// Everything that reads sled drains it first. `None` only while the
-    /// store is dropped.
-    applier: Option<Applier>,
+    /// Everything that reads sled drains it first.
+    applier: Applier,
 }
 
 impl SledStore {
@@ -262,7 +261,7 @@ impl SledStore {
             .open(path.join("db"))
             .map_err(|e| Error::io(format!("opening {}/db for syncing", path.display()), e))?;
         let (wal, records) = Wal::open(path, wal_appends)?;
-        let applier = Some(Applier::start(events.clone())?);
+        let applier = Applier::start(events.clone())?;
         let store = Self {
             path: path.to_owned(),
             db,
@@ -311,10 +310,7 @@ impl SledStore {
 
     /// Returns once every queued insert is in sled.
     fn drain(&self) -> Result<()> {
-        match &self.applier {
-            Some(a) => a.drain(),
-            None => Ok(()),
-        }
+        self.applier.drain()
     }
 
     fn read_head(&self, session: SessionId) -> Result<u64> {
@@ -451,9 +447,7 @@ impl Store for SledStore {
         self.flushed.check()?;
         self.synced.check()?;
         self.wal.check()?;
-        if let Some(a) = &self.applier {
-            a.check()?;
-        }
+        self.applier.check()?;
         if self.wal_appends {
             Wal::check_len(frames)?;
         }
@@ -471,25 +465,13 @@ impl Store for SledStore {
                 found,
             });
         }
-        match frames {
-            [] => {}
-            _ if let Some(a) = &self.applier => a.push(session, expected, frames)?,
-            [one] => {
-                self.events
-                    .insert(key(session, expected), one.as_slice())
-                    .map_err(|e| storage(e, "appending"))?;
-            }
-            many => {
-                let mut batch = sled::Batch::default();
-                for (i, f) in many.iter().enumerate() {
-                    batch.insert(&key(session, expected + i as u64)[..], f.as_slice());
-                }
-                self.events
-                    .apply_batch(batch)
-                    .map_err(|e| storage(e, "appending a batch"))?;
-            }
+        if frames.is_empty() {
+            return Ok(());
         }
-        if self.wal_appends && !frames.is_empty() {
+        // The insert thread makes the insert (one sled batch for several
+        // frames: all or none); reads wait for it.
+        self.applier.push(session, expected, frames)?;
+        if self.wal_appends {
             self.wal.enqueue(session, expected, frames);
         }
         *head = Some(expected + frames.len() as u64);
@@ -700,8 +682,8 @@ impl Drop for SledStore {
     /// has nothing to replay. Errors are left to that open's replay.
     fn drop(&mut self) {
         // Stops the insert thread; what it had queued is inserted.
-        drop(self.applier.take());
-        if self.wal_appends || self.wal.size() > 0 {
+        self.applier.stop();
+        if self.wal_appends {
             let _ = self.wal.checkpoint(&|| self.sled_durable());
         }
     }

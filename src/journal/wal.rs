@@ -325,6 +325,7 @@ impl Wal {
     }
 
     /// Bytes of the current generation.
+    #[cfg(test)]
     pub(crate) fn size(&self) -> u64 {
         self.lock().end
     }
