@@ -42,12 +42,12 @@
 //!
 //! # What survives what
 //!
-//! With the default [`Durability::Synced`], an event is on disk (flushed and
-//! `fdatasync`ed) when `append` returns: it survives a crash of the process
-//! and a loss of power. [`Durability::Flushed`] survives a process crash but
+//! With the default [`Durability::Synced`], an event is on disk when
+//! `append` returns (written to the database's write-ahead log and synced):
+//! it survives a crash of the process and a loss of power. [`Durability::Flushed`] survives a process crash but
 //! not necessarily power loss; [`Durability::Buffered`] may lose the last
 //! ~500 ms in a process crash. In every case what survives is a gap-free
-//! prefix of each stream. Concurrent appenders share one flush (group commit).
+//! prefix of each stream. Concurrent appenders share one sync (group commit).
 //!
 //! Every record is a checksummed frame (`docs/format.md`). A damaged record
 //! at the end of a stream (a torn tail) is reported and cut off at the next
