@@ -15,7 +15,7 @@ use super::events::{cloned_messages, frame_of, message_200};
 use super::raw;
 use super::report::{Report, Row, Verdict, fmt_dur, fmt_rate, fmt_ratio, rate, thousands};
 use super::timing::{Contestant, interleave};
-use super::{buffered, cache_bytes, tempdir};
+use super::{buffered, cache_bytes, tempdir, wait_readable};
 use crate::Sizes;
 
 // 1. Buffered append vs raw sled inserts
@@ -39,10 +39,7 @@ fn ours_appending<'a>(
         for e in events {
             session.append(e).expect("append");
         }
-        // Until every event is readable: sled inserts are made by a thread
-        // of the journal's own, and a read waits for them.
-        let last = session.head() - 1;
-        black_box(session.events(last..).expect("read back"));
+        wait_readable(&session);
         let d = t.elapsed();
         // Keep the journal alive with the session.
         let _ = &journal;
@@ -238,10 +235,9 @@ fn appending_threads(sessions: &[Session], template: &InnerMessage, per: u64) ->
     for h in handles {
         h.join().expect("join");
     }
-    // Until every event is readable (one read waits for the journal's sled
-    // insert thread to catch up with all of them).
+    // One read waits for the inserts of every session of the journal.
     if let Some(s) = sessions.first() {
-        black_box(s.events(s.head() - 1..).expect("read back"));
+        wait_readable(s);
     }
     t.elapsed()
 }
@@ -292,7 +288,7 @@ pub fn section_synced_threads(s: &Sizes, row2: Option<f64>, rep: &mut Report) {
                     for e in events {
                         one.append(e).expect("append");
                     }
-                    black_box(one.events(one.head() - 1..).expect("read back"));
+                    wait_readable(&one);
                     t.elapsed()
                 }
             };

@@ -44,3 +44,11 @@ pub fn at_seq(seq: u64) -> Envelope {
         },
     }
 }
+
+/// Returns once every event appended to `session`'s journal is readable: a
+/// read waits for the journal's sled insert thread to make every queued
+/// insert. Timed appends end with it, so their time counts that work.
+pub fn wait_readable(session: &agent_journal::Session) {
+    let last = session.head().saturating_sub(1);
+    std::hint::black_box(session.events(last..).expect("read back"));
+}

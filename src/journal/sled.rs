@@ -415,7 +415,7 @@ impl SledStore {
     /// Makes every sled write so far survive power loss: sled's flush, then
     /// an fdatasync of its file and of new blob files.
     fn sled_durable(&self) -> Result<()> {
-        self.drain()?;
+        // (The flush drains the insert queue first.)
         self.flush_sled()?;
         self.db_file
             .sync_data()
