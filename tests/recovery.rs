@@ -447,3 +447,101 @@ fn a_deleted_session_is_not_brought_back_by_the_log() {
         (0..11).collect::<Vec<_>>()
     );
 }
+
+/// A session of `n` events (its opening event, then custom events carrying
+/// their seq), appended in batches without snapshots:
+/// every read of it scans the whole stream, past the point where a scan
+/// hands sled's side to a thread of its own.
+fn long_session(path: &Path, n: u64) -> SessionId {
+    let config = agent_journal::JournalConfig {
+        durability: agent_journal::Durability::Buffered,
+        checkpoint: agent_journal::CheckpointStrategy::OnDemand,
+        ..agent_journal::JournalConfig::default()
+    };
+    let j = Journal::open_with(path, config).expect("open");
+    let s = j.create_session().expect("create");
+    while s.head() < n {
+        let from = s.head();
+        s.append_batch((from..n.min(from + 1_000)).map(custom).collect())
+            .expect("append");
+    }
+    j.flush().expect("flush");
+    s.id()
+}
+
+const LONG: u64 = 20_000;
+
+#[test]
+fn a_long_stream_reads_back_whole_and_in_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let id = long_session(&path, LONG);
+    let j = Journal::open(&path).expect("reopen");
+    // Seq 0 is the session's opening event; event `seq` carries `seq`.
+    let got = payloads(&j, id);
+    assert!(
+        got.len() as u64 == LONG - 1 && got.iter().zip(1..).all(|(p, seq)| *p == seq),
+        "{} payloads, first mismatch at {:?}",
+        got.len(),
+        got.iter().zip(1..).position(|(p, seq)| *p != seq)
+    );
+    let s = j.session(id).expect("session");
+    assert_eq!(s.load_stats().events_replayed, LONG);
+    assert_eq!(s.state().last_seq(), Some(LONG - 1));
+    // A range that starts and ends inside the part read by the scan thread,
+    // and time travel that stops there.
+    let some = s.events(9_000..15_000).expect("events");
+    assert_eq!(some.len(), 6_000);
+    assert!(some.iter().zip(9_000..).all(|(e, seq)| e.seq == seq));
+    assert_eq!(
+        s.state_at(12_345).expect("state_at").last_seq(),
+        Some(12_345)
+    );
+    assert!(j.verify(None, |_| {}).expect("verify").is_clean());
+}
+
+#[test]
+fn damage_deep_in_a_long_stream_is_corruption_at_its_seq() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let id = long_session(&path, LONG);
+    flip(&path, "events", id, 15_000, 9);
+    let j = Journal::open(&path).expect("reopen");
+    assert!(
+        matches!(j.session(id), Err(Error::Corruption { session: Some(s), seq: Some(15_000), .. }) if s == id)
+    );
+    let report = j.verify(None, |_| {}).expect("verify");
+    assert_eq!(report.problems[0].seq, Some(15_000));
+}
+
+#[test]
+fn a_gap_deep_in_a_long_stream_is_corruption_at_its_seq() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let id = long_session(&path, LONG);
+    {
+        let db = sled::open(&path).expect("raw open");
+        let t = db.open_tree("events").expect("tree");
+        t.remove(key(id, 9_500)).expect("remove").expect("present");
+        db.flush().expect("flush");
+    }
+    let j = Journal::open(&path).expect("reopen");
+    assert!(
+        matches!(j.session(id), Err(Error::Corruption { session: Some(s), seq: Some(9_500), .. }) if s == id)
+    );
+}
+
+#[test]
+fn a_torn_tail_of_a_long_stream_is_reported_and_cut_off() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let id = long_session(&path, LONG);
+    flip(&path, "events", id, LONG - 2, 12);
+    flip(&path, "events", id, LONG - 1, 12);
+    let j = Journal::open(&path).expect("reopen");
+    let s = j.session(id).expect("a torn tail does not stop the open");
+    assert_eq!(s.head(), LONG - 2);
+    let tail = s.torn_tail().expect("reported");
+    assert_eq!((tail.from_seq, tail.events), (LONG - 2, 2));
+    assert_eq!(s.append(custom(7)).expect("append"), LONG - 2);
+}

@@ -47,6 +47,30 @@ pub(crate) fn split_key(k: &[u8]) -> Option<(SessionId, u64)> {
     Some((SessionId::from_bytes(sid), u64::from_be_bytes(seq)))
 }
 
+/// Events a scan reads itself before it hands sled's side to a thread of
+/// its own (a short scan is not worth a thread).
+const SCAN_PIPELINE_AFTER: usize = 8192;
+
+/// Events the scan thread hands over at a time.
+const SCAN_BATCH: usize = 256;
+
+/// The seq and value of an item of a scan of `session`'s events.
+fn scanned(
+    session: SessionId,
+    item: sled::Result<(sled::IVec, sled::IVec)>,
+) -> Result<(u64, sled::IVec)> {
+    let (k, v) = item.map_err(|e| storage(e, "reading events"))?;
+    match split_key(&k) {
+        Some((_, seq)) => Ok((seq, v)),
+        None => Err(Error::corruption(
+            Some(session),
+            None,
+            None,
+            "malformed key in tree events",
+        )),
+    }
+}
+
 fn storage(e: sled::Error, context: &str) -> Error {
     match e {
         sled::Error::Io(io) => Error::io(context.to_owned(), io),
@@ -365,6 +389,11 @@ impl SledStore {
 
     /// Calls `visit(seq, value)` for the events `from <= seq < to` of
     /// `session`, in order, until it returns `Break`.
+    ///
+    /// A long scan reads sled on a thread of its own after its first
+    /// [`SCAN_PIPELINE_AFTER`] events, a batch ahead of `visit`: walking
+    /// sled's tree (pulling its pages in from the file) and folding the
+    /// events then run on two cores at once.
     fn scan_values(
         &self,
         session: SessionId,
@@ -376,21 +405,56 @@ impl SledStore {
             return Ok(());
         }
         self.drain()?;
-        for item in self.events.range(key(session, from)..key(session, to)) {
-            let (k, v) = item.map_err(|e| storage(e, "reading events"))?;
-            let Some((_, seq)) = split_key(&k) else {
-                return Err(Error::corruption(
-                    Some(session),
-                    None,
-                    None,
-                    "malformed key in tree events",
-                ));
-            };
+        let range = self.events.range(key(session, from)..key(session, to));
+        let mut next = from;
+        for item in range.take(SCAN_PIPELINE_AFTER) {
+            let (seq, v) = scanned(session, item)?;
+            next = seq.saturating_add(1);
             if visit(seq, v)?.is_break() {
-                break;
+                return Ok(());
             }
         }
-        Ok(())
+        if next - from < SCAN_PIPELINE_AFTER as u64 || next >= to {
+            return Ok(());
+        }
+        let events = &self.events;
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<(u64, sled::IVec)>>>(4);
+            let reader = move || {
+                let mut batch = Vec::with_capacity(SCAN_BATCH);
+                for item in events.range(key(session, next)..key(session, to)) {
+                    match scanned(session, item) {
+                        Ok(pair) => batch.push(pair),
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            return;
+                        }
+                    }
+                    if batch.len() == SCAN_BATCH {
+                        let full = std::mem::replace(&mut batch, Vec::with_capacity(SCAN_BATCH));
+                        // Err: the visitor stopped (the receiver is gone).
+                        if tx.send(Ok(full)).is_err() {
+                            return;
+                        }
+                    }
+                }
+                if !batch.is_empty() {
+                    let _ = tx.send(Ok(batch));
+                }
+            };
+            std::thread::Builder::new()
+                .name("agent-journal-scan".into())
+                .spawn_scoped(scope, reader)
+                .map_err(|e| Error::io("starting a scan thread", e))?;
+            for batch in rx {
+                for (seq, v) in batch? {
+                    if visit(seq, v)?.is_break() {
+                        return Ok(());
+                    }
+                }
+            }
+            Ok(())
+        })
     }
 
     /// Inserts the frames of the log that sled lost, then empties the log.
