@@ -99,7 +99,7 @@ pub use crate::event::{
     AdapterStateSnapshot, Envelope, Event, Outcome, ProviderCallRecord, ProviderOutcome, TokenUsage,
 };
 pub use crate::journal::file::TailDamage;
-pub use crate::journal::store::{SharedBytes, Store, Visit};
+pub use crate::journal::store::{SharedBytes, Store, SyncStats, Visit};
 pub use crate::journal::{
     AfterAppend, Durability, Journal, JournalConfig, SessionInfo, SessionStatus,
 };

@@ -467,17 +467,32 @@ fn group_commit_lets_sixteen_synced_writers_share_syncs() {
     // Best of three turns each: the rest of the suite runs beside this
     // test on 2 cores, and one turn can fall on a busy moment.
     let (mut single, mut concurrent) = (0f64, 0f64);
+    let (mut writes, mut records) = (0, 0);
     for _ in 0..3 {
         single = single.max(synced_rate(&journal, 1, 50));
+        let before = journal.sync_stats();
         concurrent = concurrent.max(synced_rate(&journal, 16, 50));
+        let after = journal.sync_stats();
+        writes += after.log_writes - before.log_writes;
+        records += after.log_records - before.log_records;
     }
+    // Each turn: 16 sessions opened, then 16 x 50 appends, one record each.
+    assert_eq!(records, 3 * 16 * 51);
+    eprintln!(
+        "16 writers: {records} appends in {writes} log writes ({:.1} per write)",
+        records as f64 / writes as f64
+    );
+    // The sharing itself: 16 writers never each get a write of their own.
+    assert!(
+        records as f64 >= 1.5 * writes as f64,
+        "{records} appends took {writes} log writes: no group commit"
+    );
     eprintln!(
         "Synced appends: 1 writer {single:.0}/s, 16 writers {concurrent:.0}/s ({:.1}x)",
         concurrent / single
     );
-    // That the writers share syncs is asserted exactly (sync counts) by the
-    // unit tests journal::group_commit::tests::concurrent_writers_share_flushes
-    // and journal::wal::tests::concurrent_appenders_share_syncs_...; a rate
+    // That the writers share syncs is asserted above from the log's own
+    // counts (and by the unit tests of group_commit and wal); a rate
     // ratio depends on the disk's sync latency against the CPU cost of 16
     // debug-build threads on 2 cores, shared with the rest of the suite (it
     // ranged from 0.6x, under the other concurrency tests, to 19x here). So
@@ -487,4 +502,40 @@ fn group_commit_lets_sixteen_synced_writers_share_syncs() {
         concurrent >= single / 2.0,
         "16 writers should share syncs: {concurrent:.0}/s vs {single:.0}/s for one writer"
     );
+}
+
+#[test]
+fn sync_stats_count_what_each_durability_writes() {
+    let stats = |durability| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let journal = Journal::open_with(dir.path().join("db"), config(durability)).expect("open");
+        let s = journal.create_session().expect("create");
+        for i in 1..=5 {
+            s.append(custom(0, i)).expect("append");
+        }
+        let appended = journal.sync_stats();
+        journal.flush().expect("flush");
+        (appended, journal.sync_stats())
+    };
+    // Synced, one writer: a log write per append (the session's opening
+    // event and 5), each of its own record.
+    let (synced, _) = stats(Durability::Synced);
+    assert_eq!((synced.log_writes, synced.log_records), (6, 6));
+    assert!(synced.log_bytes > 6 * 20, "{synced:?}");
+    assert!(synced.log_write_time > std::time::Duration::ZERO);
+    assert!(synced.checkpoints >= 1, "the open's checkpoint: {synced:?}");
+    assert_eq!(synced.sled_flushes, 0);
+    // Flushed: sled flushes, no log.
+    let (flushed, _) = stats(Durability::Flushed);
+    assert_eq!(flushed.log_writes, 0);
+    assert!((1..=6).contains(&flushed.sled_flushes), "{flushed:?}");
+    // Buffered: nothing until a flush.
+    let (buffered, after_flush) = stats(Durability::Buffered);
+    assert_eq!((buffered.log_writes, buffered.sled_flushes), (0, 0));
+    assert_eq!(after_flush.sled_flushes, 1);
+    // A journal in memory has nothing to report.
+    let memory = Journal::memory();
+    let s = memory.create_session().expect("create");
+    s.append(custom(0, 1)).expect("append");
+    assert_eq!(memory.sync_stats(), agent_journal::SyncStats::default());
 }

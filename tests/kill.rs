@@ -773,7 +773,7 @@ fn sigkill_during_buffered_appends_leaves_a_gap_free_prefix() {
 #[ignore = "long: AJ_KILL_ROUNDS=500 cargo test --release --test integration kill::kill_500_rounds -- --ignored --nocapture"]
 fn kill_500_rounds() {
     let t = run_kill_rounds(
-        "500 rounds",
+        "long run",
         env_u64("AJ_KILL_ROUNDS", 500),
         env_u64("AJ_KILL_SEED", DEFAULT_SEED ^ 0x500),
         10,

@@ -277,6 +277,7 @@ pub fn section_synced_threads(s: &Sizes, row2: Option<f64>, rep: &mut Report) {
     let many = [sessions(&synced), sessions(&buffered), sessions(&flushed)];
     let one = single.create_session().expect("session");
     let mut times = [Duration::ZERO; 4];
+    let stats_before = (synced.sync_stats(), single.sync_stats());
     for round in 0..rounds {
         for k in 0..4 {
             let i = (round as usize + k) % 4;
@@ -294,6 +295,18 @@ pub fn section_synced_threads(s: &Sizes, row2: Option<f64>, rep: &mut Report) {
             };
         }
     }
+    let log = |j: &Journal, before: agent_journal::SyncStats| {
+        let after = j.sync_stats();
+        let writes = (after.log_writes - before.log_writes).max(1);
+        let records = after.log_records - before.log_records;
+        let time = after.log_write_time - before.log_write_time;
+        format!(
+            "{:.1} appends per log write, {} per write + sync",
+            records as f64 / writes as f64,
+            fmt_dur(time / writes as u32)
+        )
+    };
+    let (log_many, log_one) = (log(&synced, stats_before.0), log(&single, stats_before.1));
     let r_synced = rate(total, times[0]);
     let r_buffered = rate(total, times[1]);
     let r_flushed = rate(total, times[2]);
@@ -320,12 +333,15 @@ pub fn section_synced_threads(s: &Sizes, row2: Option<f64>, rep: &mut Report) {
         "row 3: {rounds} rounds, each: {threads} threads x {} Synced appends, the same with \
          `Buffered` (no sync at all: the CPU ceiling of {threads} threads on this machine) and with `Flushed`, and {} \
          one-writer Synced appends, in turns. {threads} threads `Buffered`: {}; `Flushed` (sled \
-         flush, no fdatasync): {}; `Synced` reaches {:.0}% of `Buffered`.{}",
+         flush, no fdatasync): {}; `Synced` reaches {:.0}% of `Buffered`, and `Buffered`, with no \
+         sync at all, is {} the one-writer `Synced` rate: no group commit can pass that. The write-ahead log \
+         (`Journal::sync_stats`): {threads} threads {log_many}; one writer {log_one}.{}",
         thousands(per_round),
         thousands(one_total / rounds),
         fmt_rate(r_buffered),
         fmt_rate(r_flushed),
         100.0 * r_synced / r_buffered,
+        fmt_ratio(r_buffered / r_one),
         row2.map_or(String::new(), |r| format!(
             " Row 2's one-writer rate, measured earlier: {}.",
             fmt_rate(r)

@@ -19,7 +19,7 @@ use crate::codec::{self, DEFAULT_MAX_EVENT_BYTES};
 use crate::error::{Error, Result};
 use crate::event::{Envelope, Event};
 use crate::journal::file::TailDamage;
-use crate::journal::store::{Store, Visit};
+use crate::journal::store::{Store, SyncStats, Visit};
 use crate::model::SessionId;
 use crate::session::{Session, SessionShared};
 use crate::snapshot::CheckpointStrategy;
@@ -379,6 +379,13 @@ impl Journal {
     /// Bytes on disk (0 for memory and exported files).
     pub fn size_on_disk(&self) -> Result<u64> {
         self.inner.store.size_on_disk()
+    }
+
+    /// How the durable writes of this journal went since it was opened:
+    /// writes of the write-ahead log and the appends each carried (group
+    /// commit at work), their time, checkpoints and sled flushes.
+    pub fn sync_stats(&self) -> SyncStats {
+        self.inner.store.sync_stats()
     }
 
     /// Reads raw frames of a session, for tools that copy them verbatim.

@@ -494,12 +494,6 @@ impl SledStore {
             .map(|_| ())
             .map_err(|e| storage(e, "flushing"))
     }
-
-    /// Number of flushes each level performed (for tests and benchmarks).
-    #[allow(dead_code)]
-    pub(crate) fn flush_counts(&self) -> (u64, u64) {
-        (self.flushed.flushes(), self.synced.flushes())
-    }
 }
 
 impl Store for SledStore {
@@ -729,6 +723,13 @@ impl Store for SledStore {
             Durability::Flushed => self.flushed.commit(|| self.flush_sled()),
             Durability::Synced if self.wal_appends => self.wal.commit(&|| self.sled_durable()),
             Durability::Synced => self.synced.commit(|| self.sled_durable()),
+        }
+    }
+
+    fn sync_stats(&self) -> crate::journal::store::SyncStats {
+        crate::journal::store::SyncStats {
+            sled_flushes: self.flushed.flushes() + self.synced.flushes(),
+            ..self.wal.stats()
         }
     }
 

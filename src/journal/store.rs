@@ -53,6 +53,27 @@ impl fmt::Debug for SharedBytes {
     }
 }
 
+/// How a store's durable writes went since it was opened: how well
+/// concurrent appenders shared them (group commit) and what they cost.
+/// [`Journal::sync_stats`](crate::Journal::sync_stats) returns it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncStats {
+    /// Writes of the write-ahead log, each synced (`Synced` appends and
+    /// flushes of a sled database): one per group of appends.
+    pub log_writes: u64,
+    /// Appends those writes carried (one record each).
+    pub log_records: u64,
+    /// Bytes those writes carried.
+    pub log_bytes: u64,
+    /// Time spent in those writes, each with its sync, summed.
+    pub log_write_time: std::time::Duration,
+    /// Checkpoints: sled flushed and synced, then the log emptied.
+    pub checkpoints: u64,
+    /// Flushes of sled itself shared by `Flushed` appenders (and by
+    /// `Synced` ones where there is no log).
+    pub sled_flushes: u64,
+}
+
 /// What a visitor returns to go on reading or to stop.
 pub type Visit = std::ops::ControlFlow<()>;
 
@@ -138,5 +159,11 @@ pub trait Store: Send + Sync + 'static {
     /// True if appends are refused (an exported file opened for reading).
     fn read_only(&self) -> bool {
         false
+    }
+
+    /// How the store's durable writes went (all zeros for a store that
+    /// has none to report).
+    fn sync_stats(&self) -> SyncStats {
+        SyncStats::default()
     }
 }

@@ -41,6 +41,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 use crate::journal::group_commit::GroupCommit;
+use crate::journal::store::SyncStats;
 use crate::model::SessionId;
 
 /// First bytes of every record.
@@ -93,6 +94,8 @@ struct Open {
     end: u64,
     /// The generation of the records written now.
     generation: u64,
+    /// Records in `pending`.
+    pending_records: u64,
 }
 
 /// The log of one database.
@@ -102,6 +105,7 @@ pub(crate) struct Wal {
     open: Mutex<Open>,
     /// Tickets are record numbers, taken as records are queued.
     commit: GroupCommit,
+    stats: Mutex<SyncStats>,
 }
 
 fn io(path: &Path, what: &str, e: std::io::Error) -> Error {
@@ -200,8 +204,10 @@ impl Wal {
                 // replay, which starts a new generation at offset 0.
                 end: 0,
                 generation,
+                pending_records: 0,
             }),
             commit: GroupCommit::default(),
+            stats: Mutex::new(SyncStats::default()),
         };
         Ok((wal, records))
     }
@@ -219,6 +225,7 @@ impl Wal {
         let mut o = self.lock();
         let generation = o.generation;
         encode(&mut o.pending, generation, session, first_seq, frames);
+        o.pending_records += 1;
         // Under the lock: every ticket up to the one read by a writer of
         // `pending` is in what it writes.
         self.commit.ticket();
@@ -275,11 +282,12 @@ impl Wal {
         }
         let spare = std::mem::take(&mut o.spare);
         let buf = std::mem::replace(&mut o.pending, spare);
+        let records = std::mem::take(&mut o.pending_records);
         let at = o.end;
         o.end += buf.len() as u64;
         if o.end > CHECKPOINT_BYTES {
             // Rare: write under the lock, then empty the log.
-            let written = self.write_at(&buf, at);
+            let written = self.timed_write(&buf, at, records);
             o.spare = buf;
             o.spare.clear();
             written?;
@@ -291,11 +299,24 @@ impl Wal {
         // sled already, so its flush covers them, and their generation is
         // then an old one.
         drop(guard);
-        let result = self.write_at(&buf, at);
+        let result = self.timed_write(&buf, at, records);
         let mut buf = buf;
         buf.clear();
         self.lock().spare = buf;
         result.map(|()| upto)
+    }
+
+    /// [`Self::write_at`] of `records` queued records, counted in the stats.
+    fn timed_write(&self, buf: &[u8], at: u64, records: u64) -> Result<()> {
+        let start = std::time::Instant::now();
+        self.write_at(buf, at)?;
+        let took = start.elapsed();
+        let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        stats.log_writes += 1;
+        stats.log_records += records;
+        stats.log_bytes += buf.len() as u64;
+        stats.log_write_time += took;
+        Ok(())
     }
 
     /// Empties the log: `sled_durable` first (it must make every insert
@@ -310,6 +331,7 @@ impl Wal {
     fn checkpoint_locked(&self, o: &mut Open, sled_durable: &dyn Fn() -> Result<()>) -> Result<()> {
         sled_durable()?;
         o.pending.clear();
+        o.pending_records = 0;
         let generation = o.generation + 1;
         let mut start = Vec::new();
         encode(
@@ -322,7 +344,16 @@ impl Wal {
         self.write_at(&start, 0)?;
         o.generation = generation;
         o.end = start.len() as u64;
+        self.stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .checkpoints += 1;
         Ok(())
+    }
+
+    /// The log's writes and checkpoints so far.
+    pub(crate) fn stats(&self) -> SyncStats {
+        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Bytes of the current generation.
@@ -337,12 +368,6 @@ impl Wal {
             .metadata()
             .map(|m| m.len())
             .unwrap_or(PREALLOCATED)
-    }
-
-    /// Syncs performed (for tests and benchmarks).
-    #[allow(dead_code)]
-    pub(crate) fn sync_count(&self) -> u64 {
-        self.commit.flushes()
     }
 }
 
@@ -581,10 +606,23 @@ mod tests {
         for t in threads {
             t.join().expect("join");
         }
-        let syncs = wal.sync_count();
-        assert!(syncs < 16 * 20 / 2, "{syncs} syncs for 320 appends");
+        let stats = wal.stats();
+        assert!(
+            stats.log_writes < 16 * 20 / 2,
+            "{} writes for 320 appends",
+            stats.log_writes
+        );
+        assert_eq!(stats.log_records, 320);
+        assert!(stats.log_write_time > std::time::Duration::ZERO);
         let (_, records) = parse(&std::fs::read(dir.join(FILE)).expect("read"));
         assert_eq!(records.len(), 320);
+        // The bytes of the records (a checkpoint's start record is not one).
+        let mut all = Vec::new();
+        for r in &records {
+            encode(&mut all, r.generation, r.session, r.first_seq, &r.frames);
+        }
+        assert_eq!(stats.log_bytes, all.len() as u64);
+        assert_eq!(stats.checkpoints, 1);
         for t in 0..16u8 {
             let seqs: Vec<u64> = records
                 .iter()
