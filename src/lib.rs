@@ -122,17 +122,20 @@ pub use crate::verify::{Problem, ProblemKind, VerifyReport};
 
 /// Exported journal files (`.ajournal`) as bytes, for tools and fuzzing.
 pub mod ajournal {
-    pub use crate::journal::file::MAGIC;
+    pub use crate::journal::file::{MAGIC, TRAILER_LEN, TRAILER_MARK};
 
     /// Every session of a file with its events, in order.
     pub type Streams = Vec<(crate::SessionId, Vec<crate::Envelope>)>;
 
     /// Parses the bytes of an exported journal: every session's verified
-    /// events in order, and the damaged tail that was cut off, if any.
+    /// events in order, and the damaged tail that was cut off (or where a
+    /// file cut short ends without its trailer), if any.
     ///
     /// # Errors
     /// [`Error::NotAJournal`](crate::Error::NotAJournal) without the magic;
-    /// [`Error::Corruption`](crate::Error::Corruption) for damage before the end.
+    /// [`Error::Unsupported`](crate::Error::Unsupported) for a format this
+    /// build does not read; [`Error::Corruption`](crate::Error::Corruption)
+    /// for damage before the end, or a trailer that does not match.
     pub fn parse(bytes: &[u8], limit: u64) -> crate::Result<(Streams, Option<crate::TailDamage>)> {
         let contents = crate::journal::file::parse(bytes, limit)?;
         let mut out = Vec::new();

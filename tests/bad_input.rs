@@ -158,18 +158,6 @@ impl Fx {
     }
 }
 
-/// Byte offsets of the records of an exported journal file.
-fn record_offsets(bytes: &[u8]) -> Vec<usize> {
-    let mut pos = agent_journal::ajournal::MAGIC.len();
-    let mut out = Vec::new();
-    while pos + 4 <= bytes.len() {
-        out.push(pos);
-        let len = u32::from_le_bytes(bytes[pos..pos + 4].try_into().expect("4 bytes")) as usize;
-        pos += 4 + len;
-    }
-    out
-}
-
 fn says(e: &Error, what: &[&str]) {
     let msg = e.to_string();
     for w in what {
@@ -263,13 +251,13 @@ fn cases() -> Vec<Case> {
             }),
         ),
         (
-            "an exported journal of a future format (AGJRNL02)",
+            "an exported journal of a future format (AGJRNL03)",
             Box::new(|fx| {
                 let p =
-                    fx.export_variant("future.ajournal", |b| b[..8].copy_from_slice(b"AGJRNL02"));
+                    fx.export_variant("future.ajournal", |b| b[..8].copy_from_slice(b"AGJRNL03"));
                 let e = Journal::open(&p).unwrap_err();
                 assert!(matches!(&e, Error::Unsupported(_)), "{e:?}");
-                says(&e, &["AGJRNL02"]);
+                says(&e, &["AGJRNL03"]);
                 let e = fx.journal.import_journal(&p).unwrap_err();
                 assert!(matches!(&e, Error::Unsupported(_)), "{e:?}");
                 let bytes = std::fs::read(&p).expect("read");
@@ -306,7 +294,7 @@ fn cases() -> Vec<Case> {
             "an exported journal with a flipped byte in its middle record",
             Box::new(|fx| {
                 let bytes = std::fs::read(&fx.export).expect("read");
-                let offsets = record_offsets(&bytes);
+                let offsets = crate::common::record_offsets(&bytes);
                 assert_eq!(offsets.len(), 10);
                 let mid = offsets[5];
                 let p = fx.export_variant("flipped.ajournal", |b| b[mid + 4 + 12] ^= 0x20);
@@ -329,8 +317,18 @@ fn cases() -> Vec<Case> {
                 fx.journal
                     .export_journal(&[fx.a.id()], &mine, |_| {})
                     .expect("export");
-                let extra = std::fs::read(&mine).expect("read")[8..].to_vec();
-                let p = fx.export_variant("mixed.ajournal", |b| b.extend_from_slice(&extra));
+                // Its records after the foreign ones, under one trailer.
+                let mine = std::fs::read(&mine).expect("read");
+                let extra = crate::common::ajournal_records(&mine);
+                let p = fx.export_variant("mixed.ajournal", |b| {
+                    let foreign = crate::common::ajournal_records(b).len() as u64;
+                    b.truncate(b.len() - agent_journal::ajournal::TRAILER_LEN);
+                    b.extend_from_slice(&mine[extra[0].0..extra[extra.len() - 1].1]);
+                    let crc = crc32fast::hash(b);
+                    b.extend_from_slice(&agent_journal::ajournal::TRAILER_MARK.to_le_bytes());
+                    b.extend_from_slice(&(foreign + extra.len() as u64).to_le_bytes());
+                    b.extend_from_slice(&crc.to_le_bytes());
+                });
                 let e = fx.journal.import_journal(&p).unwrap_err();
                 assert!(matches!(&e, Error::InvalidInput(_)), "{e:?}");
                 says(&e, &[&fx.a.id().to_string(), "already exists"]);
@@ -648,7 +646,7 @@ fn an_exported_journal_with_a_zero_filled_tail_keeps_its_records() {
 fn a_damaged_length_prefix_before_good_records_is_corruption() {
     let fx = Fx::new();
     let bytes = std::fs::read(&fx.export).expect("read");
-    let mid = record_offsets(&bytes)[5];
+    let mid = crate::common::record_offsets(&bytes)[5];
     // The high byte of the length: the record now "runs past the end".
     let p = fx.export_variant("length.ajournal", |b| b[mid + 3] ^= 0x01);
     let r = Journal::open(&p);

@@ -115,19 +115,6 @@ fn kind(e: &Value) -> &str {
     }
 }
 
-/// Byte offsets of the records of an exported journal file.
-fn record_offsets(bytes: &[u8]) -> Vec<usize> {
-    let mut pos = agent_journal::ajournal::MAGIC.len();
-    let mut out = Vec::new();
-    while pos + 4 <= bytes.len() {
-        out.push(pos);
-        let len = u32::from_le_bytes(bytes[pos..pos + 4].try_into().expect("4 bytes")) as usize;
-        pos += 4 + len;
-    }
-    assert_eq!(pos, bytes.len(), "a whole file");
-    out
-}
-
 #[test]
 fn demo_records_a_finished_session_that_sessions_lists() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -459,11 +446,13 @@ fn a_cut_exported_journal_fails_verify_at_its_offset_and_keeps_its_prefix() {
     ]);
     assert_eq!(out.code, 0, "{out:?}");
     let bytes = std::fs::read(&file).expect("read");
-    let offsets = record_offsets(&bytes);
+    let offsets = crate::common::record_offsets(&bytes);
     assert_eq!(offsets.len(), 23);
     let last = offsets[22];
     let cut = d.path("cut.ajournal");
-    std::fs::write(&cut, &bytes[..bytes.len() - 3]).expect("write");
+    // The last 3 bytes of the last record gone, and the trailer after it.
+    let end = bytes.len() - agent_journal::ajournal::TRAILER_LEN - 3;
+    std::fs::write(&cut, &bytes[..end]).expect("write");
 
     let out = aj(&cut, &["verify"]);
     assert_eq!(out.code, 3, "{out:?}");
@@ -488,7 +477,18 @@ fn a_cut_exported_journal_fails_verify_at_its_offset_and_keeps_its_prefix() {
         .map(|l| line_seq(l))
         .collect();
     assert_eq!(seqs, (0..22).collect::<Vec<_>>());
-    assert_eq!(std::fs::read(&cut).expect("read").len(), bytes.len() - 3);
+    assert_eq!(std::fs::read(&cut).expect("read").len(), end);
+
+    // Cut exactly between two records: the trailer is missing, and says so.
+    let between = d.path("between.ajournal");
+    std::fs::write(&between, &bytes[..offsets[10]]).expect("write");
+    let out = aj(&between, &["verify"]);
+    assert_eq!(out.code, 3, "{out:?}");
+    let needle = format!("cut short at byte offset {}", offsets[10]);
+    assert!(
+        out.stdout.contains(&needle) && out.stdout.contains("without its trailer"),
+        "{out:?}"
+    );
 }
 
 #[test]
@@ -505,8 +505,9 @@ fn log_of_a_cut_exported_journal_reports_the_cut() {
     ]);
     assert_eq!(out.code, 0, "{out:?}");
     let bytes = std::fs::read(&file).expect("read");
-    let last = record_offsets(&bytes)[22];
-    std::fs::write(&file, &bytes[..bytes.len() - 3]).expect("write");
+    let last = crate::common::record_offsets(&bytes)[22];
+    let end = bytes.len() - agent_journal::ajournal::TRAILER_LEN - 3;
+    std::fs::write(&file, &bytes[..end]).expect("write");
     let out = aj(&file, &["log", &d.id]);
     let needle = format!("byte offset {last}");
     assert!(

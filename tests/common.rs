@@ -49,3 +49,31 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// The records of an exported journal file as written (format 2): the
+/// `(start, end)` byte range of each, length prefix included. Panics unless
+/// the records run end to end from the magic to the trailer.
+pub fn ajournal_records(bytes: &[u8]) -> Vec<(usize, usize)> {
+    use agent_journal::ajournal::{MAGIC, TRAILER_LEN, TRAILER_MARK};
+    assert_eq!(&bytes[..MAGIC.len()], MAGIC, "the current format");
+    let mut pos = MAGIC.len();
+    let mut out = Vec::new();
+    loop {
+        let len = u32::from_le_bytes(bytes[pos..pos + 4].try_into().expect("4 bytes"));
+        if len == TRAILER_MARK {
+            break;
+        }
+        out.push((pos, pos + 4 + len as usize));
+        pos += 4 + len as usize;
+    }
+    assert_eq!(pos + TRAILER_LEN, bytes.len(), "records, then the trailer");
+    out
+}
+
+/// Byte offsets of the records of an exported journal file.
+pub fn record_offsets(bytes: &[u8]) -> Vec<usize> {
+    ajournal_records(bytes)
+        .into_iter()
+        .map(|(start, _)| start)
+        .collect()
+}

@@ -4,16 +4,17 @@
 //!
 //! Properties: `ajournal::parse` returns exactly the records before the
 //! first damaged one (in file order, grouped by session), and if it did not
-//! return everything, it reports the damage at the start of the first
-//! missing record (unless a truncation fell exactly on a record boundary);
-//! or it fails with `Corruption` at the start of a damaged record; or, if the
-//! magic itself was hit, with `NotAJournal` / `Unsupported`. It never
-//! returns an event that was not in the original.
+//! return everything, or the trailer was hit, it reports the damage at the
+//! start of the first missing record (or of the trailer), wherever a
+//! truncation fell; or it fails with `Corruption` at the start of a damaged
+//! record or of the trailer; or, if the magic itself was hit, with
+//! `NotAJournal` / `Unsupported`. It never returns an event that was not in
+//! the original, and no damage goes unreported.
 #![no_main]
 
 use std::collections::BTreeMap;
 
-use agent_journal::ajournal::{MAGIC, parse};
+use agent_journal::ajournal::{MAGIC, TRAILER_LEN, parse};
 use agent_journal::{Envelope, Error, SessionId};
 use arbitrary::{Arbitrary, Unstructured};
 use fuzz_common::{LIMIT, SmallEvent, ajournal_bytes, ts};
@@ -93,7 +94,8 @@ fuzz_target!(|input: Input| {
             .find(|&i| bytes[i] != original[i])
             .unwrap_or(bytes.len())
     };
-    let start_of = |k: usize| starts.get(k).copied().unwrap_or(original.len() as u64);
+    let trailer = (original.len() - TRAILER_LEN) as u64;
+    let start_of = |k: usize| starts.get(k).copied().unwrap_or(trailer);
 
     match parse(&bytes, LIMIT) {
         Ok((streams, tail)) => {
@@ -113,9 +115,11 @@ fuzz_target!(|input: Input| {
                 "parse returned events that are not the original's prefix"
             );
             assert!(got <= records.len());
-            if got == records.len() {
-                assert!(tail.is_none() || truncated, "a tail after every record");
-                assert!(!changed || truncated, "damage went unnoticed");
+            if got == records.len() && tail.is_some() {
+                assert!(
+                    damage_at as u64 >= trailer,
+                    "a tail after every record, the damage at {damage_at} before the trailer"
+                );
             }
             let boundary = start_of(got);
             match tail {
@@ -124,8 +128,8 @@ fuzz_target!(|input: Input| {
                     assert_eq!(t.offset + t.bytes, bytes.len() as u64, "tail length");
                 }
                 None => assert!(
-                    !changed || (truncated && boundary == bytes.len() as u64),
-                    "records lost without a report (got {got} of {})",
+                    !changed,
+                    "damage at {damage_at} without a report (got {got} of {} records)",
                     records.len()
                 ),
             }
@@ -134,8 +138,8 @@ fuzz_target!(|input: Input| {
             let o = offset.expect("file corruption names its byte offset");
             assert!(changed, "corruption reported on an intact file");
             assert!(
-                starts.contains(&o),
-                "corruption offset {o} is not a record start"
+                starts.contains(&o) || o == trailer,
+                "corruption offset {o} is not a record start nor the trailer's"
             );
             assert!(
                 o <= damage_at as u64,

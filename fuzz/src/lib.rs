@@ -72,6 +72,11 @@ pub fn ajournal_bytes<'a>(records: impl IntoIterator<Item = &'a Envelope>) -> (V
         out.extend_from_slice(&(frame.len() as u32).to_le_bytes());
         out.extend_from_slice(&frame);
     }
+    // The trailer, as the writer ends a file: mark, record count, CRC-32.
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&agent_journal::ajournal::TRAILER_MARK.to_le_bytes());
+    out.extend_from_slice(&(starts.len() as u64).to_le_bytes());
+    out.extend_from_slice(&crc.to_le_bytes());
     (out, starts)
 }
 

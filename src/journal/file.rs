@@ -1,13 +1,19 @@
 //! Exported journal files (`.ajournal`).
 //!
 //! ```text
-//! b"AGJRNL01"                       magic and format version
+//! b"AGJRNL02"                       magic and format version
 //! repeated: u32 LE length ++ frame  one record per event, any sessions
+//! u32 LE 0xFFFF_FFFF                the trailer (format 2): its mark,
+//! u64 LE records                    the number of records,
+//! u32 LE crc32                      and the CRC-32 of every byte before it
 //! ```
 //!
-//! A reader verifies every frame. A torn or unreadable *last* record (the
-//! crash point of a copy cut short) is reported and cut off; damage followed
-//! by good records is [`Error::Corruption`] with its byte offset.
+//! A reader verifies every frame. A torn or unreadable *last* record, or a
+//! file that ends without its trailer (the crash point of a copy cut short,
+//! even between two records), is reported and cut off; damage followed by
+//! good records, or a trailer that does not match the records, is
+//! [`Error::Corruption`] with its byte offset. Format 1 files (no trailer)
+//! are still read.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -19,8 +25,19 @@ use crate::error::{Error, Result};
 use crate::event::Envelope;
 use crate::model::SessionId;
 
-/// The first 8 bytes of an exported journal.
-pub const MAGIC: &[u8; 8] = b"AGJRNL01";
+/// The first 8 bytes of an exported journal, as this build writes it
+/// (format 2: with a trailer).
+pub const MAGIC: &[u8; 8] = b"AGJRNL02";
+
+/// The magic of format 1 (no trailer), still read.
+const MAGIC_V1: &[u8; 8] = b"AGJRNL01";
+
+/// Where a length prefix holds this, the trailer starts (format 2). No
+/// frame is this long: the writer refuses one.
+pub const TRAILER_MARK: u32 = u32::MAX;
+
+/// Bytes of the trailer: mark, record count (u64), CRC-32 (u32).
+pub const TRAILER_LEN: usize = 4 + 8 + 4;
 
 /// Prefix shared by every format version of the magic.
 const MAGIC_PREFIX: &[u8; 6] = b"AGJRNL";
@@ -38,12 +55,76 @@ pub struct TailDamage {
 
 impl std::fmt::Display for TailDamage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.bytes == 0 {
+            // Nothing to cut: the file ends where it should not.
+            return write!(
+                f,
+                "cut short at byte offset {}: {}",
+                self.offset, self.reason
+            );
+        }
         write!(
             f,
             "torn tail of {} bytes cut off at byte offset {}: {}",
             self.bytes, self.offset, self.reason
         )
     }
+}
+
+/// The format of the file whose bytes these are: 1 or 2, or why it is not
+/// one this build reads.
+fn format_of(bytes: &[u8]) -> Result<u8> {
+    if bytes.len() < MAGIC.len() || &bytes[..MAGIC_PREFIX.len()] != MAGIC_PREFIX {
+        return Err(Error::NotAJournal {
+            path: PathBuf::new(),
+            reason: "missing the AGJRNL magic".into(),
+        });
+    }
+    match &bytes[..MAGIC.len()] {
+        m if m == MAGIC => Ok(2),
+        m if m == MAGIC_V1 => Ok(1),
+        m => Err(Error::Unsupported(format!(
+            "exported journal format {:?} is not readable by this build (it reads {:?} and {:?})",
+            String::from_utf8_lossy(m),
+            String::from_utf8_lossy(MAGIC_V1),
+            String::from_utf8_lossy(MAGIC)
+        ))),
+    }
+}
+
+/// True if the length prefix at `pos` is the trailer's mark.
+fn at_trailer(bytes: &[u8], pos: usize) -> bool {
+    bytes.get(pos..pos + 4) == Some(&TRAILER_MARK.to_le_bytes()[..])
+}
+
+/// What the trailer at `pos` says against the `records` read before it:
+/// `Ok(None)` if it matches, `Ok(Some(reason))` if it is cut short (a tail),
+/// `Err(reason)` if it is whole and does not match.
+fn check_trailer(
+    bytes: &[u8],
+    pos: usize,
+    records: u64,
+) -> std::result::Result<Option<String>, String> {
+    let Some(t) = bytes.get(pos..pos + TRAILER_LEN) else {
+        return Ok(Some(format!(
+            "the trailer is cut short ({} of its {TRAILER_LEN} bytes)",
+            bytes.len() - pos
+        )));
+    };
+    let count = u64::from_le_bytes([t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]]);
+    let crc = u32::from_le_bytes([t[12], t[13], t[14], t[15]]);
+    if count != records {
+        return Err(format!(
+            "the trailer counts {count} records, the file holds {records}"
+        ));
+    }
+    let actual = crc32fast::hash(&bytes[..pos]);
+    if crc != actual {
+        return Err(format!(
+            "the trailer's checksum {crc:#010x} does not match the file's {actual:#010x}"
+        ));
+    }
+    Ok(None)
 }
 
 /// What a journal file holds.
@@ -79,29 +160,41 @@ pub(crate) fn read_file(path: &Path, limit: u64) -> Result<FileContents> {
 
 /// Parses the bytes of an exported journal. Never panics, whatever the input.
 pub(crate) fn parse(bytes: &[u8], limit: u64) -> Result<FileContents> {
-    if bytes.len() < MAGIC.len() || &bytes[..MAGIC_PREFIX.len()] != MAGIC_PREFIX {
-        return Err(Error::NotAJournal {
-            path: PathBuf::new(),
-            reason: "missing the AGJRNL magic".into(),
-        });
-    }
-    if &bytes[..MAGIC.len()] != MAGIC {
-        return Err(Error::Unsupported(format!(
-            "exported journal format {:?} is not readable by this build (it reads {:?})",
-            String::from_utf8_lossy(&bytes[..MAGIC.len()]),
-            String::from_utf8_lossy(MAGIC)
-        )));
-    }
+    let format = format_of(bytes)?;
     let mut out = FileContents::default();
     let mut pos = MAGIC.len();
+    let mut records = 0u64;
     let total = bytes.len();
-    while pos < total {
+    loop {
         let offset = pos as u64;
         let cut = |reason: String| TailDamage {
             offset,
             bytes: (total - pos) as u64,
             reason,
         };
+        if pos >= total {
+            if format == 2 {
+                out.tail = Some(cut(format!(
+                    "the file ends after {records} records without its trailer: it was cut short"
+                )));
+            }
+            break;
+        }
+        if format == 2 && at_trailer(bytes, pos) {
+            match check_trailer(bytes, pos, records) {
+                Ok(None) if pos + TRAILER_LEN == total => {}
+                Ok(None) => {
+                    out.tail = Some(TailDamage {
+                        offset: (pos + TRAILER_LEN) as u64,
+                        bytes: (total - pos - TRAILER_LEN) as u64,
+                        reason: "bytes after the trailer".into(),
+                    })
+                }
+                Ok(Some(reason)) => out.tail = Some(cut(reason)),
+                Err(reason) => return Err(Error::corruption(None, None, Some(offset), reason)),
+            }
+            break;
+        }
         let (env, frame) = match read_record(bytes, pos, limit) {
             Ok((env, start, next)) => {
                 pos = next;
@@ -143,6 +236,7 @@ pub(crate) fn parse(bytes: &[u8], limit: u64) -> Result<FileContents> {
             ));
         }
         stream.push(frame.to_vec());
+        records += 1;
     }
     Ok(out)
 }
@@ -154,12 +248,12 @@ pub(crate) type Lenient = (Vec<(u64, Envelope)>, Vec<crate::verify::Problem>);
 /// ones (their length prefix still says where the next one starts). Returns
 /// the records with their byte offsets, and what was dropped.
 pub(crate) fn parse_lenient(bytes: &[u8], limit: u64) -> Result<Lenient> {
-    if bytes.len() < MAGIC.len() || &bytes[..MAGIC_PREFIX.len()] != MAGIC_PREFIX {
-        return Err(Error::NotAJournal {
-            path: PathBuf::new(),
-            reason: "missing the AGJRNL magic".into(),
-        });
-    }
+    let format = match format_of(bytes) {
+        // A newer format's records may still be readable: try them,
+        // expecting no trailer.
+        Err(Error::Unsupported(_)) => 1,
+        other => other?,
+    };
     let unknown = SessionId::from_bytes([0; 16]);
     let dropped_at = |offset: usize, message: String| crate::verify::Problem {
         session: unknown,
@@ -171,7 +265,31 @@ pub(crate) fn parse_lenient(bytes: &[u8], limit: u64) -> Result<Lenient> {
     let mut records = Vec::new();
     let mut dropped = Vec::new();
     let mut pos = MAGIC.len();
-    while pos < bytes.len() {
+    loop {
+        if pos >= bytes.len() {
+            if format == 2 {
+                dropped.push(dropped_at(
+                    pos,
+                    format!(
+                        "the file ends after {} readable records without its trailer: records after them may be lost",
+                        records.len()
+                    ),
+                ));
+            }
+            break;
+        }
+        if format == 2 && at_trailer(bytes, pos) {
+            let problem = match check_trailer(bytes, pos, records.len() as u64) {
+                Ok(None) if pos + TRAILER_LEN == bytes.len() => None,
+                Ok(None) => Some(format!(
+                    "{} bytes after the trailer",
+                    bytes.len() - pos - TRAILER_LEN
+                )),
+                Ok(Some(reason)) | Err(reason) => Some(reason),
+            };
+            dropped.extend(problem.map(|m| dropped_at(pos, m)));
+            break;
+        }
         match read_record(bytes, pos, limit) {
             Ok((env, _, next)) => {
                 records.push((pos as u64, env));
@@ -246,11 +364,13 @@ fn next_record_where(
         .find(|&p| read_record(bytes, p, limit).is_ok_and(|(env, _, _)| accept(&env)))
 }
 
-/// Writes an exported journal, record by record.
+/// Writes an exported journal, record by record, then its trailer.
 pub(crate) struct FileWriter {
     out: BufWriter<File>,
     path: PathBuf,
     records: u64,
+    /// CRC-32 of every byte written so far.
+    crc: crc32fast::Hasher,
 }
 
 impl FileWriter {
@@ -258,32 +378,48 @@ impl FileWriter {
     pub(crate) fn create(path: &Path) -> Result<Self> {
         let f =
             File::create(path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-        let mut out = BufWriter::new(f);
-        out.write_all(MAGIC)
-            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
-        Ok(Self {
-            out,
+        let mut w = Self {
+            out: BufWriter::new(f),
             path: path.to_owned(),
             records: 0,
-        })
+            crc: crc32fast::Hasher::new(),
+        };
+        w.write(MAGIC)?;
+        Ok(w)
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.crc.update(bytes);
+        self.out
+            .write_all(bytes)
+            .map_err(|e| Error::io(format!("writing {}", self.path.display()), e))
     }
 
     /// Appends one frame.
     pub(crate) fn write_frame(&mut self, frame: &[u8]) -> Result<()> {
-        let len = u32::try_from(frame.len()).map_err(|_| Error::TooLarge {
+        let too_large = || Error::TooLarge {
             size: frame.len() as u64,
-            limit: u32::MAX as u64,
-        })?;
-        self.out
-            .write_all(&len.to_le_bytes())
-            .and_then(|()| self.out.write_all(frame))
-            .map_err(|e| Error::io(format!("writing {}", self.path.display()), e))?;
+            limit: TRAILER_MARK as u64 - 1,
+        };
+        let len = u32::try_from(frame.len()).map_err(|_| too_large())?;
+        if len == TRAILER_MARK {
+            return Err(too_large());
+        }
+        self.write(&len.to_le_bytes())?;
+        self.write(frame)?;
         self.records += 1;
         Ok(())
     }
 
-    /// Flushes and fsyncs the file; returns the number of records written.
-    pub(crate) fn finish(self) -> Result<u64> {
+    /// Writes the trailer, flushes and fsyncs the file; returns the number
+    /// of records written.
+    pub(crate) fn finish(mut self) -> Result<u64> {
+        let crc = std::mem::take(&mut self.crc).finalize();
+        let mut trailer = [0u8; TRAILER_LEN];
+        trailer[..4].copy_from_slice(&TRAILER_MARK.to_le_bytes());
+        trailer[4..12].copy_from_slice(&self.records.to_le_bytes());
+        trailer[12..].copy_from_slice(&crc.to_le_bytes());
+        self.write(&trailer)?;
         let path = self.path.clone();
         let f = self
             .out
@@ -300,9 +436,10 @@ mod tests {
     use super::*;
     use crate::event::Event;
 
-    fn file_with(n: u64) -> Vec<u8> {
+    /// The records of a format 1 file of `n` events of one session.
+    fn v1_file_with(n: u64) -> Vec<u8> {
         let sid = SessionId::new();
-        let mut bytes = MAGIC.to_vec();
+        let mut bytes = MAGIC_V1.to_vec();
         for seq in 0..n {
             let env = Envelope {
                 session: sid,
@@ -320,23 +457,135 @@ mod tests {
         bytes
     }
 
+    /// `n` records and a trailer that counts `count` of them.
+    fn file_counting(n: u64, count: u64) -> Vec<u8> {
+        let mut bytes = v1_file_with(n);
+        bytes[..MAGIC.len()].copy_from_slice(MAGIC);
+        let crc = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&TRAILER_MARK.to_le_bytes());
+        bytes.extend_from_slice(&count.to_le_bytes());
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    /// A format 2 file of `n` events, as the writer makes it.
+    fn file_with(n: u64) -> Vec<u8> {
+        file_counting(n, n)
+    }
+
+    fn events(c: &FileContents) -> usize {
+        c.streams.values().next().map(Vec::len).unwrap_or(0)
+    }
+
     #[test]
-    fn truncation_at_every_length_keeps_the_good_prefix() {
+    fn the_writer_ends_a_file_with_its_trailer() {
+        let dir = std::env::temp_dir().join(format!("aj-file-{}", SessionId::new()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("x.ajournal");
+        let records = v1_file_with(3);
+        let mut w = FileWriter::create(&path).expect("create");
+        let mut pos = MAGIC.len();
+        while pos < records.len() {
+            let len = u32::from_le_bytes(records[pos..pos + 4].try_into().expect("4")) as usize;
+            w.write_frame(&records[pos + 4..pos + 4 + len])
+                .expect("write");
+            pos += 4 + len;
+        }
+        assert_eq!(w.finish().expect("finish"), 3);
+        let written = std::fs::read(&path).expect("read");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+        assert_eq!(written[..MAGIC.len()], MAGIC[..]);
+        assert_eq!(
+            written[MAGIC.len()..written.len() - TRAILER_LEN],
+            records[MAGIC.len()..]
+        );
+        let read = parse(&written, 1 << 20).expect("parse");
+        assert_eq!((events(&read), read.tail), (3, None));
+    }
+
+    #[test]
+    fn a_cut_at_any_length_keeps_the_good_prefix_and_is_reported() {
         let full = file_with(5);
         let whole = parse(&full, 1 << 20).expect("parse");
-        assert_eq!(whole.streams.values().next().map(Vec::len), Some(5));
-        assert!(whole.tail.is_none());
+        assert_eq!((events(&whole), whole.tail.is_none()), (5, true));
         for cut in MAGIC.len()..full.len() {
             let c = parse(&full[..cut], 1 << 20).expect("a truncated file still opens");
-            let n = c.streams.values().next().map(Vec::len).unwrap_or(0);
+            assert!(events(&c) <= 5);
+            // Even a cut exactly between two records, or right before the
+            // trailer: the trailer is missing.
+            let tail = c.tail.unwrap_or_else(|| panic!("cut at {cut} unreported"));
+            assert!(tail.offset <= cut as u64, "{tail}");
+        }
+        let between = parse(&full[..full.len() - TRAILER_LEN], 1 << 20).expect("parse");
+        assert_eq!(events(&between), 5);
+        let tail = between.tail.expect("reported");
+        assert_eq!(tail.bytes, 0);
+        assert!(tail.to_string().contains("without its trailer"), "{tail}");
+    }
+
+    #[test]
+    fn a_format_1_file_is_still_read() {
+        let full = v1_file_with(5);
+        let whole = parse(&full, 1 << 20).expect("parse");
+        assert_eq!((events(&whole), whole.tail), (5, None));
+        for cut in MAGIC.len()..full.len() {
+            let c = parse(&full[..cut], 1 << 20).expect("a truncated file still opens");
+            let n = events(&c);
             assert!(n < 5);
-            let tail = c.tail.is_some();
-            // Either the cut fell exactly on a record boundary, or it is reported.
+            // Either the cut fell exactly on a record boundary (format 1
+            // cannot tell), or it is reported.
             assert!(
-                tail || cut == MAGIC.len() || n > 0,
+                c.tail.is_some() || cut == MAGIC.len() || n > 0,
                 "cut at {cut} unreported"
             );
         }
+        let (records, dropped) = parse_lenient(&full, 1 << 20).expect("lenient");
+        assert_eq!((records.len(), dropped.len()), (5, 0));
+    }
+
+    #[test]
+    fn a_trailer_that_does_not_match_is_corruption_at_its_offset() {
+        let trailer_at = (file_with(4).len() - TRAILER_LEN) as u64;
+        // One record fewer than the trailer counts: a whole record gone.
+        let missing = file_counting(4, 5);
+        assert!(matches!(
+            parse(&missing, 1 << 20),
+            Err(Error::Corruption { offset: Some(o), ref reason, .. }) if o == trailer_at && reason.contains("counts 5")
+        ));
+        // A flipped byte of the checksum, or of the count.
+        for at in [1, 5] {
+            let mut flipped = file_with(4);
+            let i = flipped.len() - at;
+            flipped[i] ^= 0x08;
+            assert!(matches!(
+                parse(&flipped, 1 << 20),
+                Err(Error::Corruption { offset: Some(o), .. }) if o == trailer_at
+            ));
+            let (records, dropped) = parse_lenient(&flipped, 1 << 20).expect("lenient");
+            assert_eq!((records.len(), dropped.len()), (4, 1));
+        }
+    }
+
+    #[test]
+    fn bytes_after_the_trailer_are_a_reported_tail() {
+        let mut bytes = file_with(2);
+        let end = bytes.len() as u64;
+        bytes.extend_from_slice(b"garbage");
+        let c = parse(&bytes, 1 << 20).expect("parse");
+        assert_eq!(events(&c), 2);
+        let tail = c.tail.expect("reported");
+        assert_eq!((tail.offset, tail.bytes), (end, 7));
+    }
+
+    #[test]
+    fn salvage_reports_a_missing_trailer() {
+        let full = file_with(3);
+        let (records, dropped) = parse_lenient(&full, 1 << 20).expect("lenient");
+        assert_eq!((records.len(), dropped.len()), (3, 0));
+        let cut = &full[..full.len() - TRAILER_LEN];
+        let (records, dropped) = parse_lenient(cut, 1 << 20).expect("lenient");
+        assert_eq!((records.len(), dropped.len()), (3, 1));
+        assert!(dropped[0].message.contains("without its trailer"));
     }
 
     #[test]

@@ -150,26 +150,16 @@ fn judge(fx: &Fixture, read: Read, damaged: &[u8], first: usize) -> (Verdict, Se
             (Verdict::Recovered, Seen::Tail(d.offset))
         }
         None if complete => (Verdict::Harmless, Seen::Clean),
-        None => {
-            let boundary = fx.bytes.starts_with(damaged)
-                && (damaged.len() == MAGIC.len()
-                    || fx.records.iter().any(|r| r.end == damaged.len()));
-            if boundary {
-                (
-                    Verdict::Undetectable("cut at a record boundary"),
-                    Seen::Clean,
-                )
-            } else {
-                (
-                    Verdict::Fail(format!(
-                        "{} of {} records returned and no damage reported",
-                        returned.len(),
-                        fx.total()
-                    )),
-                    Seen::Clean,
-                )
-            }
-        }
+        // The trailer (format 2) tells a file cut short, even exactly
+        // between two records, from a whole one.
+        None => (
+            Verdict::Fail(format!(
+                "{} of {} records returned and no damage reported",
+                returned.len(),
+                fx.total()
+            )),
+            Seen::Clean,
+        ),
     }
 }
 

@@ -229,23 +229,22 @@ impl Fixture {
             assert_eq!(n as usize, exported.values().map(Vec::len).sum::<usize>());
         }
         let bytes = std::fs::read(&file).expect("read export");
-        let mut records = Vec::new();
-        let mut pos = agent_journal::ajournal::MAGIC.len();
         let order: Vec<(SessionId, u64)> = exported
             .iter()
             .flat_map(|(id, evs)| evs.iter().map(move |e| (*id, e.seq)))
             .collect();
-        for (session, seq) in order {
-            let len = u32::from_le_bytes(bytes[pos..pos + 4].try_into().expect("4")) as usize;
-            records.push(Record {
-                start: pos,
-                end: pos + 4 + len,
+        let ranges = crate::common::ajournal_records(&bytes);
+        assert_eq!(ranges.len(), order.len(), "a record per exported event");
+        let records = ranges
+            .into_iter()
+            .zip(order)
+            .map(|((start, end), (session, seq))| Record {
+                start,
+                end,
                 session,
                 seq,
-            });
-            pos += 4 + len;
-        }
-        assert_eq!(pos, bytes.len(), "the export is records end to end");
+            })
+            .collect();
         Fixture {
             dir,
             db,
@@ -407,7 +406,7 @@ pub enum Verdict {
     /// The bytes changed but not the content (records of two sessions
     /// reordered, which the format allows).
     Harmless,
-    /// Cannot be detected by design (a file cut exactly between records).
+    /// Cannot be detected by design (sled rolling its own log back).
     Undetectable(&'static str),
     /// Data returned that is not the original's: the worst outcome.
     Wrong(String),
