@@ -406,15 +406,16 @@ impl SledStore {
         }
         self.drain()?;
         let range = self.events.range(key(session, from)..key(session, to));
-        let mut next = from;
+        let (mut next, mut seen) = (from, 0);
         for item in range.take(SCAN_PIPELINE_AFTER) {
             let (seq, v) = scanned(session, item)?;
-            next = seq.saturating_add(1);
+            (next, seen) = (seq.saturating_add(1), seen + 1);
             if visit(seq, v)?.is_break() {
                 return Ok(());
             }
         }
-        if next - from < SCAN_PIPELINE_AFTER as u64 || next >= to {
+        // Fewer than that: the range has no more.
+        if seen < SCAN_PIPELINE_AFTER || next >= to {
             return Ok(());
         }
         let events = &self.events;
