@@ -162,6 +162,7 @@ pub(crate) fn read_file(path: &Path, limit: u64) -> Result<FileContents> {
 pub(crate) fn parse(bytes: &[u8], limit: u64) -> Result<FileContents> {
     let format = format_of(bytes)?;
     let mut out = FileContents::default();
+    let mut resync = Resync::new(bytes);
     let mut pos = MAGIC.len();
     let mut records = 0u64;
     let total = bytes.len();
@@ -211,15 +212,18 @@ pub(crate) fn parse(bytes: &[u8], limit: u64) -> Result<FileContents> {
                     Some(stream) => env.seq >= stream.len() as u64,
                     None => true,
                 };
-                if let Some(good) = next_record_where(bytes, pos + 1, limit, continues) {
-                    return Err(Error::corruption(
-                        None,
-                        None,
-                        Some(offset),
-                        format!("{reason} (a readable record follows at byte offset {good})"),
-                    ));
+                match resync.next_where(bytes, pos + 1, limit, continues) {
+                    Found::At(good) => {
+                        return Err(Error::corruption(
+                            None,
+                            None,
+                            Some(offset),
+                            format!("{reason} (a readable record follows at byte offset {good})"),
+                        ));
+                    }
+                    Found::Nothing => out.tail = Some(cut(reason)),
+                    Found::GaveUp => out.tail = Some(cut(format!("{reason}; {GAVE_UP}"))),
                 }
-                out.tail = Some(cut(reason));
                 break;
             }
         };
@@ -264,6 +268,7 @@ pub(crate) fn parse_lenient(bytes: &[u8], limit: u64) -> Result<Lenient> {
     };
     let mut records = Vec::new();
     let mut dropped = Vec::new();
+    let mut resync = Resync::new(bytes);
     let mut pos = MAGIC.len();
     loop {
         if pos >= bytes.len() {
@@ -298,25 +303,26 @@ pub(crate) fn parse_lenient(bytes: &[u8], limit: u64) -> Result<Lenient> {
             Err(reason) => {
                 // Resynchronise on the next readable record: a damaged length
                 // prefix must not take the records after it down with it.
-                match next_valid_record(bytes, pos + 1, limit) {
-                    Some(good) => {
+                let rest = match resync.next_valid(bytes, pos + 1, limit) {
+                    Found::At(good) => {
                         dropped.push(dropped_at(
                             pos,
                             format!("{reason}; {} bytes skipped", good - pos),
                         ));
                         pos = good;
+                        continue;
                     }
-                    None => {
-                        dropped.push(dropped_at(
-                            pos,
-                            format!(
-                                "{reason}; the last {} bytes are unreadable",
-                                bytes.len() - pos
-                            ),
-                        ));
-                        break;
-                    }
-                }
+                    Found::Nothing => String::new(),
+                    Found::GaveUp => format!(" ({GAVE_UP})"),
+                };
+                dropped.push(dropped_at(
+                    pos,
+                    format!(
+                        "{reason}; the last {} bytes are unreadable{rest}",
+                        bytes.len() - pos
+                    ),
+                ));
+                break;
             }
         }
     }
@@ -346,23 +352,87 @@ fn read_record(
     Ok((env, start, start + len))
 }
 
-/// The offset of the first readable record at or after `from`, if any.
-/// Cheap on the usual tails (zeros, a cut): most offsets fail on the length
-/// or the version byte before any checksum is computed.
-fn next_valid_record(bytes: &[u8], from: usize, limit: u64) -> Option<usize> {
-    next_record_where(bytes, from, limit, |_| true)
+/// What a search for the next readable record found.
+enum Found {
+    /// A readable record starts here.
+    At(usize),
+    /// None up to the end of the file.
+    Nothing,
+    /// The search ran out of its checksum budget (see [`Resync`]).
+    GaveUp,
 }
 
-/// [`next_valid_record`] for a record that also satisfies `accept`.
-fn next_record_where(
-    bytes: &[u8],
-    from: usize,
-    limit: u64,
-    accept: impl Fn(&Envelope) -> bool,
-) -> Option<usize> {
-    (from..bytes.len().saturating_sub(4 + FRAME_HEADER_LEN))
-        .find(|&p| read_record(bytes, p, limit).is_ok_and(|(env, _, _)| accept(&env)))
+/// The searches for readable records after damage, in one read of a file:
+/// they may checksum at most [`RESYNC_CRC_PER_BYTE`] bytes per byte of the
+/// file (and [`RESYNC_CRC_FLOOR`]), all together. Random damage comes
+/// nowhere near that (a candidate must have a length that fits and the
+/// frame's version byte: about one offset in 65,536, and each is
+/// checksummed once); without it, a file crafted so that every few bytes
+/// look like the start of a long record would cost time quadratic in its
+/// size.
+struct Resync {
+    left: usize,
 }
+
+/// See [`Resync`].
+const RESYNC_CRC_PER_BYTE: usize = 64;
+/// See [`Resync`].
+const RESYNC_CRC_FLOOR: usize = 1 << 20;
+
+impl Resync {
+    fn new(bytes: &[u8]) -> Self {
+        Self {
+            left: bytes
+                .len()
+                .saturating_mul(RESYNC_CRC_PER_BYTE)
+                .saturating_add(RESYNC_CRC_FLOOR),
+        }
+    }
+
+    /// The first readable record at or after `from`.
+    fn next_valid(&mut self, bytes: &[u8], from: usize, limit: u64) -> Found {
+        self.next_where(bytes, from, limit, |_| true)
+    }
+
+    /// The first readable record at or after `from` that satisfies
+    /// `accept`. Cheap on the usual tails (zeros, a cut): most offsets fail
+    /// on the length or the version byte before any checksum is computed.
+    fn next_where(
+        &mut self,
+        bytes: &[u8],
+        from: usize,
+        limit: u64,
+        accept: impl Fn(&Envelope) -> bool,
+    ) -> Found {
+        for p in from..bytes.len().saturating_sub(4 + FRAME_HEADER_LEN) {
+            let Some(len) = candidate_len(bytes, p, limit) else {
+                continue;
+            };
+            match self.left.checked_sub(len) {
+                Some(left) => self.left = left,
+                None => return Found::GaveUp,
+            }
+            if read_record(bytes, p, limit).is_ok_and(|(env, _, _)| accept(&env)) {
+                return Found::At(p);
+            }
+        }
+        Found::Nothing
+    }
+}
+
+/// The length of the frame at `p` if reading it would compute a checksum:
+/// the length fits the limit and the file, and the version byte is ours.
+fn candidate_len(bytes: &[u8], p: usize, limit: u64) -> Option<usize> {
+    let len = u32::from_le_bytes(bytes.get(p..p + 4)?.try_into().ok()?) as usize;
+    if len < FRAME_HEADER_LEN || len as u64 > limit.saturating_add(FRAME_HEADER_LEN as u64) {
+        return None;
+    }
+    let frame = bytes.get(p + 4..(p + 4).checked_add(len)?)?;
+    (frame[0] == codec::FRAME_VERSION).then_some(len)
+}
+
+/// Why the search after damage at `pos` stopped, for a message.
+const GAVE_UP: &str = "gave up looking for a readable record after it (too many candidates to checksum: a crafted file?)";
 
 /// Writes an exported journal, record by record, then its trailer.
 pub(crate) struct FileWriter {
@@ -586,6 +656,53 @@ mod tests {
         let (records, dropped) = parse_lenient(cut, 1 << 20).expect("lenient");
         assert_eq!((records.len(), dropped.len()), (3, 1));
         assert!(dropped[0].message.contains("without its trailer"));
+    }
+
+    /// Every fifth byte starts what looks like a 256 KiB record of our
+    /// frame version (its checksum fails): a search that checksummed each
+    /// would hash ~100 GiB here. The budget stops it after ~129 MiB.
+    #[test]
+    fn a_file_crafted_to_look_like_records_everywhere_is_read_in_linear_time() {
+        let mut bytes = MAGIC.to_vec();
+        let mut unit = (256u32 << 10).to_le_bytes().to_vec();
+        unit.push(codec::FRAME_VERSION);
+        while bytes.len() < 2 << 20 {
+            bytes.extend_from_slice(&unit);
+        }
+        let start = std::time::Instant::now();
+        let read = parse(&bytes, 16 << 20).expect("a damaged file still opens");
+        assert_eq!(events(&read), 0);
+        let tail = read.tail.expect("reported");
+        assert!(tail.reason.contains("gave up"), "{tail}");
+        assert_eq!(tail.offset, MAGIC.len() as u64);
+        let (records, dropped) = parse_lenient(&bytes, 16 << 20).expect("lenient");
+        assert!(records.is_empty());
+        assert!(dropped[0].message.contains("gave up"), "{:?}", dropped[0]);
+        let took = start.elapsed();
+        assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+    }
+
+    /// The budget is never near for real damage: records after a garbage
+    /// region are still found, by salvage and by the strict reader.
+    #[test]
+    fn records_after_a_region_of_random_garbage_are_still_found() {
+        let good = file_with(3);
+        let trailer = good.len() - TRAILER_LEN;
+        let first_end =
+            MAGIC.len() + 4 + u32::from_le_bytes(good[8..12].try_into().expect("4")) as usize;
+        // The first record's bytes replaced by 64 KiB of pseudo-random ones.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut bytes = MAGIC.to_vec();
+        for _ in 0..(64 << 10) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            bytes.push(x as u8);
+        }
+        bytes.extend_from_slice(&good[first_end..trailer]);
+        let (records, dropped) = parse_lenient(&bytes, 16 << 20).expect("lenient");
+        assert_eq!(records.len(), 2, "{dropped:?}");
+        assert!(!dropped.iter().any(|d| d.message.contains("gave up")));
     }
 
     #[test]
