@@ -97,34 +97,42 @@ fn at_trailer(bytes: &[u8], pos: usize) -> bool {
     bytes.get(pos..pos + 4) == Some(&TRAILER_MARK.to_le_bytes()[..])
 }
 
-/// What the trailer at `pos` says against the `records` read before it:
-/// `Ok(None)` if it matches, `Ok(Some(reason))` if it is cut short (a tail),
-/// `Err(reason)` if it is whole and does not match.
-fn check_trailer(
-    bytes: &[u8],
-    pos: usize,
-    records: u64,
-) -> std::result::Result<Option<String>, String> {
+/// What the trailer at `pos` says against the `records` read before it.
+enum Trailer {
+    /// It matches, and ends the file.
+    Whole,
+    /// It matches; this many bytes follow it.
+    Followed(usize),
+    /// It is cut short (a tail), for this reason.
+    Cut(String),
+    /// It is whole and does not match the records, for this reason.
+    Mismatch(String),
+}
+
+fn check_trailer(bytes: &[u8], pos: usize, records: u64) -> Trailer {
     let Some(t) = bytes.get(pos..pos + TRAILER_LEN) else {
-        return Ok(Some(format!(
+        return Trailer::Cut(format!(
             "the trailer is cut short ({} of its {TRAILER_LEN} bytes)",
             bytes.len() - pos
-        )));
+        ));
     };
     let count = u64::from_le_bytes([t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]]);
     let crc = u32::from_le_bytes([t[12], t[13], t[14], t[15]]);
     if count != records {
-        return Err(format!(
+        return Trailer::Mismatch(format!(
             "the trailer counts {count} records, the file holds {records}"
         ));
     }
     let actual = crc32fast::hash(&bytes[..pos]);
     if crc != actual {
-        return Err(format!(
+        return Trailer::Mismatch(format!(
             "the trailer's checksum {crc:#010x} does not match the file's {actual:#010x}"
         ));
     }
-    Ok(None)
+    match bytes.len() - pos - TRAILER_LEN {
+        0 => Trailer::Whole,
+        extra => Trailer::Followed(extra),
+    }
 }
 
 /// What a journal file holds.
@@ -183,16 +191,18 @@ pub(crate) fn parse(bytes: &[u8], limit: u64) -> Result<FileContents> {
         }
         if format == 2 && at_trailer(bytes, pos) {
             match check_trailer(bytes, pos, records) {
-                Ok(None) if pos + TRAILER_LEN == total => {}
-                Ok(None) => {
+                Trailer::Whole => {}
+                Trailer::Followed(extra) => {
                     out.tail = Some(TailDamage {
                         offset: (pos + TRAILER_LEN) as u64,
-                        bytes: (total - pos - TRAILER_LEN) as u64,
+                        bytes: extra as u64,
                         reason: "bytes after the trailer".into(),
                     })
                 }
-                Ok(Some(reason)) => out.tail = Some(cut(reason)),
-                Err(reason) => return Err(Error::corruption(None, None, Some(offset), reason)),
+                Trailer::Cut(reason) => out.tail = Some(cut(reason)),
+                Trailer::Mismatch(reason) => {
+                    return Err(Error::corruption(None, None, Some(offset), reason));
+                }
             }
             break;
         }
@@ -285,12 +295,9 @@ pub(crate) fn parse_lenient(bytes: &[u8], limit: u64) -> Result<Lenient> {
         }
         if format == 2 && at_trailer(bytes, pos) {
             let problem = match check_trailer(bytes, pos, records.len() as u64) {
-                Ok(None) if pos + TRAILER_LEN == bytes.len() => None,
-                Ok(None) => Some(format!(
-                    "{} bytes after the trailer",
-                    bytes.len() - pos - TRAILER_LEN
-                )),
-                Ok(Some(reason)) | Err(reason) => Some(reason),
+                Trailer::Whole => None,
+                Trailer::Followed(extra) => Some(format!("{extra} bytes after the trailer")),
+                Trailer::Cut(reason) | Trailer::Mismatch(reason) => Some(reason),
             };
             dropped.extend(problem.map(|m| dropped_at(pos, m)));
             break;
