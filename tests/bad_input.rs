@@ -66,7 +66,7 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 /// Every tree of a raw sled database with its entries (as text, for messages).
 fn sled_contents(path: &Path) -> BTreeMap<String, Vec<(String, String)>> {
-    let db = sled::open(path).expect("raw open");
+    let db = crate::common::raw_sled(path);
     db.tree_names()
         .into_iter()
         .map(|name| {

@@ -77,3 +77,20 @@ pub fn record_offsets(bytes: &[u8]) -> Vec<usize> {
         .map(|(start, _)| start)
         .collect()
 }
+
+/// Opens a database with raw sled, as the tests that damage one do. A
+/// journal of this process that was just dropped may still hold sled's file
+/// lock for a few milliseconds (its thread-pool tasks finish first), so the
+/// lock is retried for up to 2 s, as the library's own open does.
+pub fn raw_sled(path: &std::path::Path) -> sled::Db {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match sled::open(path) {
+            Ok(db) => return db,
+            Err(e) if std::time::Instant::now() < deadline && e.to_string().contains("lock") => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) => panic!("raw sled open of {}: {e}", path.display()),
+        }
+    }
+}

@@ -21,7 +21,7 @@ fn key(id: SessionId, seq: u64) -> Vec<u8> {
 
 /// Flips one bit of the stored frame of `seq`, with the database closed.
 fn flip(path: &Path, tree: &str, id: SessionId, seq: u64, byte: usize) {
-    let db = sled::open(path).expect("raw open");
+    let db = crate::common::raw_sled(path);
     let t = db.open_tree(tree).expect("tree");
     let k = key(id, seq);
     let mut v = t.get(&k).expect("get").expect("present").to_vec();
@@ -354,7 +354,7 @@ fn synced_session_and_its_log(path: &Path, n: u64) -> (SessionId, u64, Vec<u8>) 
 /// What sled keeps after a crash that lost its buffered writes: the stream
 /// without its events from `from` on.
 fn lose_sled_tail(path: &Path, id: SessionId, from: u64) {
-    let db = sled::open(path).expect("raw open");
+    let db = crate::common::raw_sled(path);
     let t = db.open_tree("events").expect("tree");
     let mut seq = from;
     while t.remove(key(id, seq)).expect("remove").is_some() {
@@ -522,7 +522,7 @@ fn a_gap_deep_in_a_long_stream_is_corruption_at_its_seq() {
     let path = dir.path().join("db");
     let id = long_session(&path, LONG);
     {
-        let db = sled::open(&path).expect("raw open");
+        let db = crate::common::raw_sled(&path);
         let t = db.open_tree("events").expect("tree");
         t.remove(key(id, 9_500)).expect("remove").expect("present");
         db.flush().expect("flush");

@@ -27,7 +27,7 @@ pub fn key(id: SessionId, seq: u64) -> Vec<u8> {
 
 /// Applies `damages` with raw sled (the journal must be closed).
 pub fn apply(db: &Path, damages: &[DbDamage], rng: &mut Rng) {
-    let raw = sled::open(db).expect("raw sled open");
+    let raw = crate::common::raw_sled(db);
     let t = raw.open_tree("events").expect("tree events");
     let get = |id: SessionId, seq: u64| {
         t.get(key(id, seq))
