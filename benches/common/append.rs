@@ -242,6 +242,39 @@ fn appending_threads(sessions: &[Session], template: &InnerMessage, per: u64) ->
     t.elapsed()
 }
 
+/// `threads` threads, each inserting `per` copies of `frame` into raw sled
+/// under a session key of its own (no library, no sync), started together;
+/// returns the wall time. The ceiling of sled's own inserts.
+fn raw_inserting_threads(
+    events: &sled::Tree,
+    frame: &Arc<Vec<u8>>,
+    sessions: &[SessionId],
+    first: u64,
+    per: u64,
+) -> Duration {
+    let barrier = Arc::new(Barrier::new(sessions.len() + 1));
+    let handles: Vec<_> = sessions
+        .iter()
+        .map(|&session| {
+            let (events, frame, barrier) = (events.clone(), frame.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                for seq in first..first + per {
+                    events
+                        .insert(raw::key(session, seq), &frame[..])
+                        .expect("insert");
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let t = Instant::now();
+    for h in handles {
+        h.join().expect("join");
+    }
+    t.elapsed()
+}
+
 pub fn section_synced_threads(s: &Sizes, row2: Option<f64>, rep: &mut Report) {
     let (threads, per) = (s.threads, s.per_thread);
     let rounds = s.thread_rounds;
@@ -252,7 +285,7 @@ pub fn section_synced_threads(s: &Sizes, row2: Option<f64>, rep: &mut Report) {
         "[3] Synced append, {threads} threads x {per} events, vs one writer, {rounds} rounds taking turns"
     );
     let template = message_200(EvaluationId::new());
-    let dirs = [tempdir(), tempdir(), tempdir(), tempdir()];
+    let dirs = [tempdir(), tempdir(), tempdir(), tempdir(), tempdir()];
     let open = |dir: &TempDir, durability| {
         Journal::open_with(
             dir.path().join("db"),
@@ -276,13 +309,28 @@ pub fn section_synced_threads(s: &Sizes, row2: Option<f64>, rep: &mut Report) {
     };
     let many = [sessions(&synced), sessions(&buffered), sessions(&flushed)];
     let one = single.create_session().expect("session");
-    let mut times = [Duration::ZERO; 4];
+    let raw_db = raw::open_sled(&dirs[4].path().join("db"), cache_bytes());
+    let raw_events = raw_db.open_tree("events").expect("tree");
+    let raw_sessions: Vec<SessionId> = (0..threads).map(|_| SessionId::new()).collect();
+    let frame = Arc::new(frame_of(
+        SessionId::new(),
+        per / 2,
+        Event::Message(template.clone()),
+    ));
+    let mut times = [Duration::ZERO; 5];
     let stats_before = (synced.sync_stats(), single.sync_stats());
     for round in 0..rounds {
-        for k in 0..4 {
-            let i = (round as usize + k) % 4;
+        for k in 0..5 {
+            let i = (round as usize + k) % 5;
             times[i] += match i {
                 0..=2 => appending_threads(&many[i], &template, per_round),
+                4 => raw_inserting_threads(
+                    &raw_events,
+                    &frame,
+                    &raw_sessions,
+                    round * per_round,
+                    per_round,
+                ),
                 _ => {
                     let events = cloned_messages(&template, one.head(), one_total / rounds);
                     let t = Instant::now();
@@ -295,21 +343,28 @@ pub fn section_synced_threads(s: &Sizes, row2: Option<f64>, rep: &mut Report) {
             };
         }
     }
+    // Appends per log write and the mean time of one write + sync.
     let log = |j: &Journal, before: agent_journal::SyncStats| {
         let after = j.sync_stats();
         let writes = (after.log_writes - before.log_writes).max(1);
         let records = after.log_records - before.log_records;
         let time = after.log_write_time - before.log_write_time;
-        format!(
-            "{:.1} appends per log write, {} per write + sync",
-            records as f64 / writes as f64,
-            fmt_dur(time / writes as u32)
-        )
+        (records as f64 / writes as f64, time / writes as u32)
     };
     let (log_many, log_one) = (log(&synced, stats_before.0), log(&single, stats_before.1));
+    let log_text = |(per_write, took): (f64, Duration)| {
+        format!(
+            "{per_write:.1} appends per log write, {} per write + sync",
+            fmt_dur(took)
+        )
+    };
+    // Writes back to back, each carrying what the measured ones carried.
+    let disk_bound =
+        log_many.0 * log_one.1.as_secs_f64() / (log_one.0 * log_many.1.as_secs_f64()).max(1e-9);
     let r_synced = rate(total, times[0]);
     let r_buffered = rate(total, times[1]);
     let r_flushed = rate(total, times[2]);
+    let r_raw = rate(total, times[4]);
     let one_count = one_total / rounds * rounds;
     let r_one = rate(one_count, times[3]);
     let ratio = r_synced / r_one;
@@ -331,17 +386,25 @@ pub fn section_synced_threads(s: &Sizes, row2: Option<f64>, rep: &mut Report) {
     });
     rep.note(format!(
         "row 3: {rounds} rounds, each: {threads} threads x {} Synced appends, the same with \
-         `Buffered` (no sync at all: the CPU ceiling of {threads} threads on this machine) and with `Flushed`, and {} \
-         one-writer Synced appends, in turns. {threads} threads `Buffered`: {}; `Flushed` (sled \
-         flush, no fdatasync): {}; `Synced` reaches {:.0}% of `Buffered`, and `Buffered`, with no \
-         sync at all, is {} the one-writer `Synced` rate: no group commit can pass that. The write-ahead log \
-         (`Journal::sync_stats`): {threads} threads {log_many}; one writer {log_one}.{}",
+         `Buffered` (no sync: the ceiling of the library's own append path, whose sled inserts \
+         one insert thread makes), with `Flushed`, {threads} threads inserting the same frames into \
+         raw sled (no library, no sync), and {} one-writer Synced appends, in turns. \
+         {threads} threads `Buffered`: {} = {} the one-writer `Synced` rate; `Flushed` (sled flush, \
+         no fdatasync): {}; raw sled inserts alone: {} = {}. The write-ahead log \
+         (`Journal::sync_stats`): {threads} threads {}; one writer {}. With log writes back to \
+         back, each carrying as many appends and taking as long as these did, {threads} writers \
+         would reach at most {} the one-writer rate (`Synced` reaches {:.0}% of that bound).{}",
         thousands(per_round),
         thousands(one_total / rounds),
         fmt_rate(r_buffered),
-        fmt_rate(r_flushed),
-        100.0 * r_synced / r_buffered,
         fmt_ratio(r_buffered / r_one),
+        fmt_rate(r_flushed),
+        fmt_rate(r_raw),
+        fmt_ratio(r_raw / r_one),
+        log_text(log_many),
+        log_text(log_one),
+        fmt_ratio(disk_bound),
+        100.0 * ratio / disk_bound,
         row2.map_or(String::new(), |r| format!(
             " Row 2's one-writer rate, measured earlier: {}.",
             fmt_rate(r)
