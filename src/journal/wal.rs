@@ -59,18 +59,12 @@ pub(crate) const PREALLOCATED: u64 = 4 << 20;
 /// The log is emptied once this many bytes were written to it.
 pub(crate) const CHECKPOINT_BYTES: u64 = PREALLOCATED - (64 << 10);
 
-/// Linux's `O_DSYNC` (the same on x86_64 and aarch64): every `write` to the
-/// log returns once its data is durable, as a `write` then an `fdatasync`
-/// would, in one system call instead of two.
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
-const O_DSYNC: Option<i32> = Some(0o10000);
-#[cfg(not(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-)))]
+/// `O_DSYNC` (from libc, for the target): every `write` to the log returns
+/// once its data is durable, as a `write` then an `fdatasync` would, in one
+/// system call instead of two.
+#[cfg(unix)]
+const O_DSYNC: Option<i32> = Some(libc::O_DSYNC);
+#[cfg(not(unix))]
 const O_DSYNC: Option<i32> = None;
 
 /// The file name of the log inside the database directory.
