@@ -71,6 +71,7 @@ mod error;
 mod event;
 mod journal;
 mod maintenance;
+mod mem;
 mod model;
 pub mod provider;
 mod recorder;

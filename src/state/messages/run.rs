@@ -45,17 +45,28 @@ impl EvalMessages {
         }
     }
 
+    /// Where `key` is in `run`. Sequences are nearly always 0, 1, 2, ...
+    /// with no gap, so a message's sequence is its place: one probe there
+    /// first, then a binary search.
+    fn position(&self, key: &Key) -> Option<usize> {
+        let guess = usize::try_from(key.0).ok();
+        if let Some(i) = guess.filter(|&i| self.run.get(i).is_some_and(|(k, _)| k == key)) {
+            return Some(i);
+        }
+        self.run.binary_search_by(|(k, _)| k.cmp(key)).ok()
+    }
+
     pub(super) fn get(&self, key: &Key) -> Option<&Slot> {
-        match self.run.binary_search_by(|(k, _)| k.cmp(key)) {
-            Ok(i) => self.run.get(i).map(|(_, s)| s),
-            Err(_) => self.rest.get(key),
+        match self.position(key) {
+            Some(i) => self.run.get(i).map(|(_, s)| s),
+            None => self.rest.get(key),
         }
     }
 
     pub(super) fn get_mut(&mut self, key: &Key) -> Option<&mut Slot> {
-        match self.run.binary_search_by(|(k, _)| k.cmp(key)) {
-            Ok(i) => self.run.get_mut(i).map(|(_, s)| s),
-            Err(_) => self.rest.get_mut(key),
+        match self.position(key) {
+            Some(i) => self.run.get_mut(i).map(|(_, s)| s),
+            None => self.rest.get_mut(key),
         }
     }
 
@@ -129,5 +140,32 @@ mod tests {
         only_rest.rest.insert((0, id), slot(0));
         only_rest.run.clear();
         assert_eq!(only_rest.last().map(|(k, _)| k.0), Some(0));
+    }
+
+    #[test]
+    fn lookups_find_messages_whose_sequence_is_not_their_place() {
+        let (a, b) = (MessageId::new(), MessageId::new());
+        let slot = |n: usize| Slot::raw(Span { start: n, end: n });
+        // Gaps, a start past 0, and two ids at one sequence: the probe at
+        // `run[sequence]` finds another message or nothing.
+        let keys = [(2u64, a), (2, b), (3, a), (7, a), (u64::MAX, b)];
+        let m = EvalMessages::from_sorted({
+            let mut v: Vec<_> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (*k, slot(i)))
+                .collect();
+            v.sort_by_key(|x| x.0);
+            v
+        });
+        for (i, k) in keys.iter().enumerate() {
+            // Each slot's span starts at its key's place in `keys`.
+            let at = match m.get(k) {
+                Some(Slot::Raw(span, _)) => Some(span.start),
+                _ => None,
+            };
+            assert_eq!(at, Some(i), "{k:?}");
+        }
+        assert!(m.get(&(0, a)).is_none() && m.get(&(3, b)).is_none());
     }
 }

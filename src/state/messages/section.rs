@@ -120,7 +120,8 @@ pub(crate) fn read_section(
     // A message takes more than 32 bytes: never reserve more than the
     // section could hold, whatever the count says.
     let cap = usize::try_from(count).unwrap_or(usize::MAX);
-    let mut index = Vec::with_capacity(cap.min(len / 32));
+    // (Huge pages if big: 40 MB for a million messages.)
+    let mut index = crate::mem::with_capacity(cap.min(len / 32));
     let mut conversation = Conversation::default();
     let mut conv = Vec::new();
     let mut messages = 0u64;
