@@ -74,6 +74,12 @@ fn join(a: ToolStatus, b: ToolStatus) -> ToolStatus {
 }
 
 impl Messages {
+    /// Ids the index can take before it must grow.
+    #[cfg(test)]
+    pub(crate) fn index_spare(&self) -> usize {
+        self.index.spare()
+    }
+
     /// Number of distinct messages.
     pub fn len(&self) -> usize {
         self.index.len()

@@ -44,6 +44,12 @@ impl Index {
         self.base.len() + self.added.len()
     }
 
+    /// Ids the sorted array can take before it must grow.
+    #[cfg(test)]
+    pub(super) fn spare(&self) -> usize {
+        self.base.capacity() - self.base.len()
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -120,8 +120,11 @@ pub(crate) fn read_section(
     // A message takes more than 32 bytes: never reserve more than the
     // section could hold, whatever the count says.
     let cap = usize::try_from(count).unwrap_or(usize::MAX);
-    // (Huge pages if big: 40 MB for a million messages.)
-    let mut index = crate::mem::with_capacity(cap.min(len / 32));
+    // Huge pages if big (40 MB for a million messages), and room for the
+    // messages still to come: the index keeps this vector, and the first
+    // new message would otherwise copy it whole inside an append.
+    let cap = cap.min(len / 32);
+    let mut index = crate::mem::with_capacity(cap + cap / 8 + 16);
     let mut conversation = Conversation::default();
     let mut conv = Vec::new();
     let mut messages = 0u64;
