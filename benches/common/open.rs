@@ -219,6 +219,27 @@ pub fn section_snapshot_open(s: &Sizes, big: &Big, rep: &mut Report) {
         snapshot_seq = stats.snapshot_seq;
         best = best.min(d);
     }
+    // The first appends after an open (after the rounds: they add events
+    // after the snapshot): the first used to copy the decoded state's full
+    // vectors.
+    let first_appends = {
+        let journal = Journal::open_with(&big.path, on_demand()).expect("open");
+        let session = journal.session(big.session).expect("session");
+        let mut run = AgentRun::new(500);
+        let times: Vec<Duration> = (0..3)
+            .map(|_| {
+                let e = run.next_event();
+                let t = Instant::now();
+                session.append(e).expect("append");
+                t.elapsed()
+            })
+            .collect();
+        times
+            .iter()
+            .map(|d| fmt_dur(*d))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let speedup = big.fold_from_zero.as_secs_f64() / best.as_secs_f64();
     rep.row(Row {
         id: "6",
@@ -249,7 +270,8 @@ pub fn section_snapshot_open(s: &Sizes, big: &Big, rep: &mut Report) {
         "row 6: the snapshot frame is {} ({} per event folded into it); `session.snapshot()` took {}; \
          the frame already in memory, its crc (one thread) then \
          `SessionState::decode_snapshot_shared` take {}; the open, which also reads the file and \
-         checks the crc beside the decode, {}",
+         checks the crc beside the decode, {}. The first three appends after an open \
+         (`Buffered`, a new evaluation: `EvaluationStarted`, system, user) took {first_appends}",
         fmt_bytes(snapshot_bytes),
         fmt_bytes(snapshot_bytes / big.events),
         fmt_dur(snapshot_write),
