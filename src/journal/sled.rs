@@ -642,7 +642,9 @@ impl Store for SledStore {
         self.drain()?;
         let k = key(session, seq);
         let value = if frame.len() > INLINE_MAX {
-            self.snap_files.write(session, seq, &frame)?
+            // A `Synced` journal's snapshot files survive power loss too.
+            self.snap_files
+                .write(session, seq, &frame, self.wal_appends)?
         } else {
             frame
         };
@@ -667,8 +669,14 @@ impl Store for SledStore {
         }
         if !files.is_empty() {
             // The new pointer must be durable before the old file goes: a
-            // crash would otherwise bring back a pointer to nothing.
-            self.flush_sled()?;
+            // crash would otherwise bring back a pointer to nothing (and
+            // the stream would be replayed from 0). A `Synced` journal
+            // makes it survive power loss as well.
+            if self.wal_appends {
+                self.sled_durable()?;
+            } else {
+                self.flush_sled()?;
+            }
             for old_seq in files {
                 self.snap_files.remove(session, old_seq)?;
             }

@@ -106,8 +106,16 @@ impl SnapFiles {
     }
 
     /// Writes `frame` as the file of snapshot `(session, seq)`; returns the
-    /// pointer to store in the tree.
-    pub(crate) fn write(&self, session: SessionId, seq: u64, frame: &[u8]) -> Result<Vec<u8>> {
+    /// pointer to store in the tree. With `durable`, the file's data is
+    /// synced before it takes its name, and the directory after, so that a
+    /// pointer made durable later never names a file a power loss emptied.
+    pub(crate) fn write(
+        &self,
+        session: SessionId,
+        seq: u64,
+        frame: &[u8],
+        durable: bool,
+    ) -> Result<Vec<u8>> {
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| Error::io(format!("creating {}", self.dir.display()), e))?;
         let n = self.tmp.fetch_add(1, Ordering::Relaxed);
@@ -118,8 +126,18 @@ impl SnapFiles {
         ));
         let path = self.path(session, seq);
         let written = File::create(&tmp)
-            .and_then(|mut f| f.write_all(frame))
-            .and_then(|()| std::fs::rename(&tmp, &path));
+            .and_then(|mut f| {
+                f.write_all(frame)?;
+                if durable { f.sync_data() } else { Ok(()) }
+            })
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .and_then(|()| {
+                if durable {
+                    File::open(&self.dir)?.sync_all()
+                } else {
+                    Ok(())
+                }
+            });
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
             return Err(Error::io(
@@ -234,7 +252,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let files = SnapFiles::new(dir.path());
         let id = SessionId::new();
-        let pointer = files.write(id, 7, b"0123456789").expect("write");
+        let pointer = files.write(id, 7, b"0123456789", true).expect("write");
         assert!(is_pointer(&pointer));
         assert_eq!(&*files.read(id, 7, &pointer).expect("read"), b"0123456789");
         std::fs::write(files.path(id, 7), b"01234").expect("cut");
@@ -257,7 +275,7 @@ mod tests {
             3 * PARALLEL_READ_MIN / 2 + 7,
         ] {
             let frame: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
-            let pointer = files.write(id, 1, &frame).expect("write");
+            let pointer = files.write(id, 1, &frame, false).expect("write");
             assert!(
                 *files.read(id, 1, &pointer).expect("read") == *frame,
                 "{len}"
@@ -270,8 +288,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let files = SnapFiles::new(dir.path());
         let (a, b) = (SessionId::new(), SessionId::new());
-        files.write(a, 1, b"a").expect("write");
-        files.write(b, 2, b"b").expect("write");
+        files.write(a, 1, b"a", false).expect("write");
+        files.write(b, 2, b"b", true).expect("write");
         std::fs::write(files.dir.join(".x.tmp"), b"partial").expect("tmp");
         std::fs::write(files.dir.join("README"), b"mine").expect("foreign");
         files.clean(|s, _| Ok(s == a)).expect("clean");
