@@ -14,7 +14,7 @@
 //! everywhere else): std has no `madvise`.
 
 /// Regions smaller than this are left alone.
-pub(crate) const HUGE_MIN: usize = 4 << 20;
+const HUGE_MIN: usize = 4 << 20;
 
 /// Advises the kernel to back the 2 MiB-aligned pages inside
 /// `[at, at + len)` with huge pages, if the region is big.
