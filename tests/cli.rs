@@ -634,6 +634,113 @@ fn fork_creates_a_session_that_starts_with_opened_and_forked() {
 }
 
 #[test]
+fn diff_shows_what_happened_between_two_seqs() {
+    let d = Demo::new();
+    // Events 4..=10: a provider call, the assistant's two calls, the first
+    // call started, its result, completed, the second started, its result.
+    let v = d.run(&["diff", &d.id, "3", "10", "--json"]).json();
+    assert_eq!((v["from"].as_u64(), v["to"].as_u64()), (Some(3), Some(10)));
+    assert_eq!(v["events"], 7, "{v}");
+    let new: Vec<(String, u64)> = v["new_messages"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or("").to_owned(),
+                m["sequence"].as_u64().unwrap_or(99),
+            )
+        })
+        .collect();
+    let want: Vec<(String, u64)> = [("assistant", 2), ("tool", 3), ("tool", 4)]
+        .iter()
+        .map(|(r, q)| ((*r).to_owned(), *q))
+        .collect();
+    assert_eq!(new, want, "{v}");
+    let calls = v["tool_calls"].as_array().expect("array");
+    let call = |id: &str| {
+        calls
+            .iter()
+            .find(|c| c["call_id"] == id)
+            .unwrap_or_else(|| panic!("{id} in {v}"))
+    };
+    assert_eq!(
+        (
+            call("call_1_1")["from"].is_null(),
+            call("call_1_1")["to"].as_str()
+        ),
+        (true, Some("completed"))
+    );
+    assert_eq!(call("call_1_2")["to"], "started");
+    assert_eq!(calls.len(), 2, "{v}");
+    assert_eq!(
+        (
+            v["tokens"]["input"].as_u64(),
+            v["tokens"]["output"].as_u64()
+        ),
+        (Some(53), Some(8))
+    );
+
+    // The end of the run: the final answer and the evaluation's finish.
+    let text = d.run(&["diff", &d.id, "20", "22"]);
+    assert_eq!(text.code, 0, "{text:?}");
+    assert!(
+        text.stdout.contains("from seq 20 to seq 22: 2 events"),
+        "{text:?}"
+    );
+    assert!(text.stdout.contains("+ assistant seq=8"), "{text:?}");
+    let v = d.run(&["diff", &d.id, "20", "22", "--json"]).json();
+    let evals = v["evaluations"].as_array().expect("array");
+    assert_eq!(evals.len(), 1, "{v}");
+    assert!(
+        evals[0]
+            .as_str()
+            .is_some_and(|e| e.ends_with(" finished: succeeded")),
+        "{v}"
+    );
+
+    // A message appended again (same id) is not new; one appended twice
+    // within the range is listed once.
+    {
+        let j = agent_journal::Journal::open(&d.db).expect("open");
+        let s = j
+            .sessions()
+            .expect("sessions")
+            .into_iter()
+            .next()
+            .expect("one");
+        let s = j.session(s).expect("session");
+        let events = s.events(7..8).expect("event 7");
+        s.append(events[0].event.clone()).expect("duplicate");
+        let eval = match &events[0].event {
+            agent_journal::Event::Message(m) => m.evaluation_id,
+            other => panic!("event 7 is {other:?}"),
+        };
+        let fresh = agent_journal::InnerMessage::new(agent_journal::Role::User, "again?", eval, 9);
+        for _ in 0..2 {
+            s.append(agent_journal::Event::Message(fresh.clone()))
+                .expect("append");
+        }
+    }
+    let v = d.run(&["diff", &d.id, "22", "25", "--json"]).json();
+    assert_eq!(v["events"], 3, "{v}");
+    let new = v["new_messages"].as_array().expect("array");
+    assert_eq!(new.len(), 1, "{v}");
+    assert_eq!(new[0]["content"], "again?");
+
+    let line = d
+        .run(&["diff", &d.id, "10", "3"])
+        .assert_error(1)
+        .to_owned();
+    assert!(line.contains("A <= B"), "{line}");
+    let line = d
+        .run(&["diff", &d.id, "3", "99"])
+        .assert_error(1)
+        .to_owned();
+    assert!(line.contains("99"), "{line}");
+}
+
+#[test]
 fn a_closed_stdout_is_not_a_panic() {
     let d = Demo::new();
     for cmd in ["log", "show"] {

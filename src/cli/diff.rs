@@ -1,8 +1,10 @@
 //! `diff`: what changed between two points of a session.
 
-use agent_journal::{Error, InnerMessage, Session, ToolStatus};
+use std::collections::HashSet;
 
-use crate::cli::render::{clip, event_line};
+use agent_journal::{Error, Event, InnerMessage, Session, ToolStatus};
+
+use crate::cli::render::{clip, event_line, outcome};
 
 /// The difference between the states after events `a` and `b`.
 pub(crate) struct Diff {
@@ -25,16 +27,25 @@ pub(crate) fn diff(s: &Session, a: u64, b: u64) -> Result<Diff, Error> {
     let before = s.state_at(a)?;
     let after = s.state_at(b)?;
     let mut events = Vec::new();
+    let mut in_range = Vec::new();
     s.for_each_event(a + 1..=b, |e| {
         events.push(event_line(&e));
+        if let Event::Message(m) = &e.event {
+            in_range.push(m.message_id);
+        }
         Ok(())
     })?;
-    let new_messages = after
-        .messages()
-        .iter()
-        .filter(|m| before.messages().get(m.message_id).is_none())
-        .cloned()
+    // Only the message events between A and B can bring new messages: look
+    // at those, not at every message of the state (a million of them,
+    // each decoded to be compared, in a long session).
+    let mut seen = HashSet::new();
+    let mut new_messages: Vec<InnerMessage> = in_range
+        .into_iter()
+        .filter(|id| seen.insert(*id) && before.messages().get(*id).is_none())
+        .filter_map(|id| after.messages().get(id).cloned())
         .collect();
+    // In the state's order: by evaluation, then sequence.
+    new_messages.sort_by_key(|m| (m.evaluation_id, m.sequence, m.message_id));
     let mut status_changes = Vec::new();
     for c in after.tool_calls().iter() {
         let old = before
@@ -50,8 +61,9 @@ pub(crate) fn diff(s: &Session, a: u64, b: u64) -> Result<Diff, Error> {
         match before.evaluations().get(e.evaluation_id) {
             None => evaluations.push(format!("evaluation {} started", e.evaluation_id)),
             Some(old) if old.outcome != e.outcome => evaluations.push(format!(
-                "evaluation {} finished: {:?}",
-                e.evaluation_id, e.outcome
+                "evaluation {} finished: {}",
+                e.evaluation_id,
+                e.outcome.as_ref().map_or_else(|| "(none)".into(), outcome)
             )),
             _ => {}
         }

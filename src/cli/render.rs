@@ -24,7 +24,7 @@ fn short(id: impl std::fmt::Display) -> String {
     id.to_string().chars().take(8).collect()
 }
 
-fn outcome(o: &Outcome) -> String {
+pub(crate) fn outcome(o: &Outcome) -> String {
     match o {
         Outcome::Succeeded => "succeeded".into(),
         Outcome::Failed { error } => format!("failed: {}", clip(error, 60)),
