@@ -741,6 +741,71 @@ fn diff_shows_what_happened_between_two_seqs() {
 }
 
 #[test]
+fn pending_shows_the_crash_point_and_the_unfinished_tool_calls() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let sb = dir.path().join("sb");
+    // Event 6 is the first call's `Started`: the process aborts right
+    // after it, with that call in doubt and the second one pending.
+    let out = aj(
+        &db,
+        &["demo", "--sandbox", path_str(&sb), "--crash-after", "6"],
+    );
+    assert_ne!(out.code, 0, "{out:?}");
+    let sessions = aj(&db, &["sessions", "--json"]).json();
+    let id = sessions[0]["id"].as_str().expect("id").to_owned();
+
+    let v = aj(&db, &["pending", &id, "--json"]).json();
+    assert_eq!(v["session"], id.as_str());
+    assert_eq!(
+        (v["crash_point"].as_u64(), v["state"].as_str()),
+        (Some(6), Some("in-doubt"))
+    );
+    assert_eq!(
+        (v["messages"].as_u64(), v["next_sequence"].as_u64()),
+        (Some(3), Some(3))
+    );
+    let ids = |k: &str| -> Vec<String> {
+        v[k].as_array()
+            .expect("array")
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    c["call_id"].as_str().unwrap_or(""),
+                    c["status"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    };
+    assert_eq!(ids("in_doubt"), ["call_1_1 started"], "{v}");
+    assert_eq!(ids("pending"), ["call_1_2 pending"], "{v}");
+
+    let text = aj(&db, &["pending", &id]);
+    assert_eq!(text.code, 0, "{text:?}");
+    assert!(text.stdout.contains("crash point: seq 6"), "{text:?}");
+    assert!(
+        text.stdout.contains("in doubt:") && text.stdout.contains("call_1_1"),
+        "{text:?}"
+    );
+
+    // A finished session has nothing pending.
+    let d = Demo::new();
+    let v = d.run(&["pending", &d.id, "--json"]).json();
+    assert_eq!(v["state"], "finished", "{v}");
+    assert_eq!(
+        (
+            v["in_doubt"].as_array().map(Vec::len),
+            v["pending"].as_array().map(Vec::len)
+        ),
+        (Some(0), Some(0)),
+        "{v}"
+    );
+    let line = aj(&db, &["pending", "ffff"]).assert_error(1).to_owned();
+    assert!(line.contains("no session matches"), "{line}");
+}
+
+#[test]
 fn a_closed_stdout_is_not_a_panic() {
     let d = Demo::new();
     for cmd in ["log", "show"] {
