@@ -230,6 +230,79 @@ fn the_cli_imports_and_exports_conversations() {
 }
 
 #[test]
+fn the_cli_imports_and_exports_anthropic_and_jsonl() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agent-journal"))
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run")
+    };
+    let import = |file: &std::path::Path, format: &str| -> String {
+        let out = run(&[
+            "--json",
+            "import",
+            file.to_str().expect("utf8"),
+            "--format",
+            format,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        v["sessions"][0].as_str().expect("id").to_owned()
+    };
+    let export = |id: &str, format: &str| -> String {
+        let out = run(&["export", id, "--format", format]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf8")
+    };
+
+    // Anthropic in, Anthropic out: the same request body.
+    let file = dir.path().join("request.json");
+    std::fs::write(&file, anthropic_fixture().to_string()).expect("write");
+    let id = import(&file, "anthropic");
+    let back: serde_json::Value = serde_json::from_str(&export(&id, "anthropic")).expect("json");
+    assert_eq!(back, anthropic_fixture());
+
+    // JSONL out and in again: every message, ids included.
+    let lines = export(&id, "jsonl");
+    assert_eq!(lines.lines().count(), 6, "{lines}");
+    let file = dir.path().join("messages.jsonl");
+    std::fs::write(&file, &lines).expect("write");
+    let again = import(&file, "jsonl");
+    assert_ne!(again, id);
+    assert_eq!(export(&again, "jsonl"), lines);
+
+    // A malformed line is a one-line error naming the file, and writes nothing.
+    std::fs::write(&file, format!("{lines}{{\"role\": 7}}\n")).expect("write");
+    let out = run(&["import", file.to_str().expect("utf8"), "--format", "jsonl"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("messages.jsonl") && err.lines().count() == 1,
+        "{err}"
+    );
+    let out = run(&["--json", "sessions"]);
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        all.as_array().map(Vec::len),
+        Some(2),
+        "the bad file wrote nothing"
+    );
+}
+
+#[test]
 fn unknown_fields_with_extreme_floats_round_trip_exactly() {
     // Found by the fuzz target `openai_import` (seed
     // regression-float-roundtrip.json): serde_json's default float parser is
