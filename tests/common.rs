@@ -94,3 +94,16 @@ pub fn raw_sled(path: &std::path::Path) -> sled::Db {
         }
     }
 }
+
+/// Runs `agent-journal --db DB ARGS...` to completion, stdin closed and
+/// `AGENT_JOURNAL_DB` unset.
+pub fn run_cli(db: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_agent-journal"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("AGENT_JOURNAL_DB")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run agent-journal")
+}

@@ -6,20 +6,12 @@
 //! both providers.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use agent_journal::provider::validate;
 use agent_journal::{Journal, JournalConfig, SessionId};
 
-fn bin(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agent-journal"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run agent-journal")
-}
+use crate::common::run_cli as bin;
 
 fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {

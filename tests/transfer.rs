@@ -1,7 +1,7 @@
 //! Conversations in and out through the library and the CLI: exact round
 //! trips, cross-provider translation, and malformed files that write nothing.
 
-use std::process::{Command, Stdio};
+use crate::common::run_cli;
 
 use agent_journal::provider::validate;
 use agent_journal::{ConversationFormat, Error, Journal};
@@ -180,15 +180,7 @@ fn the_cli_imports_and_exports_conversations() {
     let db = dir.path().join("db");
     let file = dir.path().join("chat.json");
     std::fs::write(&file, openai_fixture().to_string()).expect("write");
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_agent-journal"))
-            .arg("--db")
-            .arg(&db)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run")
-    };
+    let run = |args: &[&str]| run_cli(&db, args);
     let out = run(&[
         "--json",
         "import",
@@ -233,15 +225,7 @@ fn the_cli_imports_and_exports_conversations() {
 fn the_cli_imports_and_exports_anthropic_and_jsonl() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("db");
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_agent-journal"))
-            .arg("--db")
-            .arg(&db)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run")
-    };
+    let run = |args: &[&str]| run_cli(&db, args);
     let import = |file: &std::path::Path, format: &str| -> String {
         let out = run(&[
             "--json",

@@ -1,10 +1,10 @@
 //! The `ToolCalls` slice: one record per tool call with its lifecycle.
 
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize, Serializer};
-
 use std::collections::hash_map::Entry;
 use std::hash::BuildHasher;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, ToolStatus};
 use crate::state::hash::{FastMap, FastState};
@@ -73,7 +73,7 @@ pub struct ToolCalls {
 /// The index is keyed by the call id's hash, not by a copy of the id:
 /// decoding a snapshot made one copy per call (125,000 allocations for a
 /// million-event session, a third of decoding the calls). The call found
-/// under a hash is checked to have the id; an id whose hash an other id of
+/// under a hash is checked to have the id; an id whose hash another id of
 /// the evaluation took first goes in `collided`, under its own copy.
 #[derive(Clone, Debug, Default)]
 struct EvalCalls {
@@ -96,7 +96,7 @@ impl EvalCalls {
     fn find_hashed(&self, calls: &[ToolCallInfo], id: &CallId, hash: u64) -> Option<usize> {
         match self.by_hash.get(&hash) {
             Some(&i) if calls.get(i).is_some_and(|c| c.call_id == *id) => Some(i),
-            // Absent, or the hash is an other id's: then `id` collided.
+            // The hash is another id's: `id`, if it is here, collided.
             Some(_) => self.collided.get(id).copied(),
             None => None,
         }
