@@ -166,6 +166,50 @@ pub(crate) struct SledStore {
     applier: Applier,
 }
 
+/// The file that marks a database being created, from before sled writes
+/// anything until the format marker is durable. A crash in between leaves a
+/// database that sled may open as empty: with this file there, it is a
+/// creation to finish; without it, an empty database whose `db` file was
+/// already there is one that sled rolled back, and is refused (stamping it
+/// would pass off lost events as a new journal).
+const CREATING: &str = "agent-journal.creating";
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))
+}
+
+/// Creates the database directory if needed and the [`CREATING`] file in
+/// it, both durable before sled writes its first byte there.
+fn mark_creating(path: &Path, creating: &Path) -> Result<()> {
+    std::fs::create_dir_all(path)
+        .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+    File::create(creating).map_err(|e| Error::io(format!("creating {}", creating.display()), e))?;
+    sync_dir(path)?;
+    // The directory's own entry, where it was just made: best effort (a
+    // parent we may write in but not open for reading is no reason to
+    // refuse a new database).
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        let _ = sync_dir(parent);
+    }
+    Ok(())
+}
+
+/// Makes the stamped database durable (sled's file synced), then removes
+/// the [`CREATING`] file.
+fn finish_creating(path: &Path, creating: &Path) -> Result<()> {
+    File::open(path.join("db"))
+        .and_then(|f| f.sync_data())
+        .map_err(|e| Error::io(format!("fdatasync of {}/db", path.display()), e))?;
+    match std::fs::remove_file(creating) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(format!("removing {}", creating.display()), e)),
+    }
+    sync_dir(path)
+}
+
 impl SledStore {
     /// Opens (or creates, if `create`) the database directory at `path`.
     ///
@@ -180,6 +224,10 @@ impl SledStore {
         wal_appends: bool,
     ) -> Result<Self> {
         let existed = path.exists();
+        // A creation that a crash interrupted: the file says so (see
+        // `CREATING`), and the database may be stamped now.
+        let creating = path.join(CREATING);
+        let interrupted = creating.is_file();
         // Whether sled's data file was there before we opened it: a database
         // that sled rolls back to empty (damage at the start of its log) must
         // not be mistaken for a new one and stamped.
@@ -202,7 +250,8 @@ impl SledStore {
                 .flatten()
                 .all(|entry| {
                     let name = entry.file_name();
-                    (name == "conf" && !has_db)
+                    name == CREATING
+                        || (name == "conf" && !has_db)
                         || (name == "blobs"
                             && std::fs::read_dir(entry.path())
                                 .map(|mut d| d.next().is_none())
@@ -226,6 +275,10 @@ impl SledStore {
                 reason: "no such file or directory".into(),
             });
         }
+        let new = !existed || !path.join("db").is_file();
+        if new {
+            mark_creating(path, &creating)?;
+        }
         let db = match open_db(path, cache_bytes) {
             Err(Error::Corruption { .. }) if remove_unfinished_sled_snapshots(path)? => {
                 open_db(path, cache_bytes)?
@@ -241,7 +294,9 @@ impl SledStore {
             path: path.to_owned(),
             reason,
         };
-        let fresh = !had_db_file && default_only && db.is_empty();
+        // (Or one whose creation was interrupted: sled had written its file,
+        // and nothing of ours was durable yet.)
+        let fresh = (!had_db_file || interrupted) && default_only && db.is_empty();
         if !fresh && !has(b"meta") {
             return Err(foreign(
                 "a sled database without the agent-journal format marker".into(),
@@ -273,6 +328,9 @@ impl SledStore {
                     "a sled database without the agent-journal format marker".into(),
                 ));
             }
+        }
+        if new || interrupted {
+            finish_creating(path, &creating)?;
         }
         let events = db
             .open_tree("events")
