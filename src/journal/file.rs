@@ -135,6 +135,23 @@ fn check_trailer(bytes: &[u8], pos: usize, records: u64) -> Trailer {
     }
 }
 
+/// True if a whole format 2 trailer at `pos` matches the `records` before
+/// it and the file's bytes with the format 2 magic in place of its own.
+fn v2_trailer_matches(bytes: &[u8], pos: usize, records: u64) -> bool {
+    let Some(t) = bytes.get(pos..pos + TRAILER_LEN) else {
+        return false;
+    };
+    let count = u64::from_le_bytes([t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]]);
+    let crc = u32::from_le_bytes([t[12], t[13], t[14], t[15]]);
+    let Some(rest) = bytes.get(MAGIC.len()..pos) else {
+        return false;
+    };
+    let mut h = crc32fast::Hasher::new();
+    h.update(MAGIC);
+    h.update(rest);
+    count == records && crc == h.finalize()
+}
+
 /// What a journal file holds.
 #[derive(Debug, Default)]
 pub(crate) struct FileContents {
@@ -188,6 +205,21 @@ pub(crate) fn parse(bytes: &[u8], limit: u64) -> Result<FileContents> {
                 )));
             }
             break;
+        }
+        if format == 1 && at_trailer(bytes, pos) && v2_trailer_matches(bytes, pos, records) {
+            // No format 1 file has a trailer: this is a format 2 file whose
+            // version byte was damaged into format 1's.
+            return Err(Error::corruption(
+                None,
+                None,
+                Some(MAGIC.len() as u64 - 1),
+                format!(
+                    "the magic says {:?}, but the file ends with a trailer that matches it as {:?}: \
+                     its version byte is damaged",
+                    String::from_utf8_lossy(MAGIC_V1),
+                    String::from_utf8_lossy(MAGIC)
+                ),
+            ));
         }
         if format == 2 && at_trailer(bytes, pos) {
             match check_trailer(bytes, pos, records) {
@@ -641,6 +673,25 @@ mod tests {
             let (records, dropped) = parse_lenient(&flipped, 1 << 20).expect("lenient");
             assert_eq!((records.len(), dropped.len()), (4, 1));
         }
+    }
+
+    #[test]
+    fn a_version_byte_damaged_into_format_1s_is_corruption_at_the_magic() {
+        // Found by the fuzz target tail_recovery: the file was read as
+        // format 1 and its trailer reported as a damaged tail.
+        let mut bytes = file_with(3);
+        bytes[MAGIC.len() - 1] = MAGIC_V1[MAGIC.len() - 1];
+        assert!(matches!(
+            parse(&bytes, 1 << 20),
+            Err(Error::Corruption { offset: Some(7), ref reason, .. }) if reason.contains("version byte")
+        ));
+        // A genuine format 1 file is still read, and one cut short still
+        // has its tail reported.
+        let v1 = v1_file_with(3);
+        let c = parse(&v1, 1 << 20).expect("format 1");
+        assert_eq!((events(&c), c.tail.is_none()), (3, true));
+        let c = parse(&v1[..v1.len() - 3], 1 << 20).expect("cut");
+        assert_eq!((events(&c), c.tail.is_some()), (2, true));
     }
 
     #[test]
