@@ -109,6 +109,13 @@ enum Trailer {
     Mismatch(String),
 }
 
+/// The record count and the checksum of a whole trailer `t`.
+fn trailer_fields(t: &[u8]) -> (u64, u32) {
+    let count = u64::from_le_bytes([t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]]);
+    let crc = u32::from_le_bytes([t[12], t[13], t[14], t[15]]);
+    (count, crc)
+}
+
 fn check_trailer(bytes: &[u8], pos: usize, records: u64) -> Trailer {
     let Some(t) = bytes.get(pos..pos + TRAILER_LEN) else {
         return Trailer::Cut(format!(
@@ -116,8 +123,7 @@ fn check_trailer(bytes: &[u8], pos: usize, records: u64) -> Trailer {
             bytes.len() - pos
         ));
     };
-    let count = u64::from_le_bytes([t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]]);
-    let crc = u32::from_le_bytes([t[12], t[13], t[14], t[15]]);
+    let (count, crc) = trailer_fields(t);
     if count != records {
         return Trailer::Mismatch(format!(
             "the trailer counts {count} records, the file holds {records}"
@@ -141,8 +147,7 @@ fn v2_trailer_matches(bytes: &[u8], pos: usize, records: u64) -> bool {
     let Some(t) = bytes.get(pos..pos + TRAILER_LEN) else {
         return false;
     };
-    let count = u64::from_le_bytes([t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]]);
-    let crc = u32::from_le_bytes([t[12], t[13], t[14], t[15]]);
+    let (count, crc) = trailer_fields(t);
     let Some(rest) = bytes.get(MAGIC.len()..pos) else {
         return false;
     };

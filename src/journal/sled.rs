@@ -174,7 +174,8 @@ pub(crate) struct SledStore {
 /// would pass off lost events as a new journal).
 const CREATING: &str = "agent-journal.creating";
 
-fn sync_dir(dir: &Path) -> Result<()> {
+/// fsyncs the directory `dir` (so the names made in it survive power loss).
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))
@@ -438,9 +439,7 @@ impl SledStore {
             synced.insert(n);
         }
         if any {
-            File::open(&dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))?;
+            sync_dir(&dir)?;
         }
         Ok(())
     }

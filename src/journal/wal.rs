@@ -183,9 +183,7 @@ impl Wal {
         if created {
             // The file's name must survive power loss before any record in
             // it is acknowledged.
-            File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| io(dir, "syncing directory", e))?;
+            crate::journal::sled::sync_dir(dir)?;
         }
         let (generation, records) = parse(&bytes);
         let wal = Wal {
