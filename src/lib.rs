@@ -65,10 +65,10 @@
 #![deny(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
-mod codec;
 mod engine;
 mod error;
 mod event;
+pub mod format;
 mod journal;
 mod maintenance;
 mod mem;
@@ -79,13 +79,10 @@ mod resume;
 mod session;
 mod snapshot;
 mod state;
+mod store;
 mod transfer;
 mod verify;
 
-pub use crate::codec::{
-    DEFAULT_MAX_EVENT_BYTES, FRAME_HEADER_LEN, FRAME_VERSION, FrameError, codec, decode_frame,
-    encode_frame, seal, verify_frame,
-};
 pub use crate::engine::adapter::{
     AdapterState, ResumeValidation, SdkSessionState, validate_sdk_state,
 };
@@ -99,11 +96,9 @@ pub use crate::error::{Error, Result};
 pub use crate::event::{
     AdapterStateSnapshot, Envelope, Event, Outcome, ProviderCallRecord, ProviderOutcome, TokenUsage,
 };
-pub use crate::journal::file::TailDamage;
-pub use crate::journal::store::{SharedBytes, Store, SyncStats, Visit};
-pub use crate::journal::{
-    AfterAppend, Durability, Journal, JournalConfig, SessionInfo, SessionStatus,
-};
+pub use crate::format::ajournal::TailDamage;
+pub use crate::format::{DEFAULT_MAX_EVENT_BYTES, SharedBytes};
+pub use crate::journal::{AfterAppend, Journal, JournalConfig, SessionInfo, SessionStatus};
 pub use crate::maintenance::{CompactReport, SALVAGE_GAP_KIND, SalvageReport, salvage_file};
 pub use crate::model::{
     CallId, EvaluationId, InnerMessage, MessageId, Role, SessionId, ToolCallRecord, ToolStatus,
@@ -118,46 +113,9 @@ pub use crate::state::{
     SessionState, Slice, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, TurnIds, TurnView,
     Usage, UsageTotals,
 };
+pub use crate::store::{Durability, Store, SyncStats, Visit};
 pub use crate::transfer::ConversationFormat;
 pub use crate::verify::{Problem, ProblemKind, VerifyReport};
-
-/// Exported journal files (`.ajournal`) as bytes, for tools and fuzzing.
-pub mod ajournal {
-    pub use crate::journal::file::{MAGIC, TRAILER_LEN, TRAILER_MARK};
-
-    /// Every session of a file with its events, in order.
-    pub type Streams = Vec<(crate::SessionId, Vec<crate::Envelope>)>;
-
-    /// Parses the bytes of an exported journal: every session's verified
-    /// events in order, and the damaged tail that was cut off (or where a
-    /// file cut short ends without its trailer), if any.
-    ///
-    /// # Errors
-    /// [`Error::NotAJournal`](crate::Error::NotAJournal) without the magic;
-    /// [`Error::Unsupported`](crate::Error::Unsupported) for a format this
-    /// build does not read; [`Error::Corruption`](crate::Error::Corruption)
-    /// for damage before the end, or a trailer that does not match.
-    pub fn parse(bytes: &[u8], limit: u64) -> crate::Result<(Streams, Option<crate::TailDamage>)> {
-        let contents = crate::journal::file::parse(bytes, limit)?;
-        let mut out = Vec::new();
-        for (id, frames) in contents.streams {
-            let mut events = Vec::with_capacity(frames.len());
-            for f in frames {
-                let env = crate::codec::decode_frame(&f, limit).map_err(|e| {
-                    crate::Error::Corruption {
-                        session: Some(id),
-                        seq: None,
-                        offset: None,
-                        reason: e.to_string(),
-                    }
-                })?;
-                events.push(env);
-            }
-            out.push((id, events));
-        }
-        Ok((out, contents.tail))
-    }
-}
 
 fn _assert_send_sync<T: Send + Sync>() {}
 #[allow(dead_code)]

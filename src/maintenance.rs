@@ -4,12 +4,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::codec;
 use crate::error::{Error, Result};
 use crate::event::{Envelope, Event};
-use crate::journal::store::Visit;
-use crate::journal::{Durability, Journal, JournalConfig, file};
+use crate::format;
+use crate::format::ajournal as file;
+use crate::journal::{Journal, JournalConfig};
 use crate::model::SessionId;
+use crate::store::Durability;
+use crate::store::Visit;
 use crate::verify::{Problem, ProblemKind};
 
 /// What `compact_to` did.
@@ -114,7 +116,7 @@ impl Journal {
             let mut written = 0u64;
             let mut failure: Option<Error> = None;
             self.inner.store.scan(id, 0, len, &mut |seq, frame| {
-                let env: Envelope = codec::decode_frame(frame, limit)
+                let env: Envelope = format::decode_frame(frame, limit)
                     .map_err(|e| Error::corruption(Some(id), Some(seq), None, e.to_string()))?;
                 if env.seq != seq || env.session != id || seq != written + chunk.len() as u64 {
                     return Err(Error::corruption(
@@ -143,7 +145,7 @@ impl Journal {
             written += chunk.len() as u64;
             progress(chunk.len() as u64);
             if let Ok(Some((seq, frame))) = self.inner.store.latest_snapshot(id)
-                && codec::verify_frame(&frame).is_ok()
+                && format::verify_frame(&frame).is_ok()
                 && seq < written
             {
                 out.inner.store.put_snapshot(id, seq, frame.to_vec())?;
@@ -169,7 +171,7 @@ impl Journal {
             self.inner.store.scan(id, 0, len, &mut |seq, frame| {
                 // A readable record goes back where it says it belongs, even
                 // if it was stored under another key.
-                match codec::decode_frame::<Envelope>(frame, limit) {
+                match format::decode_frame::<Envelope>(frame, limit) {
                     Ok(env) => records.push((None, env)),
                     Err(e) => dropped.push(problem(id, Some(seq), None, e.to_string())),
                 }
@@ -216,7 +218,13 @@ fn group(
 pub fn salvage_file(path: &Path, dest: &Path, limit: u64) -> Result<SalvageReport> {
     let bytes =
         std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-    let (records, mut dropped) = file::parse_lenient(&bytes, limit)?;
+    let (records, skipped) = file::parse_lenient(&bytes, limit)?;
+    // A skipped span's session is unknown: its bytes were unreadable.
+    let unknown = SessionId::from_bytes([0; 16]);
+    let mut dropped: Vec<Problem> = skipped
+        .into_iter()
+        .map(|s| problem(unknown, None, Some(s.offset), s.message))
+        .collect();
     let (sessions, duplicates) = group(records.into_iter().map(|(o, e)| (Some(o), e)).collect());
     dropped.extend(duplicates);
     // Each gap of a file is already listed with the offset of its record.
@@ -264,7 +272,7 @@ fn write_salvaged(
                         )],
                     },
                 };
-                frames.push(codec::encode_frame(&opened, limit)?);
+                frames.push(format::encode_frame(&opened, limit)?);
                 next = 1;
             }
             if env.seq != next && list_gaps {
@@ -286,12 +294,12 @@ fn write_salvaged(
                             .into_bytes(),
                     },
                 };
-                frames.push(codec::encode_frame(&gap, limit)?);
+                frames.push(format::encode_frame(&gap, limit)?);
                 next += 1;
             }
             let renumbered = env.seq != next;
             let env = Envelope { seq: next, ..env };
-            frames.push(codec::encode_frame(&env, limit)?);
+            frames.push(format::encode_frame(&env, limit)?);
             report.copied += 1;
             report.renumbered += u64::from(renumbered);
             next += 1;

@@ -2,13 +2,13 @@
 
 use std::collections::HashSet;
 
-use crate::codec;
 use crate::error::{Error, Result};
 use crate::event::{Envelope, Event};
+use crate::format;
 use crate::journal::Journal;
-use crate::journal::store::Visit;
 use crate::model::{MessageId, SessionId};
 use crate::state::SessionState;
+use crate::store::Visit;
 
 /// One problem `verify` found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,7 +151,7 @@ fn verify_session(
             state_ok = false;
         }
         expect = seq + 1;
-        let env: Envelope = match codec::decode_frame(frame, limit) {
+        let env: Envelope = match format::decode_frame(frame, limit) {
             Ok(env) => env,
             Err(e) => {
                 found.push(problem(Some(seq), ProblemKind::Damage, e.to_string()));
@@ -196,7 +196,7 @@ fn verify_session(
                 && *sseq == seq
             {
                 snapshot_checked = true;
-                let verdict = codec::verify_frame(sframe)
+                let verdict = format::verify_frame(sframe)
                     .map_err(|e| e.to_string())
                     .and_then(|body| {
                         SessionState::decode_snapshot(

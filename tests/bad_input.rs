@@ -261,7 +261,7 @@ fn cases() -> Vec<Case> {
                 let e = fx.journal.import_journal(&p).unwrap_err();
                 assert!(matches!(&e, Error::Unsupported(_)), "{e:?}");
                 let bytes = std::fs::read(&p).expect("read");
-                let e = agent_journal::ajournal::parse(&bytes, LIMIT).unwrap_err();
+                let e = agent_journal::format::ajournal::parse(&bytes, LIMIT).unwrap_err();
                 assert!(matches!(&e, Error::Unsupported(_)), "{e:?}");
             }),
         ),
@@ -322,10 +322,12 @@ fn cases() -> Vec<Case> {
                 let extra = crate::common::ajournal_records(&mine);
                 let p = fx.export_variant("mixed.ajournal", |b| {
                     let foreign = crate::common::ajournal_records(b).len() as u64;
-                    b.truncate(b.len() - agent_journal::ajournal::TRAILER_LEN);
+                    b.truncate(b.len() - agent_journal::format::ajournal::TRAILER_LEN);
                     b.extend_from_slice(&mine[extra[0].0..extra[extra.len() - 1].1]);
                     let crc = crc32fast::hash(b);
-                    b.extend_from_slice(&agent_journal::ajournal::TRAILER_MARK.to_le_bytes());
+                    b.extend_from_slice(
+                        &agent_journal::format::ajournal::TRAILER_MARK.to_le_bytes(),
+                    );
                     b.extend_from_slice(&(foreign + extra.len() as u64).to_le_bytes());
                     b.extend_from_slice(&crc.to_le_bytes());
                 });

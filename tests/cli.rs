@@ -451,7 +451,7 @@ fn a_cut_exported_journal_fails_verify_at_its_offset_and_keeps_its_prefix() {
     let last = offsets[22];
     let cut = d.path("cut.ajournal");
     // The last 3 bytes of the last record gone, and the trailer after it.
-    let end = bytes.len() - agent_journal::ajournal::TRAILER_LEN - 3;
+    let end = bytes.len() - agent_journal::format::ajournal::TRAILER_LEN - 3;
     std::fs::write(&cut, &bytes[..end]).expect("write");
 
     let out = aj(&cut, &["verify"]);
@@ -506,7 +506,7 @@ fn log_of_a_cut_exported_journal_reports_the_cut() {
     assert_eq!(out.code, 0, "{out:?}");
     let bytes = std::fs::read(&file).expect("read");
     let last = crate::common::record_offsets(&bytes)[22];
-    let end = bytes.len() - agent_journal::ajournal::TRAILER_LEN - 3;
+    let end = bytes.len() - agent_journal::format::ajournal::TRAILER_LEN - 3;
     std::fs::write(&file, &bytes[..end]).expect("write");
     let out = aj(&file, &["log", &d.id]);
     let needle = format!("byte offset {last}");

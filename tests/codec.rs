@@ -1,10 +1,11 @@
 //! The frame codec under arbitrary events and arbitrary bytes: round trips,
 //! damage detection, no panics, re-encoding stability, and the size limit.
 
+use agent_journal::format::{FRAME_HEADER_LEN, FrameError, decode_frame, encode_frame, seal};
 use agent_journal::{
-    AdapterStateSnapshot, CallId, Envelope, Error, EvaluationId, Event, FRAME_HEADER_LEN,
-    FrameError, InnerMessage, MessageId, Outcome, ProviderCallRecord, ProviderOutcome, Role,
-    SessionId, TokenUsage, ToolCallRecord, ToolStatus, decode_frame, encode_frame, seal,
+    AdapterStateSnapshot, CallId, Envelope, Error, EvaluationId, Event, InnerMessage, MessageId,
+    Outcome, ProviderCallRecord, ProviderOutcome, Role, SessionId, TokenUsage, ToolCallRecord,
+    ToolStatus,
 };
 use chrono::{DateTime, TimeZone, Utc};
 use proptest::prelude::*;
@@ -308,7 +309,7 @@ proptest! {
     #[test]
     fn every_envelope_round_trips(env in envelope()) {
         let frame = encode_frame(&env, LIMIT).expect("encode");
-        prop_assert_eq!(frame[0], agent_journal::FRAME_VERSION);
+        prop_assert_eq!(frame[0], agent_journal::format::FRAME_VERSION);
         let back: Envelope = decode_frame(&frame, LIMIT).expect("decode");
         prop_assert_eq!(back, env);
     }
@@ -334,7 +335,7 @@ proptest! {
     fn arbitrary_bytes_never_panic_the_decoder(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
         let _ = decode_frame::<Envelope>(&bytes, LIMIT);
         // With a valid header too, so the body reaches bincode.
-        let mut framed = vec![agent_journal::FRAME_VERSION];
+        let mut framed = vec![agent_journal::format::FRAME_VERSION];
         framed.extend_from_slice(&bytes);
         let _ = decode_frame::<Envelope>(&framed, LIMIT);
     }

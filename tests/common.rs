@@ -54,7 +54,7 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 /// `(start, end)` byte range of each, length prefix included. Panics unless
 /// the records run end to end from the magic to the trailer.
 pub fn ajournal_records(bytes: &[u8]) -> Vec<(usize, usize)> {
-    use agent_journal::ajournal::{MAGIC, TRAILER_LEN, TRAILER_MARK};
+    use agent_journal::format::ajournal::{MAGIC, TRAILER_LEN, TRAILER_MARK};
     assert_eq!(&bytes[..MAGIC.len()], MAGIC, "the current format");
     let mut pos = MAGIC.len();
     let mut out = Vec::new();

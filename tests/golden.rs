@@ -1,10 +1,10 @@
 //! Golden bytes: the exact encoding of one event of every variant. A change
 //! here is a change of the on-disk format: add a variant instead.
 
+use agent_journal::format::encode_frame;
 use agent_journal::{
     AdapterStateSnapshot, CallId, Envelope, EvaluationId, Event, InnerMessage, MessageId, Outcome,
     ProviderCallRecord, ProviderOutcome, Role, SessionId, TokenUsage, ToolCallRecord, ToolStatus,
-    encode_frame,
 };
 use chrono::{TimeZone, Utc};
 use uuid::Uuid;

@@ -137,7 +137,7 @@ fn an_exported_file_cut_short_gives_its_good_prefix_and_reports_the_cut() {
     }
     let bytes = std::fs::read(&file).expect("read");
     // 7 bytes of the last record gone, and the trailer after it.
-    let end = bytes.len() - agent_journal::ajournal::TRAILER_LEN;
+    let end = bytes.len() - agent_journal::format::ajournal::TRAILER_LEN;
     std::fs::write(&file, &bytes[..end - 7]).expect("cut");
     let j = Journal::open(&file).expect("a cut file opens");
     assert!(j.is_read_only());

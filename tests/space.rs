@@ -121,7 +121,7 @@ fn live_frame_bytes(j: &Journal, ids: &[SessionId], scratch: &Path) -> u64 {
     let file = scratch.join("live.ajournal");
     let records = j.export_journal(ids, &file, |_| {}).expect("export");
     let bytes = std::fs::metadata(&file).expect("meta").len();
-    bytes - agent_journal::ajournal::MAGIC.len() as u64 - 4 * records
+    bytes - agent_journal::format::ajournal::MAGIC.len() as u64 - 4 * records
 }
 
 fn check_copy(path: &Path, keep: SessionId, expected: &[Envelope]) -> u64 {

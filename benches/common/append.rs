@@ -102,8 +102,9 @@ pub fn section_buffered(s: &Sizes, rep: &mut Report) {
                 at: now(),
                 event,
             };
-            let f = agent_journal::encode_frame(&env, agent_journal::DEFAULT_MAX_EVENT_BYTES)
-                .expect("encode");
+            let f =
+                agent_journal::format::encode_frame(&env, agent_journal::DEFAULT_MAX_EVENT_BYTES)
+                    .expect("encode");
             black_box(&f);
             state.apply(&env);
         }

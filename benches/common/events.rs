@@ -50,7 +50,8 @@ pub fn frame_of(session: SessionId, seq: u64, event: Event) -> Vec<u8> {
         at: now(),
         event,
     };
-    agent_journal::encode_frame(&env, agent_journal::DEFAULT_MAX_EVENT_BYTES).expect("encode")
+    agent_journal::format::encode_frame(&env, agent_journal::DEFAULT_MAX_EVENT_BYTES)
+        .expect("encode")
 }
 
 /// An endless agent workload: evaluations of about `per_eval` events each,

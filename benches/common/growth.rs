@@ -4,9 +4,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use agent_journal::format::FRAME_HEADER_LEN;
 use agent_journal::{
-    CheckpointStrategy, Envelope, EvaluationId, Event, FRAME_HEADER_LEN, Journal, JournalConfig,
-    Session, SessionId,
+    CheckpointStrategy, Envelope, EvaluationId, Event, Journal, JournalConfig, Session, SessionId,
 };
 use tempfile::TempDir;
 

@@ -193,10 +193,10 @@ pub fn section_snapshot_open(s: &Sizes, big: &Big, rep: &mut Report) {
         let len = frame.len() as u64;
         let frame = agent_journal::SharedBytes::from(frame);
         let t = Instant::now();
-        agent_journal::verify_frame(&frame).expect("crc");
+        agent_journal::format::verify_frame(&frame).expect("crc");
         let state = SessionState::decode_snapshot_shared(
             frame,
-            agent_journal::FRAME_HEADER_LEN,
+            agent_journal::format::FRAME_HEADER_LEN,
             &SliceRegistry::default(),
             u64::MAX,
         )

@@ -179,7 +179,7 @@ pub fn sled_scan_decode(
         let (_, v) = item.expect("scan");
         // decode_frame checks the version and the crc32 (verify_frame) first.
         let env: Envelope =
-            agent_journal::decode_frame(&v, DEFAULT_MAX_EVENT_BYTES).expect("decode");
+            agent_journal::format::decode_frame(&v, DEFAULT_MAX_EVENT_BYTES).expect("decode");
         if fold {
             state.apply(&env);
         }

@@ -14,10 +14,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use agent_journal::{
-    Envelope, Event, Journal, JsonOptions, Outcome, ProviderCallRecord, ProviderOutcome,
-    TokenUsage, ToolCallRecord, encode_frame,
-};
+use agent_journal::{Envelope, Event, Journal, JsonOptions, Outcome, ProviderCallRecord, ProviderOutcome, TokenUsage, ToolCallRecord};
+use agent_journal::format::{encode_frame};
 use fuzz_common::{LIMIT, ajournal_bytes};
 
 type R<T> = Result<T, Box<dyn std::error::Error>>;
@@ -124,7 +122,7 @@ fn main() -> R<()> {
         seen.push(kind);
         let frame = encode_frame(env, LIMIT)?;
         fs::write(frames.join(kind), &frame)?;
-        fs::write(bodies.join(kind), &frame[agent_journal::FRAME_HEADER_LEN..])?;
+        fs::write(bodies.join(kind), &frame[agent_journal::format::FRAME_HEADER_LEN..])?;
     }
 
     // Exported journals. The first byte of an input selects whether the

@@ -10,7 +10,7 @@
 #![no_main]
 
 use agent_journal::Error;
-use agent_journal::ajournal::{MAGIC, parse};
+use agent_journal::format::ajournal::{MAGIC, parse};
 use fuzz_common::{LIMIT, ajournal_bytes};
 use libfuzzer_sys::fuzz_target;
 

@@ -3,7 +3,8 @@
 //! stable under decode -> encode -> decode.
 #![no_main]
 
-use agent_journal::{Envelope, FrameError, decode_frame, seal, verify_frame};
+use agent_journal::{Envelope};
+use agent_journal::format::{FrameError, decode_frame, seal, verify_frame};
 use fuzz_common::{LIMIT, check_decoded};
 use libfuzzer_sys::fuzz_target;
 

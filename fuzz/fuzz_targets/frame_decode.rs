@@ -3,7 +3,8 @@
 //! Most inputs stop at the checksum; `event_behind_crc` goes past it.
 #![no_main]
 
-use agent_journal::{Envelope, FRAME_HEADER_LEN, decode_frame, verify_frame};
+use agent_journal::{Envelope};
+use agent_journal::format::{FRAME_HEADER_LEN, decode_frame, verify_frame};
 use fuzz_common::{LIMIT, check_decoded};
 use libfuzzer_sys::fuzz_target;
 

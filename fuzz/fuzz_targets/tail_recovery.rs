@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use agent_journal::ajournal::{MAGIC, TRAILER_LEN, parse};
+use agent_journal::format::ajournal::{MAGIC, TRAILER_LEN, parse};
 use agent_journal::{Envelope, Error, SessionId};
 use arbitrary::{Arbitrary, Unstructured};
 use fuzz_common::{LIMIT, SmallEvent, ajournal_bytes, ts};

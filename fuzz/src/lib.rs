@@ -2,11 +2,8 @@
 //! structured events for the `arbitrary`-driven targets, and an in-memory
 //! `.ajournal` writer.
 
-use agent_journal::{
-    AdapterStateSnapshot, CallId, Envelope, EvaluationId, Event, FRAME_HEADER_LEN, InnerMessage,
-    MessageId, Outcome, ProviderCallRecord, ProviderOutcome, Role, SessionId, SessionState,
-    TokenUsage, ToolCallRecord, ToolStatus, decode_frame, encode_frame,
-};
+use agent_journal::{AdapterStateSnapshot, CallId, Envelope, EvaluationId, Event, InnerMessage, MessageId, Outcome, ProviderCallRecord, ProviderOutcome, Role, SessionId, SessionState, TokenUsage, ToolCallRecord, ToolStatus};
+use agent_journal::format::{FRAME_HEADER_LEN, decode_frame, encode_frame};
 use arbitrary::Arbitrary;
 use chrono::{DateTime, Utc};
 
@@ -64,7 +61,7 @@ pub fn fold<'a>(envs: impl IntoIterator<Item = &'a Envelope>) -> SessionState {
 
 /// An exported journal holding `records` in this order.
 pub fn ajournal_bytes<'a>(records: impl IntoIterator<Item = &'a Envelope>) -> (Vec<u8>, Vec<u64>) {
-    let mut out = agent_journal::ajournal::MAGIC.to_vec();
+    let mut out = agent_journal::format::ajournal::MAGIC.to_vec();
     let mut starts = Vec::new();
     for env in records {
         starts.push(out.len() as u64);
@@ -74,7 +71,7 @@ pub fn ajournal_bytes<'a>(records: impl IntoIterator<Item = &'a Envelope>) -> (V
     }
     // The trailer, as the writer ends a file: mark, record count, CRC-32.
     let crc = crc32fast::hash(&out);
-    out.extend_from_slice(&agent_journal::ajournal::TRAILER_MARK.to_le_bytes());
+    out.extend_from_slice(&agent_journal::format::ajournal::TRAILER_MARK.to_le_bytes());
     out.extend_from_slice(&(starts.len() as u64).to_le_bytes());
     out.extend_from_slice(&crc.to_le_bytes());
     (out, starts)

@@ -8,14 +8,14 @@ use std::ops::{Bound, Deref, RangeBounds};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use crate::codec;
 use crate::error::{Error, Result};
 use crate::event::{Envelope, Event};
-use crate::journal::store::Visit;
+use crate::format;
 use crate::journal::{Journal, SessionInfo, SessionStatus};
 use crate::model::{EvaluationId, SessionId, now};
 use crate::recorder::Evaluation;
 use crate::state::SessionState;
+use crate::store::Visit;
 
 /// Unreadable events at the end of a stream: the crash point of a write that
 /// did not complete. They are not part of the stream, and the next append
@@ -285,7 +285,7 @@ impl Session {
                 .collect();
             let frames = envelopes
                 .iter()
-                .map(|e| codec::encode_frame(e, inner.config.max_event_bytes))
+                .map(|e| format::encode_frame(e, inner.config.max_event_bytes))
                 .collect::<Result<Vec<_>>>()?;
             if core.tail.is_some() {
                 // The torn tail found at load is not part of the stream:

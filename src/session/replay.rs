@@ -1,14 +1,14 @@
 //! Reading a stream back: frame checks, snapshot decoding, replay with
 //! torn-tail detection.
 
-use crate::codec;
 use crate::error::{Error, Result};
 use crate::event::Envelope;
+use crate::format;
 use crate::journal::Journal;
-use crate::journal::store::Visit;
 use crate::model::SessionId;
 use crate::session::TornTail;
 use crate::state::{SessionState, peek_message};
+use crate::store::Visit;
 
 /// Decodes a snapshot frame; `Err(reason)` if it cannot be used.
 pub(crate) fn decode_snapshot(
@@ -65,7 +65,7 @@ pub(crate) fn check_frame(
     if seq != expect {
         return Err(gap(id, expect));
     }
-    let env: Envelope = codec::decode_frame(frame, limit)
+    let env: Envelope = format::decode_frame(frame, limit)
         .map_err(|e| Error::corruption(Some(id), Some(seq), None, e.to_string()))?;
     if env.session != id || env.seq != seq {
         return Err(misplaced(id, seq, &env));
@@ -103,7 +103,7 @@ pub(crate) fn replay(
         if let Some((bseq, reason)) = &bad {
             // Anything after a damaged frame: if it is readable, the damage
             // was not a torn tail.
-            if codec::decode_frame::<Envelope>(frame, limit).is_ok() {
+            if format::decode_frame::<Envelope>(frame, limit).is_ok() {
                 return Err(Error::corruption(
                     Some(id),
                     Some(*bseq),
@@ -116,20 +116,20 @@ pub(crate) fn replay(
         }
         // A plain message (most events) is checked and kept as its bytes,
         // not decoded: the state decodes it on first access.
-        if let Ok(body) = codec::verify_frame(frame)
+        if let Ok(body) = format::verify_frame(frame)
             && body.len() as u64 <= limit
             && let Some(m) = peek_message(body)
             && m.session == id
             && m.seq == seq
-            && state.fold_plain_message(&m, Some((&shared, codec::FRAME_HEADER_LEN)))
+            && state.fold_plain_message(&m, Some((&shared, format::FRAME_HEADER_LEN)))
         {
             *count += 1;
             expect += 1;
             return Ok(Visit::Continue(()));
         }
-        let env: Envelope = match codec::decode_frame(frame, limit) {
+        let env: Envelope = match format::decode_frame(frame, limit) {
             Ok(env) => env,
-            Err(codec::FrameError::UnknownVersion(v)) => {
+            Err(format::FrameError::UnknownVersion(v)) => {
                 return Err(Error::corruption(
                     Some(id),
                     Some(seq),

@@ -15,13 +15,13 @@
 //! Decoding keeps the messages as bytes of the snapshot's buffer, decoded
 //! on first access; encoding copies a message still held as bytes.
 
-use crate::journal::store::SharedBytes;
+use crate::format::SharedBytes;
 
 use bincode::Options;
 use serde::{Deserialize, Serialize};
 
-use crate::codec::codec;
 use crate::error::{Error, Result};
+use crate::format::codec;
 use crate::model::SessionId;
 use crate::state::messages::{read_derived, read_section, section_evaluations, write_section};
 use crate::state::{
@@ -94,9 +94,9 @@ impl SessionState {
     /// buffer of `capacity` bytes to start with: no copy of the body.
     pub(crate) fn encode_snapshot_frame(&self, limit: u64, capacity: usize) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(capacity);
-        out.extend_from_slice(&[0; crate::codec::FRAME_HEADER_LEN]);
+        out.extend_from_slice(&[0; crate::format::FRAME_HEADER_LEN]);
         self.encode_snapshot_into(&mut out, limit)?;
-        crate::codec::seal_in_place(&mut out);
+        crate::format::seal_in_place(&mut out);
         Ok(out)
     }
 
@@ -179,7 +179,13 @@ impl SessionState {
         registry: &SliceRegistry,
         limit: u64,
     ) -> Result<SessionState> {
-        Self::decode_inner(frame, crate::codec::FRAME_HEADER_LEN, registry, limit, true)
+        Self::decode_inner(
+            frame,
+            crate::format::FRAME_HEADER_LEN,
+            registry,
+            limit,
+            true,
+        )
     }
 
     /// A big snapshot is decoded on two threads: the crc (if `verify`) and
@@ -196,7 +202,7 @@ impl SessionState {
         let parallel = buf.len() >= PARALLEL_MIN;
         let crc = || {
             if verify {
-                crate::codec::verify_frame(&buf)
+                crate::format::verify_frame(&buf)
                     .map_err(|e| Error::SnapshotRestore(e.to_string()))?;
             }
             Ok(())

@@ -5,9 +5,9 @@ use std::fmt;
 
 use bincode::Options;
 
-use crate::codec::codec;
 use crate::error::{Error, Result};
 use crate::event::Envelope;
+use crate::format::codec;
 use crate::state::{Slice, SlicePolicy};
 
 /// An application slice behind a trait object.

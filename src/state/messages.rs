@@ -7,7 +7,7 @@ mod run;
 mod section;
 mod slot;
 
-use crate::journal::store::SharedBytes;
+use crate::format::SharedBytes;
 use std::collections::BTreeMap;
 use std::fmt;
 

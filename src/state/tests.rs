@@ -295,8 +295,8 @@ const LIMIT: u64 = 1 << 24;
 
 fn binary_round_trip(s: &SessionState, reg: &SliceRegistry) -> SessionState {
     let body = s.encode_snapshot(LIMIT).expect("encode");
-    let frame = crate::codec::seal(&body);
-    let body = crate::codec::verify_frame(&frame).expect("frame");
+    let frame = crate::format::seal(&body);
+    let body = crate::format::verify_frame(&frame).expect("frame");
     SessionState::decode_snapshot(body, reg, LIMIT).expect("decode")
 }
 
@@ -360,14 +360,14 @@ proptest! {
             let mut lazy = SessionState::new();
             let mut kept = 0;
             for env in &envs {
-                let frame = crate::codec::encode_frame(env, LIMIT).expect("frame");
-                let body = crate::codec::verify_frame(&frame).expect("body");
+                let frame = crate::format::encode_frame(env, LIMIT).expect("frame");
+                let body = crate::format::verify_frame(&frame).expect("body");
                 match crate::state::peek_message(body) {
                     Some(m) => {
                         prop_assert_eq!((m.session, m.seq), (env.session, env.seq));
                         // Kept in its frame, or copied, in turns.
                         let shared = crate::SharedBytes::from(frame.clone());
-                        let keep = (env.seq % 2 == 0).then_some((&shared, crate::codec::FRAME_HEADER_LEN));
+                        let keep = (env.seq % 2 == 0).then_some((&shared, crate::format::FRAME_HEADER_LEN));
                         if lazy.fold_plain_message(&m, keep) {
                             kept += 1;
                         } else {

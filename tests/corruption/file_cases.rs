@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use agent_journal::ajournal::MAGIC;
+use agent_journal::format::ajournal::MAGIC;
 use agent_journal::{
     DEFAULT_MAX_EVENT_BYTES, Envelope, Error, Journal, SessionId, TailDamage, salvage_file,
 };
@@ -48,7 +48,7 @@ pub fn check_file(
         return Verdict::Harmless;
     };
     if depth == Depth::Parse {
-        let read = agent_journal::ajournal::parse(damaged, DEFAULT_MAX_EVENT_BYTES)
+        let read = agent_journal::format::ajournal::parse(damaged, DEFAULT_MAX_EVENT_BYTES)
             .map(|(streams, tail)| (streams.into_iter().collect(), tail));
         return judge(fx, read, damaged, first).0;
     }

@@ -267,7 +267,7 @@ impl Fixture {
     /// Start of the original record holding byte `pos`: 0 in the magic,
     /// the file's length past its end.
     pub fn record_start(&self, pos: usize) -> usize {
-        if pos < agent_journal::ajournal::MAGIC.len() {
+        if pos < agent_journal::format::ajournal::MAGIC.len() {
             return 0;
         }
         self.records

@@ -2,8 +2,8 @@
 
 use proptest::prelude::*;
 
-use crate::codec::{FRAME_HEADER_LEN, seal, verify_frame};
 use crate::event::{Envelope, Event};
+use crate::format::{FRAME_HEADER_LEN, seal, verify_frame};
 use crate::model::Role;
 use crate::snapshot::JsonOptions;
 use crate::state::tests::{

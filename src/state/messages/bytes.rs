@@ -155,7 +155,7 @@ mod tests {
     use bincode::Options;
 
     use super::*;
-    use crate::codec::codec;
+    use crate::format::codec;
 
     #[test]
     fn varints_match_bincode() {

@@ -168,7 +168,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::codec::codec;
+    use crate::format::codec;
     use crate::model::{CallId, InnerMessage, ToolCallRecord};
 
     fn sample(content: &str, calls: usize, options: bool, micros: i64) -> InnerMessage {

@@ -18,7 +18,7 @@
 //! role and turn; writing copies the bytes of a message still held as bytes
 //! and encodes only the others.
 
-use crate::journal::store::SharedBytes;
+use crate::format::SharedBytes;
 use std::collections::hash_map::Entry;
 
 use super::bytes::{Bad, Reader, write_varint};

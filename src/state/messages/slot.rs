@@ -7,8 +7,8 @@ use bincode::Options;
 use chrono::{DateTime, Utc};
 
 use super::bytes::write_varint;
-use crate::codec::codec;
-use crate::journal::store::SharedBytes;
+use crate::format::SharedBytes;
+use crate::format::codec;
 use crate::model::{EvaluationId, InnerMessage, MessageId, Role, ToolStatus};
 
 /// Where a message's bincode bytes are in the buffer of its [`Messages`](super::Messages).

@@ -40,9 +40,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
-use crate::journal::group_commit::GroupCommit;
-use crate::journal::store::SyncStats;
 use crate::model::SessionId;
+use crate::store::SyncStats;
+use crate::store::group_commit::GroupCommit;
 
 /// First bytes of every record.
 const MAGIC: [u8; 4] = *b"AJW2";
@@ -183,7 +183,7 @@ impl Wal {
         if created {
             // The file's name must survive power loss before any record in
             // it is acknowledged.
-            crate::journal::sled::sync_dir(dir)?;
+            crate::store::fs::sync_dir(dir)?;
         }
         let (generation, records) = parse(&bytes);
         let wal = Wal {

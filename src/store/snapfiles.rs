@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
-use crate::journal::store::SharedBytes;
+use crate::format::SharedBytes;
 use crate::model::SessionId;
 
 /// Frames up to this size stay inline in the `snapshots` tree.

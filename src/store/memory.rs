@@ -4,9 +4,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, RwLock};
 
 use crate::error::{Error, Result};
-use crate::journal::Durability;
-use crate::journal::store::{SharedBytes, Store, Visit};
 use crate::model::SessionId;
+use crate::store::Durability;
+use crate::store::{SharedBytes, Store, Visit};
 
 /// Keeps frames in memory. Used by `Journal::memory()`, by tests, and to
 /// serve exported `.ajournal` files to the read commands (read-only).

@@ -14,38 +14,21 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::{Error, Result};
-use crate::journal::Durability;
-use crate::journal::applier::Applier;
-use crate::journal::group_commit::GroupCommit;
-use crate::journal::snapfiles::{self, INLINE_MAX, SnapFiles};
-use crate::journal::store::{SharedBytes, Store, Visit};
-use crate::journal::wal::{self, Wal};
 use crate::model::SessionId;
+use crate::store::Durability;
+use crate::store::applier::Applier;
+use crate::store::fs::sync_dir;
+use crate::store::group_commit::GroupCommit;
+use crate::store::keys::{key, split_key};
+use crate::store::snapfiles::{self, INLINE_MAX, SnapFiles};
+use crate::store::wal::{self, Wal};
+use crate::store::{SharedBytes, Store, Visit};
 
-const FORMAT_KEY: &[u8] = b"format";
-const FORMAT_VALUE: &[u8] = b"agent-journal 1";
-
-/// Key of event `seq` of `session`.
-pub(crate) fn key(session: SessionId, seq: u64) -> [u8; 24] {
-    let mut k = [0u8; 24];
-    k[..16].copy_from_slice(session.as_bytes());
-    k[16..].copy_from_slice(&seq.to_be_bytes());
-    k
-}
-
-/// Splits a key into its session and seq, if it has the right shape.
-pub(crate) fn split_key(k: &[u8]) -> Option<(SessionId, u64)> {
-    let sid: [u8; 16] = k.get(..16)?.try_into().ok()?;
-    let seq: [u8; 8] = k.get(16..24)?.try_into().ok()?;
-    if k.len() != 24 {
-        return None;
-    }
-    Some((SessionId::from_bytes(sid), u64::from_be_bytes(seq)))
-}
+mod open;
 
 /// Events a scan reads itself before it hands sled's side to a thread of
 /// its own (a short scan is not worth a thread).
@@ -84,63 +67,6 @@ fn storage(e: sled::Error, context: &str) -> Error {
     }
 }
 
-/// Opens the sled database, retrying the file lock for up to ~1 s: when a
-/// handle of this same process was just dropped, sled's thread-pool tasks may
-/// hold the database file (and its lock) for a few more milliseconds.
-fn open_db(path: &Path, cache_bytes: u64) -> Result<sled::Db> {
-    let mut wait = std::time::Duration::from_millis(5);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    loop {
-        let r = sled::Config::new()
-            .path(path)
-            .cache_capacity(cache_bytes)
-            .mode(sled::Mode::HighThroughput)
-            .open();
-        match r {
-            Ok(db) => return Ok(db),
-            Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
-                if std::time::Instant::now() >= deadline {
-                    return Err(Error::Locked {
-                        path: path.to_owned(),
-                    });
-                }
-                std::thread::sleep(wait);
-                wait = (wait * 2).min(std::time::Duration::from_millis(100));
-            }
-            Err(other) => return Err(storage(other, &format!("opening {}", path.display()))),
-        }
-    }
-}
-
-/// Removes the unfinished snapshots of sled's own page cache in `path`
-/// (`snap.<lsn>.generating`); returns whether there were any.
-///
-/// sled 0.34 writes its snapshot to `snap.<lsn>.generating`, syncs it, then
-/// renames it to `snap.<lsn>`; a process killed before the rename leaves the
-/// `.generating` file, which sorts after every finished snapshot, so the
-/// next open picks it, finds its crc wrong, and refuses the whole database
-/// (`Corruption`, sled issue #1527). The file is never needed: the previous
-/// snapshot is still there (sled removes old ones after the rename) with the
-/// log after it. Found by the kill harness (one round in ~2,500).
-fn remove_unfinished_sled_snapshots(path: &Path) -> Result<bool> {
-    let Ok(entries) = std::fs::read_dir(path) else {
-        return Ok(false);
-    };
-    let mut any = false;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            continue;
-        };
-        if name.starts_with("snap.") && name.ends_with(".generating") {
-            std::fs::remove_file(entry.path())
-                .map_err(|e| Error::io(format!("removing {}", entry.path().display()), e))?;
-            any = true;
-        }
-    }
-    Ok(any)
-}
-
 /// The sled-backed store.
 pub(crate) struct SledStore {
     path: PathBuf,
@@ -166,215 +92,7 @@ pub(crate) struct SledStore {
     applier: Applier,
 }
 
-/// The file that marks a database being created, from before sled writes
-/// anything until the format marker is durable. A crash in between leaves a
-/// database that sled may open as empty: with this file there, it is a
-/// creation to finish; without it, an empty database whose `db` file was
-/// already there is one that sled rolled back, and is refused (stamping it
-/// would pass off lost events as a new journal).
-const CREATING: &str = "agent-journal.creating";
-
-/// fsyncs the directory `dir` (so the names made in it survive power loss).
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))
-}
-
-/// Creates the database directory if needed and the [`CREATING`] file in
-/// it, both durable before sled writes its first byte there.
-fn mark_creating(path: &Path, creating: &Path) -> Result<()> {
-    std::fs::create_dir_all(path)
-        .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-    File::create(creating).map_err(|e| Error::io(format!("creating {}", creating.display()), e))?;
-    sync_dir(path)?;
-    // The directory's own entry, where it was just made: best effort (a
-    // parent we may write in but not open for reading is no reason to
-    // refuse a new database).
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        let _ = sync_dir(parent);
-    }
-    Ok(())
-}
-
-/// Makes the stamped database durable (sled's file synced), then removes
-/// the [`CREATING`] file.
-fn finish_creating(path: &Path, creating: &Path) -> Result<()> {
-    File::open(path.join("db"))
-        .and_then(|f| f.sync_data())
-        .map_err(|e| Error::io(format!("fdatasync of {}/db", path.display()), e))?;
-    match std::fs::remove_file(creating) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io(format!("removing {}", creating.display()), e)),
-    }
-    sync_dir(path)
-}
-
 impl SledStore {
-    /// Opens (or creates, if `create`) the database directory at `path`.
-    ///
-    /// With `wal_appends`, appends are also written to the write-ahead log
-    /// and a `Synced` flush syncs only the log (the journal's durability is
-    /// `Synced`). Whatever it is, a log left by an earlier process is
-    /// replayed into sled.
-    pub(crate) fn open(
-        path: &Path,
-        create: bool,
-        cache_bytes: u64,
-        wal_appends: bool,
-    ) -> Result<Self> {
-        let existed = path.exists();
-        // A creation that a crash interrupted: the file says so (see
-        // `CREATING`), and the database may be stamped now.
-        let creating = path.join(CREATING);
-        let interrupted = creating.is_file();
-        // Whether sled's data file was there before we opened it: a database
-        // that sled rolls back to empty (damage at the start of its log) must
-        // not be mistaken for a new one and stamped.
-        let had_db_file = path.join("db").is_file()
-            && std::fs::metadata(path.join("db"))
-                .map(|m| m.len() > 0)
-                .unwrap_or(false);
-        if existed {
-            if !path.is_dir() {
-                return Err(Error::NotAJournal {
-                    path: path.to_owned(),
-                    reason: "a file that is not an exported journal (.ajournal)".into(),
-                });
-            }
-            let has_db = path.join("db").is_file() && path.join("conf").is_file();
-            // Empty, or only what sled writes before its `db` file: a process
-            // killed while creating the database leaves `blobs/` and `conf`.
-            let empty = std::fs::read_dir(path)
-                .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
-                .flatten()
-                .all(|entry| {
-                    let name = entry.file_name();
-                    name == CREATING
-                        || (name == "conf" && !has_db)
-                        || (name == "blobs"
-                            && std::fs::read_dir(entry.path())
-                                .map(|mut d| d.next().is_none())
-                                .unwrap_or(false))
-                });
-            if !has_db && !empty {
-                return Err(Error::NotAJournal {
-                    path: path.to_owned(),
-                    reason: "a non-empty directory without a database in it".into(),
-                });
-            }
-            if !has_db && !create {
-                return Err(Error::NotAJournal {
-                    path: path.to_owned(),
-                    reason: "no database here".into(),
-                });
-            }
-        } else if !create {
-            return Err(Error::NotAJournal {
-                path: path.to_owned(),
-                reason: "no such file or directory".into(),
-            });
-        }
-        let new = !existed || !path.join("db").is_file();
-        if new {
-            mark_creating(path, &creating)?;
-        }
-        let db = match open_db(path, cache_bytes) {
-            Err(Error::Corruption { .. }) if remove_unfinished_sled_snapshots(path)? => {
-                open_db(path, cache_bytes)?
-            }
-            other => other?,
-        };
-        // Look before touching: a database that is not ours must be left
-        // exactly as it was, so no tree is opened before the marker is checked.
-        let names: Vec<Vec<u8>> = db.tree_names().into_iter().map(|n| n.to_vec()).collect();
-        let has = |name: &[u8]| names.iter().any(|n| n.as_slice() == name);
-        let default_only = names.iter().all(|n| n.as_slice() == b"__sled__default");
-        let foreign = |reason: String| Error::NotAJournal {
-            path: path.to_owned(),
-            reason,
-        };
-        // (Or one whose creation was interrupted: sled had written its file,
-        // and nothing of ours was durable yet.)
-        let fresh = (!had_db_file || interrupted) && default_only && db.is_empty();
-        if !fresh && !has(b"meta") {
-            return Err(foreign(
-                "a sled database without the agent-journal format marker".into(),
-            ));
-        }
-        let meta = db
-            .open_tree("meta")
-            .map_err(|e| storage(e, "opening tree meta"))?;
-        match meta
-            .get(FORMAT_KEY)
-            .map_err(|e| storage(e, "reading meta"))?
-        {
-            Some(v) if v.as_ref() == FORMAT_VALUE => {}
-            Some(v) => {
-                return Err(foreign(format!(
-                    "unknown format marker {:?}",
-                    String::from_utf8_lossy(&v)
-                )));
-            }
-            // New, or created by a process that died before stamping it.
-            None if fresh || (meta.is_empty() && !has(b"events")) => {
-                meta.insert(FORMAT_KEY, FORMAT_VALUE)
-                    .map_err(|e| storage(e, "writing meta"))?;
-                db.flush()
-                    .map_err(|e| storage(e, "flushing a new database"))?;
-            }
-            None => {
-                return Err(foreign(
-                    "a sled database without the agent-journal format marker".into(),
-                ));
-            }
-        }
-        if new || interrupted {
-            finish_creating(path, &creating)?;
-        }
-        let events = db
-            .open_tree("events")
-            .map_err(|e| storage(e, "opening tree events"))?;
-        let snapshots = db
-            .open_tree("snapshots")
-            .map_err(|e| storage(e, "opening tree snapshots"))?;
-        let db_file = File::options()
-            .read(true)
-            .open(path.join("db"))
-            .map_err(|e| Error::io(format!("opening {}/db for syncing", path.display()), e))?;
-        let (wal, records) = Wal::open(path, wal_appends)?;
-        let applier = Applier::start(events.clone())?;
-        let store = Self {
-            path: path.to_owned(),
-            db,
-            events,
-            snapshots,
-            snap_files: SnapFiles::new(path),
-            heads: RwLock::new(HashMap::new()),
-            db_file,
-            synced_blobs: Mutex::new(std::collections::HashSet::new()),
-            flushed: GroupCommit::default(),
-            synced: GroupCommit::default(),
-            wal,
-            wal_appends,
-            applier,
-        };
-        store.replay_wal(records)?;
-        // Blobs that exist at open were written by an earlier process: sync them once.
-        store.sync_blobs()?;
-        // Snapshot files no pointer names: left by a crash mid-snapshot, or
-        // replaced before the process ended.
-        store.snap_files.clean(|session, seq| {
-            let v = store
-                .snapshots
-                .get(key(session, seq))
-                .map_err(|e| storage(e, "reading a snapshot pointer"))?;
-            Ok(v.is_some_and(|v| snapfiles::is_pointer(&v)))
-        })?;
-        Ok(store)
-    }
-
     fn head_lock(&self, session: SessionId) -> Arc<Mutex<Option<u64>>> {
         if let Some(l) = self
             .heads
@@ -792,8 +510,8 @@ impl Store for SledStore {
         }
     }
 
-    fn sync_stats(&self) -> crate::journal::store::SyncStats {
-        crate::journal::store::SyncStats {
+    fn sync_stats(&self) -> crate::store::SyncStats {
+        crate::store::SyncStats {
             sled_flushes: self.flushed.flushes() + self.synced.flushes(),
             ..self.wal.stats()
         }

@@ -1,59 +1,20 @@
 //! The journal: the user's handle over a store.
 
-mod applier;
-pub(crate) mod file;
-mod group_commit;
-pub(crate) mod memory;
-pub(crate) mod sled;
-mod snapfiles;
-pub(crate) mod store;
-mod wal;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
 use chrono::{DateTime, Utc};
 
-use crate::codec::{self, DEFAULT_MAX_EVENT_BYTES};
 use crate::error::{Error, Result};
 use crate::event::{Envelope, Event};
-use crate::journal::file::TailDamage;
-use crate::journal::store::{Store, SyncStats, Visit};
+use crate::format::ajournal::TailDamage;
+use crate::format::{self, DEFAULT_MAX_EVENT_BYTES, ajournal as file};
 use crate::model::SessionId;
 use crate::session::{Session, SessionShared};
 use crate::snapshot::CheckpointStrategy;
 use crate::state::SliceRegistry;
-
-/// How durable an event is when `append` returns.
-///
-/// | level | survives a process crash | survives power loss |
-/// |---|---|---|
-/// | `Buffered` | no: the last ~500 ms may be lost | no |
-/// | `Flushed` | yes | not guaranteed |
-/// | `Synced` | yes | yes |
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// In memory when `append` returns: queued for sled's insert thread, then
-    /// in sled's buffer, which sled writes out within ~500 ms. Readable at
-    /// once (a read waits for the queued inserts). A process crash can lose
-    /// the last half second; the stream stays gap-free (what survives is a
-    /// prefix).
-    Buffered,
-    /// Written to the operating system with `sync_file_range` (sled's
-    /// `flush`): guaranteed to survive a crash of the process as soon as
-    /// `append` returns; not guaranteed to survive power loss, because sled
-    /// 0.34 does not issue `fsync` (sled issue #1452).
-    Flushed,
-    /// Written to the database's write-ahead log (`<db>/wal`) and that file
-    /// `fdatasync`ed: guaranteed to survive a process crash and power loss
-    /// as soon as `append` returns. Concurrent appenders share one write and
-    /// one sync (group commit). The next open puts back into sled whatever
-    /// of the log sled lost. (Through sled alone it took two device syncs:
-    /// sled's flush waits for its own write, then an `fdatasync` commits it.)
-    #[default]
-    Synced,
-}
+use crate::store::{Durability, Store, SyncStats, Visit, memory, sled};
 
 /// A function called after every append is durable, with the session and
 /// the seqs of the first and last event appended. For crash injection in
@@ -437,7 +398,7 @@ impl Journal {
                 .ok_or(Error::SessionNotFound(id))?;
             let mut expect = 0u64;
             self.inner.store.scan(id, 0, len, &mut |seq, frame| {
-                let env: Envelope = codec::decode_frame(frame, limit)
+                let env: Envelope = format::decode_frame(frame, limit)
                     .map_err(|e| Error::corruption(Some(id), Some(seq), None, e.to_string()))?;
                 if env.seq != seq || env.session != id || seq != expect {
                     return Err(Error::corruption(

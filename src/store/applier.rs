@@ -20,8 +20,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::journal::sled::key;
 use crate::model::SessionId;
+use crate::store::keys::key;
 
 /// Inserts queued beyond this many are made by the appender itself.
 const QUEUE_MAX: usize = 4096;
