@@ -11,9 +11,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
-use super::validate::{
-    Block, anthropic_blocks, anthropic_role, anthropic_system, tool_result_text,
-};
+use super::read::{Block, anthropic_blocks, anthropic_role, anthropic_system, tool_result_text};
 use super::{
     ANTHROPIC, INTERRUPTED_RESULT, Res, Tagged, Turn, imported, kind, message_list, plan, tag,
     tagged, tagged_message,

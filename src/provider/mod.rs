@@ -92,6 +92,7 @@ use crate::model::{InnerMessage, MessageId, Role, ToolCallRecord};
 pub mod anthropic;
 pub mod jsonl;
 pub mod openai;
+mod read;
 pub mod validate;
 
 #[cfg(test)]

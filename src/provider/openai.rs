@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
-use super::validate::{openai_role, openai_tool_call_id, openai_tool_calls};
+use super::read::{openai_role, openai_tool_call_id, openai_tool_calls};
 use super::{
     INTERRUPTED_RESULT, OPENAI, Res, Turn, imported, kind, message_list, plan, tagged_message,
 };
