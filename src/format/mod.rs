@@ -6,6 +6,7 @@
 pub mod ajournal;
 mod bytes;
 mod frame;
+pub(crate) mod message;
 
 pub use bytes::SharedBytes;
 pub(crate) use frame::seal_in_place;

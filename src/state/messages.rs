@@ -1,7 +1,5 @@
 //! The `Messages` slice: every message of the session, ordered and deduplicated.
 
-mod bytes;
-mod check;
 mod index;
 mod run;
 mod section;
@@ -14,10 +12,10 @@ use std::fmt;
 use serde::ser::{SerializeSeq, SerializeStruct};
 use serde::{Deserialize, Serialize, Serializer};
 
+pub(crate) use crate::format::message::{PeekedMessage, peek_message};
 use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, ToolStatus};
 use crate::state::hash::FastMap;
 use crate::state::keys::EvalKey;
-pub(crate) use check::{PeekedMessage, peek_message};
 use index::Index;
 use run::EvalMessages;
 pub(crate) use section::{read_derived, read_section, section_evaluations, write_section};

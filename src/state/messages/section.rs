@@ -1,5 +1,5 @@
 //! The messages section of a binary snapshot, written and read by hand
-//! with bincode's integer encoding (see `bytes.rs`):
+//! with bincode's integer encoding (see `format/message.rs`):
 //!
 //! ```text
 //! varint count                       number of messages
@@ -21,12 +21,11 @@
 use crate::format::SharedBytes;
 use std::collections::hash_map::Entry;
 
-use super::bytes::{Bad, Reader, write_varint};
-use super::check::{check_body, role_and_turn};
 use super::index::Index;
 use super::run::EvalMessages;
-use super::slot::{Slot, Span, encode_body};
+use super::slot::{Slot, Span};
 use super::{CallSlot, Messages};
+use crate::format::message::{Bad, Reader, check_body, encode_body, role_and_turn, write_varint};
 use crate::model::{CallId, EvaluationId, MessageId, ToolStatus};
 use crate::state::Conversation;
 

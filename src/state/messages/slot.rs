@@ -6,10 +6,9 @@ use std::sync::OnceLock;
 use bincode::Options;
 use chrono::{DateTime, Utc};
 
-use super::bytes::write_varint;
 use crate::format::SharedBytes;
 use crate::format::codec;
-use crate::model::{EvaluationId, InnerMessage, MessageId, Role, ToolStatus};
+use crate::model::{EvaluationId, InnerMessage, MessageId, Role};
 
 /// Where a message's bincode bytes are in the buffer of its [`Messages`](super::Messages).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,72 +40,6 @@ pub(super) enum Slot {
 /// is a slice of a buffer already bounded by the snapshot's limit).
 fn body_codec() -> impl Options + Copy {
     codec(u64::MAX)
-}
-
-/// Encodes a message body, appending to `out`: exactly the bincode of the
-/// crate's codec (held to it by the tests), written by hand because a
-/// snapshot encodes every message not already held as bytes and serde's
-/// pass was most of a snapshot's cost. Keep it in step with `InnerMessage`
-/// (and with `check.rs`, its reader).
-pub(super) fn encode_body(m: &InnerMessage, out: &mut Vec<u8>) {
-    fn string(out: &mut Vec<u8>, s: &str) {
-        write_varint(out, s.len() as u64);
-        out.extend_from_slice(s.as_bytes());
-    }
-    fn uuid(out: &mut Vec<u8>, b: &[u8; 16]) {
-        out.push(16);
-        out.extend_from_slice(b);
-    }
-    fn option(out: &mut Vec<u8>, s: Option<&str>) {
-        match s {
-            None => out.push(0),
-            Some(s) => {
-                out.push(1);
-                string(out, s);
-            }
-        }
-    }
-    out.push(role_index(m.role));
-    string(out, &m.content);
-    uuid(out, m.evaluation_id.as_bytes());
-    write_varint(out, m.sequence);
-    write_varint(out, m.tool_calls.len() as u64);
-    for r in &m.tool_calls {
-        string(out, &r.call_id.0);
-        string(out, &r.name);
-        string(out, &r.arguments);
-        out.push(status_index(r.status));
-    }
-    option(out, m.tool_call_id.as_ref().map(|c| c.0.as_str()));
-    option(out, m.tool_name.as_deref());
-    write_varint(out, u64::from(m.turn));
-    string(out, &m.prompt_ns);
-    string(out, &m.prompt_key);
-    // bincode's varint of an i64: zigzag.
-    let micros = m.created_at.timestamp_micros();
-    write_varint(out, ((micros << 1) ^ (micros >> 63)) as u64);
-    uuid(out, m.message_id.as_bytes());
-    option(out, m.provider_payload.as_deref());
-}
-
-/// The variant index of a role (declaration order, as bincode writes it).
-fn role_index(r: Role) -> u8 {
-    match r {
-        Role::System => 0,
-        Role::User => 1,
-        Role::Assistant => 2,
-        Role::Tool => 3,
-    }
-}
-
-/// The variant index of a status (declaration order).
-fn status_index(s: ToolStatus) -> u8 {
-    match s {
-        ToolStatus::Pending => 0,
-        ToolStatus::Started => 1,
-        ToolStatus::Completed => 2,
-        ToolStatus::Failed => 3,
-    }
 }
 
 impl Slot {
@@ -231,6 +164,7 @@ fn decode(bytes: Option<&[u8]>, eval: EvaluationId, key: (u64, MessageId)) -> In
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::message::encode_body;
     use crate::model::{CallId, ToolCallRecord, ToolStatus};
 
     fn sample() -> InnerMessage {
@@ -241,68 +175,8 @@ mod tests {
         ];
         m.tool_calls[1].status = ToolStatus::Failed;
         m.tool_call_id = Some(CallId::from("c0"));
-        m.tool_name = Some("t".into());
-        m.turn = 3;
-        m.prompt_ns = "ns".into();
-        m.prompt_key = "k".into();
         m.provider_payload = Some("{}".into());
         m
-    }
-
-    fn bincode(m: &InnerMessage) -> Vec<u8> {
-        body_codec().serialize(m).expect("bincode")
-    }
-
-    #[test]
-    fn the_hand_encoder_writes_exactly_bincode() {
-        let mut m = sample();
-        let mut out = Vec::new();
-        encode_body(&m, &mut out);
-        assert_eq!(out, bincode(&m));
-        m.tool_call_id = None;
-        m.provider_payload = None;
-        m.content = "x".repeat(70_000);
-        m.sequence = u64::MAX;
-        m.turn = u32::MAX;
-        m.created_at = DateTime::<Utc>::MIN_UTC;
-        for role in [Role::System, Role::User, Role::Tool] {
-            m.role = role;
-            out.clear();
-            encode_body(&m, &mut out);
-            assert_eq!(out, bincode(&m));
-        }
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn the_hand_encoder_agrees_with_bincode_on_any_message(
-            content in ".{0,300}",
-            sequence in proptest::prelude::any::<u64>(),
-            turn in proptest::prelude::any::<u32>(),
-            micros in -1_000_000_000_000_000i64..1_000_000_000_000_000,
-            calls in proptest::collection::vec((".{0,8}", 0u8..4), 0..4),
-            options in proptest::prelude::any::<(bool, bool, bool)>(),
-        ) {
-            let mut m = sample();
-            m.content = content;
-            m.sequence = sequence;
-            m.turn = turn;
-            m.created_at = chrono::TimeZone::timestamp_micros(&Utc, micros).single().unwrap_or_default();
-            m.tool_calls = calls
-                .into_iter()
-                .map(|(s, st)| {
-                    let mut r = ToolCallRecord::new(s.clone(), s.clone(), s);
-                    r.status = [ToolStatus::Pending, ToolStatus::Started, ToolStatus::Completed, ToolStatus::Failed][usize::from(st)];
-                    r
-                })
-                .collect();
-            if !options.0 { m.tool_call_id = None; }
-            if !options.1 { m.tool_name = None; }
-            if !options.2 { m.provider_payload = None; }
-            let mut out = Vec::new();
-            encode_body(&m, &mut out);
-            proptest::prop_assert_eq!(out, bincode(&m));
-        }
     }
 
     #[test]
