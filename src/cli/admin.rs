@@ -1,11 +1,40 @@
-//! `verify`, `compact` and `salvage`: checking and rescuing databases.
+//! `verify`, `salvage`, `compact`, `fork` and `sessions --delete`: checking,
+//! rescuing and reshaping databases.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use agent_journal::Error;
+use agent_journal::{Error, Journal};
+use clap::Args;
 
-use crate::cli::{Cli, find_session_id, open_existing, print_json, progress};
+use crate::cli::Cli;
+use crate::cli::open::{find_session, find_session_id, open_existing};
+use crate::cli::output::{print_json, progress};
+
+/// The arguments of `compact` and `salvage`.
+#[derive(Args, Debug)]
+pub(crate) struct NewDatabase {
+    /// The new database (must not exist).
+    #[arg(long)]
+    pub(crate) to: PathBuf,
+}
+
+/// The arguments of `verify`.
+#[derive(Args, Debug)]
+pub(crate) struct VerifyArgs {
+    /// Only this session.
+    pub(crate) session: Option<String>,
+}
+
+/// The arguments of `fork`.
+#[derive(Args, Debug)]
+pub(crate) struct ForkArgs {
+    /// Session id (or a unique prefix of it).
+    session: String,
+    /// The last event of the parent to include.
+    #[arg(long)]
+    at: u64,
+}
 
 /// `compact --to NEW`.
 pub(crate) fn compact(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
@@ -134,6 +163,35 @@ pub(crate) fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error
             eprintln!("error: corruption: {first}");
         }
         return Ok(ExitCode::from(3));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `fork SESSION --at SEQ`.
+pub(crate) fn fork(cli: &Cli, args: &ForkArgs) -> Result<ExitCode, Error> {
+    let journal = Journal::open(&cli.db)?;
+    let s = find_session(&journal, &args.session)?;
+    let at = args.at;
+    let f = s.fork(at)?;
+    if cli.json {
+        print_json(
+            &serde_json::json!({"session": f.id().to_string(), "parent": s.id().to_string(), "at": at}),
+        )?;
+    } else {
+        outln!("forked session {} from {} at seq {at}", f.id(), s.id());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sessions --delete SESSION [--force]`.
+pub(crate) fn delete_session(cli: &Cli, session: &str, force: bool) -> Result<ExitCode, Error> {
+    let journal = open_existing(&cli.db)?;
+    let id = find_session_id(&journal, session)?;
+    journal.delete_session(id, force)?;
+    if cli.json {
+        print_json(&serde_json::json!({"deleted": id.to_string()}))?;
+    } else {
+        outln!("deleted session {id}");
     }
     Ok(ExitCode::SUCCESS)
 }

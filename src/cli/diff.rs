@@ -1,13 +1,42 @@
 //! `diff`: what changed between two points of a session.
 
 use std::collections::HashSet;
+use std::process::ExitCode;
 
 use agent_journal::{Error, Event, InnerMessage, Session, ToolStatus};
+use clap::Args;
 
+use crate::cli::Cli;
+use crate::cli::open::{find_session, open_existing};
+use crate::cli::output::print_json;
 use crate::cli::render::{clip, event_line, outcome};
 
+/// The arguments of `diff`.
+#[derive(Args, Debug)]
+pub(crate) struct DiffArgs {
+    /// Session id (or a unique prefix of it).
+    session: String,
+    /// The earlier seq.
+    a: u64,
+    /// The later seq.
+    b: u64,
+}
+
+/// `diff SESSION A B`.
+pub(crate) fn diff(cli: &Cli, args: &DiffArgs) -> Result<ExitCode, Error> {
+    let journal = open_existing(&cli.db)?;
+    let s = find_session(&journal, &args.session)?;
+    let d = compute(&s, args.a, args.b)?;
+    if cli.json {
+        print_json(&d.to_json())?;
+    } else {
+        d.print();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// The difference between the states after events `a` and `b`.
-pub(crate) struct Diff {
+struct Diff {
     a: u64,
     b: u64,
     events: Vec<String>,
@@ -18,7 +47,7 @@ pub(crate) struct Diff {
 }
 
 /// Computes the diff; `a` must not be after `b`.
-pub(crate) fn diff(s: &Session, a: u64, b: u64) -> Result<Diff, Error> {
+fn compute(s: &Session, a: u64, b: u64) -> Result<Diff, Error> {
     if a > b {
         return Err(Error::InvalidInput(format!(
             "diff needs A <= B (got {a} and {b})"
@@ -84,7 +113,8 @@ pub(crate) fn diff(s: &Session, a: u64, b: u64) -> Result<Diff, Error> {
 }
 
 impl Diff {
-    pub(crate) fn print(&self) {
+    /// Prints the diff for people.
+    fn print(&self) {
         outln!(
             "from seq {} to seq {}: {} events",
             self.a,
@@ -125,7 +155,8 @@ impl Diff {
         }
     }
 
-    pub(crate) fn to_json(&self) -> serde_json::Value {
+    /// The diff as JSON.
+    fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "from": self.a,
             "to": self.b,

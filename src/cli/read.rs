@@ -1,0 +1,126 @@
+//! `sessions`, `log`, `show` and `pending`: reading a database or an exported
+//! journal without changing it.
+
+use std::process::ExitCode;
+
+use agent_journal::{Error, JsonOptions};
+use clap::Args;
+
+use crate::cli::open::{at_or_last, find_session, open_existing};
+use crate::cli::output::print_json;
+use crate::cli::{Cli, render};
+
+/// The arguments of `sessions`.
+#[derive(Args, Debug)]
+pub(crate) struct SessionsArgs {
+    /// Delete this session instead of listing (refused if a tool call is in doubt).
+    #[arg(long, value_name = "SESSION")]
+    pub(crate) delete: Option<String>,
+    /// With --delete: delete even with tool calls in doubt.
+    #[arg(long, requires = "delete")]
+    pub(crate) force: bool,
+}
+
+/// The arguments of `log`.
+#[derive(Args, Debug)]
+pub(crate) struct LogArgs {
+    /// Session id (or a unique prefix of it).
+    session: String,
+    /// First seq to show.
+    #[arg(long)]
+    from: Option<u64>,
+    /// Last seq to show (inclusive).
+    #[arg(long)]
+    to: Option<u64>,
+}
+
+/// The arguments of `show`.
+#[derive(Args, Debug)]
+pub(crate) struct ShowArgs {
+    /// Session id (or a unique prefix of it).
+    session: String,
+    /// Show the state right after this event (default: the last).
+    #[arg(long)]
+    at: Option<u64>,
+}
+
+/// The arguments of `pending`.
+#[derive(Args, Debug)]
+pub(crate) struct PendingArgs {
+    /// Session id (or a unique prefix of it).
+    session: String,
+}
+
+/// `sessions` (without `--delete`, which `admin::delete_session` handles).
+pub(crate) fn sessions(cli: &Cli) -> Result<ExitCode, Error> {
+    let journal = open_existing(&cli.db)?;
+    let infos = journal.sessions_info()?;
+    if cli.json {
+        print_json(&serde_json::Value::Array(
+            infos.iter().map(render::info_json).collect(),
+        ))?;
+    } else {
+        render::print_sessions(&infos);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `log SESSION [--from A] [--to B]`.
+pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<ExitCode, Error> {
+    let journal = open_existing(&cli.db)?;
+    let s = find_session(&journal, &args.session)?;
+    let head = s.head();
+    let from = args.from.unwrap_or(0);
+    let to = match args.to {
+        Some(t) => t.saturating_add(1),
+        None => head,
+    };
+    if cli.json {
+        let events = s.events(from..to)?;
+        let v = serde_json::to_value(&events).map_err(|e| Error::InvalidInput(e.to_string()))?;
+        print_json(&v)?;
+    } else {
+        render::print_log(&s, from, to)?;
+        if let Some(t) = s.torn_tail() {
+            outln!("!! {t}");
+        }
+        if let Some(d) = journal.file_damage() {
+            outln!("!! {}: {d}", cli.db.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `show SESSION [--at SEQ]`.
+pub(crate) fn show(cli: &Cli, args: &ShowArgs) -> Result<ExitCode, Error> {
+    let journal = open_existing(&cli.db)?;
+    let s = find_session(&journal, &args.session)?;
+    let at = at_or_last(&s, args.at);
+    let state = s.state_at(at)?;
+    if cli.json {
+        let text = state.to_json(&JsonOptions {
+            include_logs: true,
+            ..JsonOptions::default()
+        });
+        outln!("{text}");
+    } else {
+        render::print_state(&s, at, &state);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `pending SESSION`.
+pub(crate) fn pending(cli: &Cli, args: &PendingArgs) -> Result<ExitCode, Error> {
+    let journal = open_existing(&cli.db)?;
+    let s = find_session(&journal, &args.session)?;
+    let plan = s.resume_plan()?;
+    if cli.json {
+        print_json(&render::plan_json(&plan))?;
+    } else {
+        render::print_plan(&plan);
+        if let Some(t) = s.torn_tail() {
+            outln!("!! {t}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

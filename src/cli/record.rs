@@ -1,0 +1,158 @@
+//! `demo` and `resume`: recording runs of the demo agent, and continuing them
+//! after a crash.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use agent_journal::{Error, Journal, JournalConfig, ResumeMode};
+use clap::{Args, ValueEnum};
+
+use crate::cli::open::find_session;
+use crate::cli::output::print_json;
+use crate::cli::{Cli, demo, render};
+
+/// The arguments of `demo`.
+#[derive(Args, Debug)]
+pub(crate) struct DemoArgs {
+    /// Folder the demo's tools work in (default: next to the database).
+    #[arg(long)]
+    sandbox: Option<PathBuf>,
+    /// Abort the process right after event N is durable (crash injection).
+    #[arg(long, value_name = "N")]
+    crash_after: Option<u64>,
+    /// How to crash: abort (SIGABRT) or kill (SIGKILL, no cleanup at all).
+    #[arg(long, value_enum, default_value = "abort")]
+    crash_with: CrashWith,
+}
+
+/// The arguments of `resume`.
+#[derive(Args, Debug)]
+pub(crate) struct ResumeArgs {
+    /// Session id (or a unique prefix of it).
+    session: String,
+    /// Append to the crashed session instead of forking it (forking is the default).
+    #[arg(long = "continue")]
+    continue_in_place: bool,
+    /// Record in-doubt calls of never-idempotent tools as failed instead of stopping.
+    #[arg(long)]
+    interrupt_never: bool,
+}
+
+/// How `demo --crash-after` ends the process.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum CrashWith {
+    /// `std::process::abort()`: SIGABRT.
+    Abort,
+    /// SIGKILL sent to this process by `kill -KILL`.
+    Kill,
+}
+
+/// `demo [--sandbox DIR] [--crash-after N] [--crash-with abort|kill]`.
+pub(crate) fn demo(cli: &Cli, args: &DemoArgs) -> Result<ExitCode, Error> {
+    let mut config = JournalConfig::default();
+    if let Some(n) = args.crash_after {
+        let how = args.crash_with;
+        config.after_append = Some(std::sync::Arc::new(move |id, _first, last| {
+            if last >= n {
+                eprintln!(
+                    "crash injected ({how:?}) right after event {last} of session {id} is durable"
+                );
+                if how == CrashWith::Kill {
+                    let _ = std::process::Command::new("kill")
+                        .args(["-KILL", &std::process::id().to_string()])
+                        .status();
+                }
+                std::process::abort();
+            }
+        }));
+    }
+    let journal = Journal::open_with(&cli.db, config)?;
+    let sandbox = args
+        .sandbox
+        .clone()
+        .unwrap_or_else(|| default_sandbox(&cli.db));
+    let result = demo::run(&journal, &sandbox)?;
+    let session = &result.session;
+    if cli.json {
+        print_json(&serde_json::json!({
+            "session": session.id().to_string(),
+            "events": session.head(),
+            "sandbox": demo::sandbox_of(session)?.display().to_string(),
+            "answer": result.content,
+        }))?;
+    } else {
+        outln!(
+            "recorded session {} ({} events) in {}",
+            session.id(),
+            session.head(),
+            cli.db.display()
+        );
+        outln!("tools worked in {}", demo::sandbox_of(session)?.display());
+        outln!();
+        render::print_log(session, 0, session.head())?;
+        outln!();
+        outln!(
+            "next: agent-journal show {}            (the state at the end)",
+            session.id()
+        );
+        outln!(
+            "      agent-journal show {} --at 6     (time travel)",
+            session.id()
+        );
+        outln!("      agent-journal demo --crash-after 9    (crash mid-run, then `resume`)");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `resume SESSION [--continue] [--interrupt-never]`.
+pub(crate) fn resume(cli: &Cli, args: &ResumeArgs) -> Result<ExitCode, Error> {
+    let journal = Journal::open(&cli.db)?;
+    let s = find_session(&journal, &args.session)?;
+    let plan = s.resume_plan()?;
+    let mode = if args.continue_in_place {
+        ResumeMode::Continue
+    } else {
+        ResumeMode::Fork
+    };
+    let result = demo::resume(&s, mode, args.interrupt_never)?;
+    let target = &result.session;
+    if cli.json {
+        print_json(&serde_json::json!({
+            "session": target.id().to_string(),
+            "resumed_from": s.id().to_string(),
+            "crash_point": plan.crash_point,
+            "state_at_crash": plan.state.name(),
+            "outcome": format!("{:?}", result.outcome),
+            "answer": result.content,
+        }))?;
+    } else {
+        outln!(
+            "session {} stopped at seq {} ({}); {}",
+            s.id(),
+            plan.crash_point,
+            plan.state.name(),
+            if target.id() == s.id() {
+                "continued in place".to_owned()
+            } else {
+                format!("resumed in fork {}", target.id())
+            }
+        );
+        outln!();
+        let from = if target.id() == s.id() {
+            plan.crash_point + 1
+        } else {
+            0
+        };
+        render::print_log(target, from, target.head())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `agent-journal-sandbox` next to the database.
+fn default_sandbox(db: &Path) -> PathBuf {
+    let parent = db
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    parent.join("agent-journal-sandbox")
+}

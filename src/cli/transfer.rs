@@ -1,0 +1,189 @@
+//! `export` and `import`: moving sessions out of and into a database.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use agent_journal::{ConversationFormat, Error, Journal, JsonOptions};
+use clap::{Args, ValueEnum};
+
+use crate::cli::Cli;
+use crate::cli::open::{at_or_last, find_session, open_existing};
+use crate::cli::output::{print_json, progress};
+
+/// The arguments of `export`.
+#[derive(Args, Debug)]
+pub(crate) struct ExportArgs {
+    /// Session id (or a unique prefix of it).
+    session: String,
+    /// Output format.
+    #[arg(long, value_enum)]
+    format: ExportFormat,
+    /// For `wink`: the state after this seq (default: the last).
+    #[arg(long)]
+    at: Option<u64>,
+    /// Output file (default: stdout for wink, SESSION.ajournal for journal).
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// For `wink`: include LOG slices (adapter states).
+    #[arg(long)]
+    include_logs: bool,
+}
+
+/// The arguments of `import`.
+#[derive(Args, Debug)]
+pub(crate) struct ImportArgs {
+    /// The file to import.
+    file: PathBuf,
+    /// Its format.
+    #[arg(long, value_enum)]
+    format: ImportFormat,
+}
+
+/// What `export --format` writes.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ExportFormat {
+    /// An exported journal file (.ajournal): every frame, verifiable.
+    Journal,
+    /// A WINK-shaped session snapshot (JSON).
+    Wink,
+    /// The latest evaluation as an OpenAI chat-completions messages array.
+    Openai,
+    /// The latest evaluation as an Anthropic Messages request (system + messages).
+    Anthropic,
+    /// The latest evaluation's messages, one JSON object per line.
+    Jsonl,
+}
+
+/// What `import --format` reads.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ImportFormat {
+    /// An exported journal file (.ajournal).
+    Journal,
+    /// An OpenAI chat-completions messages array, or a request body holding one.
+    Openai,
+    /// An Anthropic Messages request body.
+    Anthropic,
+    /// InnerMessage JSON objects, one per line.
+    Jsonl,
+}
+
+/// `export SESSION --format F [--at SEQ] [-o FILE] [--include-logs]`.
+pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
+    let journal = open_existing(&cli.db)?;
+    let s = find_session(&journal, &args.session)?;
+    let output = args.output.as_deref();
+    match args.format {
+        ExportFormat::Journal => {
+            if args.at.is_some() {
+                return Err(Error::InvalidInput(
+                    "--at applies to --format wink; a journal export holds every event".into(),
+                ));
+            }
+            let out = output
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from(format!("{}.ajournal", s.id())));
+            let bar = progress(s.head(), "export");
+            let n = journal.export_journal(&[s.id()], &out, |k| bar.inc(k))?;
+            bar.finish_and_clear();
+            if cli.json {
+                print_json(&serde_json::json!({"file": out.display().to_string(), "events": n}))?;
+            } else {
+                outln!(
+                    "wrote {n} events of session {} to {}",
+                    s.id(),
+                    out.display()
+                );
+            }
+        }
+        ExportFormat::Openai | ExportFormat::Anthropic | ExportFormat::Jsonl => {
+            let f = match args.format {
+                ExportFormat::Openai => ConversationFormat::OpenAi,
+                ExportFormat::Anthropic => ConversationFormat::Anthropic,
+                _ => ConversationFormat::Jsonl,
+            };
+            let text = s.export_conversation(f, args.at)?;
+            write_output(output, text.trim_end())?;
+        }
+        ExportFormat::Wink => {
+            let at = at_or_last(&s, args.at);
+            let state = s.state_at(at)?;
+            let forked = state.forked_from().map(|(p, _)| p);
+            let text = state.to_json(&JsonOptions {
+                include_logs: args.include_logs,
+                parent_id: forked,
+                tags: vec![
+                    ("session".into(), s.id().to_string()),
+                    ("seq".into(), at.to_string()),
+                ],
+                created_at: None,
+            });
+            write_output(output, &text)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `import FILE --format F`.
+pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
+    let journal = Journal::open(&cli.db)?;
+    let file = &args.file;
+    let f = match args.format {
+        ImportFormat::Openai => ConversationFormat::OpenAi,
+        ImportFormat::Anthropic => ConversationFormat::Anthropic,
+        ImportFormat::Jsonl => ConversationFormat::Jsonl,
+        ImportFormat::Journal => return import_journal(cli, &journal, file),
+    };
+    let text = std::fs::read_to_string(file).map_err(|e| Error::Io {
+        context: format!("reading {}", file.display()),
+        source: e,
+    })?;
+    let name = file
+        .file_stem()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let s = journal
+        .import_conversation(&text, f, "import", &name)
+        .map_err(|e| match e {
+            Error::InvalidInput(r) => Error::InvalidInput(format!("{}: {r}", file.display())),
+            other => other,
+        })?;
+    if cli.json {
+        print_json(&serde_json::json!({"sessions": [s.id().to_string()], "events": s.head()}))?;
+    } else {
+        outln!("imported session {} ({} events)", s.id(), s.head());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `import FILE --format journal`.
+fn import_journal(cli: &Cli, journal: &Journal, file: &Path) -> Result<ExitCode, Error> {
+    let (ids, tail) = journal.import_journal(file)?;
+    if cli.json {
+        print_json(&serde_json::json!({
+            "sessions": ids.iter().map(|i| i.to_string()).collect::<Vec<_>>(),
+            "torn_tail": tail.as_ref().map(|t| t.to_string()),
+        }))?;
+    } else {
+        for id in &ids {
+            outln!("imported session {id}");
+        }
+        if let Some(t) = tail {
+            eprintln!("warning: {}: {t}", file.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `text` and a newline to `path`, or to stdout without one.
+fn write_output(path: Option<&Path>, text: &str) -> Result<(), Error> {
+    match path {
+        Some(p) => std::fs::write(p, format!("{text}\n")).map_err(|e| Error::Io {
+            context: format!("writing {}", p.display()),
+            source: e,
+        }),
+        None => {
+            outln!("{text}");
+            Ok(())
+        }
+    }
+}
