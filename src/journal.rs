@@ -1,5 +1,6 @@
 //! The journal: the user's handle over a store.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
@@ -7,11 +8,10 @@ use std::sync::{Arc, Mutex, Weak};
 use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
-use crate::event::{Envelope, Event};
+use crate::event::Envelope;
 use crate::format::ajournal::TailDamage;
 use crate::format::{self, DEFAULT_MAX_EVENT_BYTES, ajournal as file};
 use crate::model::SessionId;
-use crate::session::{Session, SessionShared};
 use crate::snapshot::CheckpointStrategy;
 use crate::state::SliceRegistry;
 use crate::store::{Durability, Store, SyncStats, Visit, memory, sled};
@@ -108,7 +108,10 @@ pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) config: JournalConfig,
     path: Option<PathBuf>,
-    open: Mutex<HashMap<SessionId, Weak<SessionShared>>>,
+    /// The sessions open in this journal, so that handles to one session
+    /// share its state. Kept by the session layer (`session/open.rs`),
+    /// which alone knows the type behind each entry.
+    pub(crate) open: Mutex<HashMap<SessionId, Weak<dyn Any + Send + Sync>>>,
     file_tail: Option<TailDamage>,
     /// Set by the first failed flush: later appends are refused, whatever
     /// the store, because what was acknowledged can no longer be promised.
@@ -253,66 +256,6 @@ impl Journal {
         self.inner.file_tail.as_ref()
     }
 
-    /// Creates a new session (it starts with `SessionOpened` at seq 0).
-    pub fn create_session(&self) -> Result<Session> {
-        self.create_session_with_labels(Vec::new())
-    }
-
-    /// Creates a new session with labels (`("agent", "demo")`).
-    pub fn create_session_with_labels(&self, labels: Vec<(String, String)>) -> Result<Session> {
-        let id = SessionId::new();
-        self.create_session_from(id, vec![Event::SessionOpened { labels }])
-    }
-
-    /// Creates a session with the given id whose stream starts with `events`
-    /// (the first must be `SessionOpened`), atomically.
-    pub(crate) fn create_session_from(&self, id: SessionId, events: Vec<Event>) -> Result<Session> {
-        let session = Session::empty(self.clone(), id);
-        session.append_batch_at(0, events)?;
-        self.register(&session);
-        Ok(session)
-    }
-
-    fn register(&self, session: &Session) {
-        let mut open = self.inner.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.retain(|_, w| w.strong_count() > 0);
-        open.insert(session.id(), Arc::downgrade(&session.shared));
-    }
-
-    /// Opens a session: loads its latest valid snapshot and replays only the
-    /// events after it, verifying each frame. Handles to the same session
-    /// within one `Journal` share their state.
-    ///
-    /// # Errors
-    /// [`Error::SessionNotFound`]; [`Error::Corruption`] if a frame other
-    /// than the stream's torn tail is damaged (a torn tail is reported by
-    /// [`Session::torn_tail`] and cut off at the next append).
-    pub fn session(&self, id: SessionId) -> Result<Session> {
-        {
-            let open = self.inner.open.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(shared) = open.get(&id).and_then(Weak::upgrade) {
-                return Ok(Session::from_shared(self.clone(), shared));
-            }
-        }
-        let session = Session::load(self.clone(), id)?;
-        // Another thread may have loaded it meanwhile: keep the first.
-        let mut open = self.inner.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(shared) = open.get(&id).and_then(Weak::upgrade) {
-            return Ok(Session::from_shared(self.clone(), shared));
-        }
-        open.insert(id, Arc::downgrade(&session.shared));
-        Ok(session)
-    }
-
-    /// Drops the shared handle of a session (after it was deleted).
-    pub(crate) fn forget(&self, id: SessionId) {
-        self.inner
-            .open
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id);
-    }
-
     /// The number of events stored for a session, without opening it
     /// (`None` if it does not exist).
     pub fn stream_len(&self, id: SessionId) -> Result<Option<u64>> {
@@ -322,14 +265,6 @@ impl Journal {
     /// The ids of every session, in creation order.
     pub fn sessions(&self) -> Result<Vec<SessionId>> {
         self.inner.store.sessions()
-    }
-
-    /// A summary of every session (reads each session's state).
-    pub fn sessions_info(&self) -> Result<Vec<SessionInfo>> {
-        self.sessions()?
-            .into_iter()
-            .map(|id| self.session(id)?.info())
-            .collect()
     }
 
     /// Makes everything appended so far survive power loss (a `Synced` flush).

@@ -74,7 +74,6 @@ mod maintenance;
 mod mem;
 mod model;
 pub mod provider;
-mod recorder;
 mod resume;
 mod session;
 mod snapshot;
@@ -104,8 +103,8 @@ pub use crate::model::{
     CallId, EvaluationId, InnerMessage, MessageId, Role, SessionId, ToolCallRecord, ToolStatus,
     now, ts,
 };
-pub use crate::recorder::Evaluation;
 pub use crate::resume::{ResumePlan, ResumeState};
+pub use crate::session::recorder::Evaluation;
 pub use crate::session::{LoadStats, Session, StateGuard, TornTail};
 pub use crate::snapshot::{CheckpointStrategy, JsonOptions};
 pub use crate::state::{

@@ -8,6 +8,8 @@
 
 mod json;
 #[cfg(test)]
+mod lazy_tests;
+#[cfg(test)]
 mod tests;
 
 use std::time::{Duration, Instant};

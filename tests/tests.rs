@@ -11,6 +11,7 @@ mod crash;
 mod failures;
 mod golden;
 mod kill;
+mod layers;
 mod recovery;
 mod resume;
 mod sessions;

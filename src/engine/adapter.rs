@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize as SerializeDerive};
 
 use crate::error::{Error, Result};
 use crate::event::AdapterStateSnapshot;
-use crate::recorder::Evaluation;
 use crate::session::Session;
+use crate::session::recorder::Evaluation;
 
 /// An adapter's resumable state. Keep it small: ids and metadata, not history.
 pub trait AdapterState: Serialize + DeserializeOwned {

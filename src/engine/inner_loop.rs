@@ -6,9 +6,9 @@ use crate::engine::tool::{Idempotency, Tool, ToolContext};
 use crate::error::{Error, Result};
 use crate::event::{Outcome, ProviderCallRecord, ProviderOutcome};
 use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, Role, now};
-use crate::recorder::Evaluation;
 use crate::resume::ResumeState;
 use crate::session::Session;
+use crate::session::recorder::Evaluation;
 
 /// The result shown to the model for a `Never` tool that was in doubt and
 /// recorded as failed on the caller's request.

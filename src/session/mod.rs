@@ -1,5 +1,7 @@
 //! Sessions: append, read, fold, time travel, fork.
 
+mod open;
+pub(crate) mod recorder;
 mod replay;
 
 use replay::{check_frame, decode_snapshot, replay};
@@ -13,7 +15,7 @@ use crate::event::{Envelope, Event};
 use crate::format;
 use crate::journal::{Journal, SessionInfo, SessionStatus};
 use crate::model::{EvaluationId, SessionId, now};
-use crate::recorder::Evaluation;
+use crate::session::recorder::Evaluation;
 use crate::state::SessionState;
 use crate::store::Visit;
 

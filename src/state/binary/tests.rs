@@ -5,9 +5,8 @@ use proptest::prelude::*;
 use crate::event::{Envelope, Event};
 use crate::format::{FRAME_HEADER_LEN, seal, verify_frame};
 use crate::model::Role;
-use crate::snapshot::JsonOptions;
 use crate::state::tests::{
-    CallSpec, EvalSpec, build_events, envelopes, fold, in_order_and_shuffled, registry, t,
+    CallSpec, EvalSpec, build_events, envelopes, fold, in_order_and_shuffled, registry,
 };
 use crate::state::{SessionState, SliceRegistry};
 
@@ -55,34 +54,6 @@ proptest! {
             prop_assert_eq!(owned.encode_snapshot(LIMIT).ok(), by_ref.encode_snapshot(LIMIT).ok());
         }
     }
-
-    #[test]
-    fn lazily_decoded_states_fold_on_like_the_original(
-        (events, shuffled) in in_order_and_shuffled()
-    ) {
-        let reg = registry();
-        for events in [events, shuffled] {
-            let envs = envelopes(events);
-            let all = fold(SessionState::with_slices(&reg), &envs);
-            let opts = JsonOptions {
-                include_logs: true,
-                created_at: Some(t(0)),
-                ..JsonOptions::default()
-            };
-            for k in 0..=envs.len() {
-                let prefix = fold(SessionState::with_slices(&reg), &envs[..k]);
-                let body = prefix.encode_snapshot(LIMIT).expect("encode");
-
-                // Decoded lazily: equal, same JSON, same bytes again (copied),
-                // and folds on to the same state.
-                let decoded = lazy(&prefix, &reg);
-                prop_assert_eq!(&decoded, &prefix);
-                prop_assert_eq!(decoded.to_json(&opts), prefix.to_json(&opts));
-                prop_assert_eq!(&decoded.encode_snapshot(LIMIT).expect("encode"), &body);
-                prop_assert_eq!(&fold_owned(lazy(&prefix, &reg), &envs[k..]), &all);
-            }
-        }
-    }
 }
 
 fn spec() -> Vec<EvalSpec> {
@@ -122,9 +93,6 @@ fn a_decoded_state_has_room_for_what_comes_next() {
         assert!(d.messages().index_spare() >= messages / 8, "messages");
         assert!(d.tool_calls().spare() >= calls / 8, "calls");
     }
-    // The JSON form's decoder goes through the same constructor.
-    let json = SessionState::from_json(&s.to_json(&JsonOptions::default()), &reg).expect("json");
-    assert!(json.tool_calls().spare() >= calls / 8);
 }
 
 #[test]
