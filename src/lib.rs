@@ -85,9 +85,7 @@ mod verify;
 pub use crate::engine::adapter::{
     AdapterState, ResumeValidation, SdkSessionState, validate_sdk_state,
 };
-pub use crate::engine::inner_loop::{
-    INTERRUPTED_ERROR, InnerLoop, LoopResult, ResumeMode, ResumeOptions,
-};
+pub use crate::engine::inner_loop::{InnerLoop, LoopResult, ResumeMode, ResumeOptions};
 pub use crate::engine::provider::{Provider, ProviderRequest, ProviderResponse};
 pub use crate::engine::scripted::{ScriptStep, ScriptedProvider};
 pub use crate::engine::tool::{Idempotency, Tool, ToolContext};
@@ -100,8 +98,8 @@ pub use crate::format::{DEFAULT_MAX_EVENT_BYTES, SharedBytes};
 pub use crate::journal::{AfterAppend, Journal, JournalConfig, SessionInfo, SessionStatus};
 pub use crate::maintenance::{CompactReport, SALVAGE_GAP_KIND, SalvageReport, salvage_file};
 pub use crate::model::{
-    CallId, EvaluationId, InnerMessage, MessageId, Role, SessionId, ToolCallRecord, ToolStatus,
-    now, ts,
+    CallId, EvaluationId, INTERRUPTED_ERROR, INTERRUPTED_RESULT, InnerMessage, MessageId, Role,
+    SessionId, ToolCallRecord, ToolStatus, now, ts,
 };
 pub use crate::resume::{ResumePlan, ResumeState};
 pub use crate::session::recorder::Evaluation;
@@ -115,11 +113,3 @@ pub use crate::state::{
 pub use crate::store::{Durability, Store, SyncStats, Visit};
 pub use crate::transfer::ConversationFormat;
 pub use crate::verify::{Problem, ProblemKind, VerifyReport};
-
-fn _assert_send_sync<T: Send + Sync>() {}
-#[allow(dead_code)]
-fn _assert_handles_are_send_sync() {
-    _assert_send_sync::<Journal>();
-    _assert_send_sync::<Session>();
-    _assert_send_sync::<Evaluation>();
-}

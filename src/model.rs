@@ -287,6 +287,19 @@ impl InnerMessage {
     }
 }
 
+/// The error recorded for a tool call that was running when its process
+/// died (in doubt), whose tool must never run twice
+/// ([`Idempotency::Never`](crate::Idempotency::Never)), when the caller asks
+/// to record it as failed so the conversation can go on. The model sees it
+/// as the call's result.
+pub const INTERRUPTED_ERROR: &str = "interrupted: the process stopped while this tool was running; it was not run again because it must never run twice";
+
+/// The content of the result given to a tool call that has none in a
+/// rebuilt provider history (every call must be answered before the next
+/// assistant message). Nothing is recorded: the journal keeps the call as
+/// it was.
+pub const INTERRUPTED_RESULT: &str = "[interrupted: the tool call did not complete]";
+
 /// The current time truncated to microseconds, the precision stored on disk.
 ///
 /// Every timestamp the crate creates goes through this, so that a value read

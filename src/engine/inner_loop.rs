@@ -5,14 +5,11 @@ use crate::engine::provider::{Provider, ProviderRequest};
 use crate::engine::tool::{Idempotency, Tool, ToolContext};
 use crate::error::{Error, Result};
 use crate::event::{Outcome, ProviderCallRecord, ProviderOutcome};
+use crate::model::INTERRUPTED_ERROR;
 use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, Role, now};
 use crate::resume::ResumeState;
 use crate::session::Session;
 use crate::session::recorder::Evaluation;
-
-/// The result shown to the model for a `Never` tool that was in doubt and
-/// recorded as failed on the caller's request.
-pub const INTERRUPTED_ERROR: &str = "interrupted: the process stopped while this tool was running; it was not run again because it must never run twice";
 
 /// Whether a resume appends to the crashed session or to a fork of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

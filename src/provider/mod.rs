@@ -61,7 +61,8 @@
 //!   assistant message (tool-call ids must be unique).
 //!
 //! ```
-//! use agent_journal::provider::{INTERRUPTED_RESULT, anthropic, openai, validate};
+//! use agent_journal::INTERRUPTED_RESULT;
+//! use agent_journal::provider::{anthropic, openai, validate};
 //! use agent_journal::EvaluationId;
 //! use serde_json::json;
 //!
@@ -98,9 +99,7 @@ pub mod validate;
 #[cfg(test)]
 mod tests;
 
-/// The content of the synthetic result given to a tool call that has no
-/// result in a rebuilt history.
-pub const INTERRUPTED_RESULT: &str = "[interrupted: the tool call did not complete]";
+pub(crate) use crate::model::INTERRUPTED_RESULT;
 
 pub(crate) const OPENAI: &str = "openai";
 pub(crate) const ANTHROPIC: &str = "anthropic";

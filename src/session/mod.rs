@@ -634,3 +634,12 @@ impl Session {
         })
     }
 }
+
+/// The public handles are `Send + Sync` (checked at compile time).
+fn _assert_send_sync<T: Send + Sync>() {}
+#[allow(dead_code)]
+fn _assert_handles_are_send_sync() {
+    _assert_send_sync::<Journal>();
+    _assert_send_sync::<Session>();
+    _assert_send_sync::<Evaluation>();
+}

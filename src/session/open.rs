@@ -61,7 +61,8 @@ impl Journal {
     /// within one `Journal` share their state.
     ///
     /// # Errors
-    /// [`Error::SessionNotFound`]; [`Error::Corruption`] if a frame other
+    /// [`Error::SessionNotFound`](crate::Error::SessionNotFound);
+    /// [`Error::Corruption`](crate::Error::Corruption) if a frame other
     /// than the stream's torn tail is damaged (a torn tail is reported by
     /// [`Session::torn_tail`] and cut off at the next append).
     pub fn session(&self, id: SessionId) -> Result<Session> {

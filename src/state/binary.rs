@@ -74,7 +74,7 @@ struct Head {
 impl SessionState {
     /// The binary snapshot body: bincode (via [`codec`]) of every slice,
     /// each message as its own bincode bytes. Frame it with
-    /// [`crate::encode_frame`]'s format ([`crate::seal`]) to store it.
+    /// [`crate::format::encode_frame`]'s format ([`crate::format::seal`]) to store it.
     ///
     /// A message still held as bytes (from a decoded snapshot) is copied,
     /// not encoded again.

@@ -5,8 +5,9 @@
 use serde_json::{Value, json};
 
 use super::helpers::{Conv, check_both};
+use crate::model::INTERRUPTED_RESULT;
 use crate::model::{EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
-use crate::provider::{INTERRUPTED_RESULT, anthropic, openai};
+use crate::provider::{anthropic, openai};
 
 #[test]
 fn unfinished_calls_get_a_synthetic_result_and_every_call_is_kept() {
