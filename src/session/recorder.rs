@@ -266,3 +266,110 @@ impl Evaluation {
         })
     }
 }
+
+/// Starting and continuing evaluations: the ways to get a recorder.
+impl Session {
+    /// Starts an evaluation (appends `EvaluationStarted`) and returns its
+    /// recorder, which assigns `sequence` and `turn` to every message.
+    pub fn start_evaluation(&self, prompt_ns: &str, prompt_key: &str) -> Result<Evaluation> {
+        self.start_evaluation_with(prompt_ns, prompt_key, "agent-journal")
+    }
+
+    /// [`Session::start_evaluation`] naming the adapter that runs it.
+    pub fn start_evaluation_with(
+        &self,
+        prompt_ns: &str,
+        prompt_key: &str,
+        adapter: &str,
+    ) -> Result<Evaluation> {
+        let evaluation_id = EvaluationId::new();
+        self.append(Event::EvaluationStarted {
+            evaluation_id,
+            prompt_ns: prompt_ns.to_owned(),
+            prompt_key: prompt_key.to_owned(),
+            adapter: adapter.to_owned(),
+        })?;
+        Ok(Evaluation::new(
+            self.clone(),
+            evaluation_id,
+            prompt_ns.to_owned(),
+            prompt_key.to_owned(),
+            0,
+            0,
+        ))
+    }
+
+    /// Starts an evaluation together with its opening messages (system
+    /// prompt, user request, ...) in one atomic append, so that a crash never
+    /// leaves an evaluation without the prompts it needs to be resumed.
+    pub fn start_evaluation_with_messages(
+        &self,
+        prompt_ns: &str,
+        prompt_key: &str,
+        adapter: &str,
+        opening: &[(crate::model::Role, String)],
+    ) -> Result<Evaluation> {
+        let evaluation_id = EvaluationId::new();
+        let mut events = vec![Event::EvaluationStarted {
+            evaluation_id,
+            prompt_ns: prompt_ns.to_owned(),
+            prompt_key: prompt_key.to_owned(),
+            adapter: adapter.to_owned(),
+        }];
+        for (sequence, (role, content)) in opening.iter().enumerate() {
+            let mut m = crate::model::InnerMessage::new(
+                *role,
+                content.clone(),
+                evaluation_id,
+                sequence as u64,
+            );
+            m.prompt_ns = prompt_ns.to_owned();
+            m.prompt_key = prompt_key.to_owned();
+            events.push(Event::Message(m));
+        }
+        self.append_batch(events)?;
+        Ok(Evaluation::new(
+            self.clone(),
+            evaluation_id,
+            prompt_ns.to_owned(),
+            prompt_key.to_owned(),
+            opening.len() as u64,
+            0,
+        ))
+    }
+
+    /// A recorder that continues an existing evaluation where its messages
+    /// stop (next `sequence`, current `turn`).
+    ///
+    /// # Errors
+    /// [`Error::ConversationNotFound`] if the evaluation is not in this session.
+    pub fn evaluation(&self, evaluation_id: EvaluationId) -> Result<Evaluation> {
+        let state = self.state();
+        let info = state
+            .evaluations()
+            .get(evaluation_id)
+            .ok_or(Error::ConversationNotFound(self.id()))?;
+        let (next_sequence, turn) = match state.messages().last_for(evaluation_id) {
+            Some(m) => (
+                m.sequence + 1,
+                state
+                    .messages()
+                    .for_evaluation(evaluation_id)
+                    .map(|m| m.turn)
+                    .max()
+                    .unwrap_or(0),
+            ),
+            None => (0, 0),
+        };
+        let (ns, key) = (info.prompt_ns.clone(), info.prompt_key.clone());
+        drop(state);
+        Ok(Evaluation::new(
+            self.clone(),
+            evaluation_id,
+            ns,
+            key,
+            next_sequence,
+            turn,
+        ))
+    }
+}
