@@ -1,12 +1,36 @@
-//! Helpers shared by the test modules.
+//! Helpers shared by the test modules. Look here before writing a helper of
+//! your own:
+//!
+//! - journals on every store ([`backends`]);
+//! - the `Custom` event most tests append ([`custom`]);
+//! - the `agent-journal` binary, run as a user runs it ([`cli_command`],
+//!   [`run_cli`]);
+//! - a seeded random generator ([`Rng`]), so a failing case can be replayed
+//!   from its seed;
+//! - files and raw sled, for the tests that damage a database or an export
+//!   ([`copy_dir`], [`tree`], [`raw_sled`], [`event_key`],
+//!   [`ajournal_records`]).
+//!
+//! Every database a test creates lives in a `tempfile::tempdir()`: take the
+//! directory from there and keep the `TempDir` alive while the test runs.
 
-use agent_journal::{Durability, Journal, JournalConfig};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use agent_journal::{Durability, Event, Journal, JournalConfig, SessionId};
 use tempfile::TempDir;
+
+// ---------------------------------------------------------------------------
+// Journals.
 
 /// A journal under test, with the directory that keeps it alive.
 pub struct Backend {
+    /// The store's name, for assertion messages: `"sled"` or `"memory"`.
     pub name: &'static str,
+    /// The journal.
     pub journal: Journal,
+    /// The temporary directory of an on-disk journal (`None` in memory).
     pub _dir: Option<TempDir>,
 }
 
@@ -15,10 +39,12 @@ pub fn backends() -> Vec<Backend> {
     backends_with(JournalConfig::default)
 }
 
+/// [`backends`] with a configuration of the test's own; the sled journal
+/// always uses `Durability::Buffered`, which keeps the suite fast
+/// (durability has tests of its own).
 pub fn backends_with(config: impl Fn() -> JournalConfig) -> Vec<Backend> {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut c = config();
-    // Buffered keeps the suite fast; durability has its own tests.
     c.durability = Durability::Buffered;
     let sled = Journal::open_with(dir.path().join("db"), c).expect("open sled");
     vec![
@@ -35,9 +61,119 @@ pub fn backends_with(config: impl Fn() -> JournalConfig) -> Vec<Backend> {
     ]
 }
 
+// ---------------------------------------------------------------------------
+// Events.
+
+/// The plain event of the tests: `Custom` of kind `"test"` whose payload is
+/// `n` in 8 little-endian bytes, so a test can tell events apart and read
+/// `n` back from a stored one.
+pub fn custom(n: u64) -> Event {
+    Event::Custom {
+        kind: "test".into(),
+        payload: n.to_le_bytes().to_vec(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The binary.
+
+/// `agent-journal --db DB`, ready for more arguments: the binary cargo built
+/// for this test run, with stdin closed and `AGENT_JOURNAL_DB` unset (so
+/// that only `--db` names the database). Add arguments, then run it with
+/// `output()`, `spawn()` or a runner of your own (the corruption campaign
+/// adds a time limit).
+pub fn cli_command(db: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_agent-journal"));
+    c.arg("--db")
+        .arg(db)
+        .env_remove("AGENT_JOURNAL_DB")
+        .stdin(Stdio::null());
+    c
+}
+
+/// Runs `agent-journal --db DB ARGS...` to completion (see [`cli_command`]).
+pub fn run_cli(db: &Path, args: &[&str]) -> Output {
+    cli_command(db)
+        .args(args)
+        .output()
+        .expect("run agent-journal")
+}
+
+// ---------------------------------------------------------------------------
+// Randomness.
+
+/// splitmix64: a strong mix of 64 bits. Turns nearby seeds (0, 1, 2...) and
+/// structured values into unrelated ones.
+pub fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A tiny seeded random generator (xorshift64): the same sequence from the
+/// same seed on every machine, and no dependency. Tests that draw random
+/// cases take their seed from an environment variable (`AJ_KILL_SEED`,
+/// `AJ_CORRUPT_SEED`) and print it, so a failure can be replayed.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator whose sequence is fixed by `seed`; nearby seeds give
+    /// unrelated sequences (the seed goes through [`splitmix64`] first).
+    pub fn new(seed: u64) -> Rng {
+        Rng(splitmix64(seed) | 1)
+    }
+
+    /// A generator that starts from `state` as it is (no mixing). `state`
+    /// must not be 0, the one state xorshift never leaves.
+    pub fn from_state(state: u64) -> Rng {
+        assert_ne!(state, 0, "xorshift64 needs a non-zero state");
+        Rng(state)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// Uniform in `0..n` (`n > 0`), close enough for tests.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn between(&mut self, lo: usize, hi: usize) -> usize {
+        lo + self.below(hi - lo + 1)
+    }
+
+    /// A byte that changes what it is XORed into (never 0).
+    pub fn mask(&mut self) -> u8 {
+        self.between(1, 255) as u8
+    }
+
+    /// `n` random bytes (the low byte of each draw): incompressible
+    /// payloads, garbage to append to a file.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next_u64() as u8).collect()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Files, and databases opened with raw sled.
+
+/// A path as `&str`, for the binary's arguments (test paths are UTF-8).
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
 /// Copies a directory tree (a database, for a crash image or a pristine
 /// copy to damage).
-pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for entry in std::fs::read_dir(from).expect("read_dir") {
         let entry = entry.expect("entry");
@@ -48,6 +184,49 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
             std::fs::copy(entry.path(), &target).expect("copy");
         }
     }
+}
+
+/// Every file under `dir` with its bytes: compare two of them to show that
+/// something changed nothing on disk.
+pub fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read_dir") {
+            let p = entry.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).expect("read"));
+            }
+        }
+    }
+    out
+}
+
+/// Opens a database with raw sled, as the tests that damage one do. A
+/// journal of this process that was just dropped may still hold sled's file
+/// lock for a few milliseconds (its thread-pool tasks finish first), so the
+/// lock is retried for up to 2 s, as the library's own open does.
+pub fn raw_sled(path: &Path) -> sled::Db {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match sled::open(path) {
+            Ok(db) => return db,
+            Err(e) if std::time::Instant::now() < deadline && e.to_string().contains("lock") => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) => panic!("raw sled open of {}: {e}", path.display()),
+        }
+    }
+}
+
+/// The key of event `seq` of session `id` in the `events` tree (and of its
+/// snapshot in `snapshots`): the session's 16 bytes, then `seq` big-endian.
+pub fn event_key(id: SessionId, seq: u64) -> Vec<u8> {
+    let mut k = id.as_bytes().to_vec();
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
 }
 
 /// The records of an exported journal file as written (format 2): the
@@ -76,34 +255,4 @@ pub fn record_offsets(bytes: &[u8]) -> Vec<usize> {
         .into_iter()
         .map(|(start, _)| start)
         .collect()
-}
-
-/// Opens a database with raw sled, as the tests that damage one do. A
-/// journal of this process that was just dropped may still hold sled's file
-/// lock for a few milliseconds (its thread-pool tasks finish first), so the
-/// lock is retried for up to 2 s, as the library's own open does.
-pub fn raw_sled(path: &std::path::Path) -> sled::Db {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    loop {
-        match sled::open(path) {
-            Ok(db) => return db,
-            Err(e) if std::time::Instant::now() < deadline && e.to_string().contains("lock") => {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            Err(e) => panic!("raw sled open of {}: {e}", path.display()),
-        }
-    }
-}
-
-/// Runs `agent-journal --db DB ARGS...` to completion, stdin closed and
-/// `AGENT_JOURNAL_DB` unset.
-pub fn run_cli(db: &std::path::Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_agent-journal"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("AGENT_JOURNAL_DB")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run agent-journal")
 }

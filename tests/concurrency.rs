@@ -12,6 +12,8 @@ use agent_journal::{
     now,
 };
 
+use crate::common::Rng;
+
 fn config(durability: Durability) -> JournalConfig {
     JournalConfig {
         durability,
@@ -26,14 +28,16 @@ fn payload(t: u64, i: u64) -> Vec<u8> {
     p
 }
 
-fn custom(t: u64, i: u64) -> Event {
+/// Event `i` of writer `t`: a `Custom` event whose payload names both, so
+/// a reader can tell whose event landed where.
+fn writer_event(t: u64, i: u64) -> Event {
     Event::Custom {
         kind: "w".into(),
         payload: payload(t, i),
     }
 }
 
-/// `SessionOpened` at 0, then `custom(t, 1..=n)`, nothing else, no gap.
+/// `SessionOpened` at 0, then `writer_event(t, 1..=n)`, nothing else, no gap.
 fn assert_stream(s: &Session, t: u64, n: u64) {
     assert_eq!(s.head(), n + 1, "writer {t}");
     let events = s.events(..).expect("events");
@@ -44,7 +48,7 @@ fn assert_stream(s: &Session, t: u64, n: u64) {
         if i == 0 {
             assert!(matches!(env.event, Event::SessionOpened { .. }));
         } else {
-            assert_eq!(env.event, custom(t, i as u64), "writer {t}, seq {i}");
+            assert_eq!(env.event, writer_event(t, i as u64), "writer {t}, seq {i}");
         }
     }
 }
@@ -67,11 +71,12 @@ fn many_writers(durability: Durability, threads: u64, per_thread: u64) {
                         let mut i = 1;
                         while i <= per_thread {
                             if i % 7 == 0 && i + 2 <= per_thread {
-                                let r = s.append_batch((i..i + 3).map(|k| custom(t, k)).collect());
+                                let r = s
+                                    .append_batch((i..i + 3).map(|k| writer_event(t, k)).collect());
                                 assert_eq!(r.expect("append_batch"), (i, i + 2));
                                 i += 3;
                             } else {
-                                assert_eq!(s.append(custom(t, i)).expect("append"), i);
+                                assert_eq!(s.append(writer_event(t, i)).expect("append"), i);
                                 i += 1;
                             }
                         }
@@ -258,7 +263,7 @@ fn varied(writer: u64, i: u64, eval: EvaluationId) -> Event {
             finished_at: now(),
             outcome: ProviderOutcome::Ok,
         }),
-        _ => custom(writer, i),
+        _ => writer_event(writer, i),
     }
 }
 
@@ -296,13 +301,7 @@ fn readers_fold_while_writers_append(journal: &Journal, per_writer: u64) {
         for r in 0..2u64 {
             let (s, config, writing, checks) = (s.clone(), &config, &writing, &checks);
             scope.spawn(move || {
-                let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ (r + 1);
-                let mut next = move || {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    rng
-                };
+                let mut rng = Rng::from_state(0x9E37_79B9_7F4A_7C15u64 ^ (r + 1));
                 while writing.load(Ordering::Acquire) {
                     let h = s.head();
                     let events = s.events(0..h).expect("events(0..h)");
@@ -312,7 +311,7 @@ fn readers_fold_while_writers_append(journal: &Journal, per_writer: u64) {
                     }
                     // k < h - 1: a snapshot (if one fits) plus replay. (k = h - 1
                     // is the current state: see `state_at_the_head_...` below.)
-                    let k = next() % (h - 1);
+                    let k = rng.next_u64() % (h - 1);
                     let got = s.state_at(k).expect("state_at");
                     let events = &events[..=k as usize];
                     assert_eq!(
@@ -385,7 +384,7 @@ fn state_at_the_head_while_writers_append(journal: &Journal, per_writer: u64) {
                 let s = s.clone();
                 scope.spawn(move || {
                     for i in 1..=per_writer {
-                        s.append(custom(w, i)).expect("append");
+                        s.append(writer_event(w, i)).expect("append");
                     }
                 })
             })
@@ -447,7 +446,7 @@ fn synced_rate(journal: &Journal, threads: u64, per_thread: u64) -> f64 {
                 barrier.wait();
                 started.get_or_init(Instant::now);
                 for i in 1..=per_thread {
-                    s.append(custom(t as u64, i)).expect("append");
+                    s.append(writer_event(t as u64, i)).expect("append");
                 }
             });
         }
@@ -511,7 +510,7 @@ fn sync_stats_count_what_each_durability_writes() {
         let journal = Journal::open_with(dir.path().join("db"), config(durability)).expect("open");
         let s = journal.create_session().expect("create");
         for i in 1..=5 {
-            s.append(custom(0, i)).expect("append");
+            s.append(writer_event(0, i)).expect("append");
         }
         let appended = journal.sync_stats();
         journal.flush().expect("flush");
@@ -536,6 +535,6 @@ fn sync_stats_count_what_each_durability_writes() {
     // A journal in memory has nothing to report.
     let memory = Journal::memory();
     let s = memory.create_session().expect("create");
-    s.append(custom(0, 1)).expect("append");
+    s.append(writer_event(0, 1)).expect("append");
     assert_eq!(memory.sync_stats(), agent_journal::SyncStats::default());
 }

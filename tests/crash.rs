@@ -11,7 +11,7 @@ use std::process::Output;
 use agent_journal::provider::validate;
 use agent_journal::{Journal, JournalConfig, SessionId};
 
-use crate::common::run_cli as bin;
+use crate::common::{path_str, run_cli};
 
 fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
@@ -86,12 +86,12 @@ fn run_crash_case(reference: &Conversation, n: u64, last: u64, how: &str) {
     let db = dir.path().join("db");
     let sb = dir.path().join("sb");
     let n_s = n.to_string();
-    let out = bin(
+    let out = run_cli(
         &db,
         &[
             "demo",
             "--sandbox",
-            sb.to_str().expect("utf8"),
+            path_str(&sb),
             "--crash-after",
             &n_s,
             "--crash-with",
@@ -127,7 +127,7 @@ fn run_crash_case(reference: &Conversation, n: u64, last: u64, how: &str) {
     }
 
     let id = crashed.to_string();
-    let out = bin(&db, &["--json", "resume", &id]);
+    let out = run_cli(&db, &["--json", "resume", &id]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     if n == 0 {
         assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -168,7 +168,7 @@ fn run_crash_case(reference: &Conversation, n: u64, last: u64, how: &str) {
         2,
         "both write_file calls ran exactly once: {ex:?}"
     );
-    let verify = bin(&db, &["verify"]);
+    let verify = run_cli(&db, &["verify"]);
     assert_eq!(
         verify.status.code(),
         Some(0),
@@ -181,10 +181,7 @@ fn reference() -> (Conversation, u64) {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("db");
     let sb = dir.path().join("sb");
-    let out = bin(
-        &db,
-        &["--json", "demo", "--sandbox", sb.to_str().expect("utf8")],
-    );
+    let out = run_cli(&db, &["--json", "demo", "--sandbox", path_str(&sb)]);
     assert!(
         out.status.success(),
         "{}",

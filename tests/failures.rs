@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::common::copy_dir;
+use crate::common::{Rng, copy_dir, custom, run_cli, tree};
 
 use agent_journal::{
     Durability, Error, Event, Journal, JournalConfig, Result, SessionId, Store, ToolCallRecord,
@@ -211,13 +211,6 @@ fn faulty() -> (Arc<FaultyStore>, Journal) {
     (store, journal)
 }
 
-fn custom(n: u64) -> Event {
-    Event::Custom {
-        kind: "test".into(),
-        payload: n.to_le_bytes().to_vec(),
-    }
-}
-
 fn is_injected_io(e: &Error, kind: ErrorKind, context: &str) -> bool {
     matches!(e, Error::Io { context: c, source } if source.kind() == kind && c.contains(context))
         && e.to_string().contains("no space left")
@@ -306,12 +299,9 @@ fn a_failed_flush_is_an_error_and_everything_acknowledged_before_survives() {
 }
 
 /// The convention: "a failed flush poisons the writer: further appends are
-/// refused". Today the poisoning lives in the sled store's group commit
-/// (src/journal/group_commit.rs), so another `Store` does not get it: after
-/// a failed flush the session has already applied the event (head and state
-/// include it) and accepts the next append, whose success makes the event
-/// the caller was told had failed durable after all; a recorder retrying
-/// the message writes a second message with the same `sequence`.
+/// refused", whatever the store. Were the retry accepted, its flush would
+/// make durable the event the caller was told had failed, and a recorder
+/// retrying the message would write a second one with the same `sequence`.
 #[test]
 fn after_a_failed_flush_every_store_refuses_appends() {
     let (store, j) = faulty();
@@ -393,33 +383,9 @@ impl Drop for Mount {
     }
 }
 
-/// Every file under `dir` with its bytes.
-fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("read_dir") {
-            let p = entry.expect("entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.insert(p.clone(), std::fs::read(&p).expect("read"));
-            }
-        }
-    }
-    out
-}
-
-fn noise(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+/// 4 KiB of incompressible bytes, different for each `i`.
+fn noise(i: u64) -> Vec<u8> {
+    Rng::from_state(i | 1).bytes(4096)
 }
 
 #[test]
@@ -443,7 +409,7 @@ fn a_full_disk_is_a_typed_error_and_every_acknowledged_event_survives() {
             for i in 0..2_000u64 {
                 let event = Event::Custom {
                     kind: "blob".into(),
-                    payload: noise(i, 4096),
+                    payload: noise(i),
                 };
                 match s.append(event.clone()) {
                     Ok(seq) => acknowledged.push((seq, event)),
@@ -578,13 +544,7 @@ fn a_read_only_filesystem_is_a_clear_error_and_changes_nothing() {
 
     // The binary: one line, exit 1, for read commands and a write command.
     for args in [&["verify"][..], &["sessions"], &["demo"]] {
-        let out = Command::new(env!("CARGO_BIN_EXE_agent-journal"))
-            .arg("--db")
-            .arg(&db)
-            .args(args)
-            .env_remove("AGENT_JOURNAL_DB")
-            .output()
-            .expect("run");
+        let out = run_cli(&db, args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(

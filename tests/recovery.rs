@@ -1,29 +1,23 @@
-//! Damage on disk: flipped bytes, torn tails, bad snapshots, cut files.
+//! Recovery from damage on disk, one hand-made case per test: a flipped
+//! byte in a frame (corruption at its seq) or in the last frames (a torn
+//! tail, cut off by the next append), damaged, missing or cut snapshots
+//! (rejected, the stream replayed), a cut export, what a kill leaves while
+//! a database is created or sled writes its own snapshot, the write-ahead
+//! log of `Synced` appends giving back what sled lost, and the same checks
+//! on a stream long enough to be read by a scan thread. The seeded campaign
+//! over many random cases is `corruption`.
 
 use std::path::Path;
 
 use agent_journal::{Error, Event, Journal, SessionId};
 
-use crate::common::copy_dir;
-
-fn custom(n: u64) -> Event {
-    Event::Custom {
-        kind: "test".into(),
-        payload: n.to_le_bytes().to_vec(),
-    }
-}
-
-fn key(id: SessionId, seq: u64) -> Vec<u8> {
-    let mut k = id.as_bytes().to_vec();
-    k.extend_from_slice(&seq.to_be_bytes());
-    k
-}
+use crate::common::{copy_dir, custom, event_key, raw_sled};
 
 /// Flips one bit of the stored frame of `seq`, with the database closed.
 fn flip(path: &Path, tree: &str, id: SessionId, seq: u64, byte: usize) {
-    let db = crate::common::raw_sled(path);
+    let db = raw_sled(path);
     let t = db.open_tree(tree).expect("tree");
-    let k = key(id, seq);
+    let k = event_key(id, seq);
     let mut v = t.get(&k).expect("get").expect("present").to_vec();
     v[byte] ^= 0x10;
     t.insert(k, v).expect("insert");
@@ -309,12 +303,10 @@ fn replaced_orphaned_and_deleted_snapshot_files_are_removed() {
 }
 
 /// A process killed while it created a database leaves sled's files and no
-/// format marker (found by the kill harness: 1 database of 300 rounds would
-/// not open, "a sled database without the agent-journal format marker").
-/// The creation is marked by a file until the marker is durable; with it
-/// there, the next open finishes the creation. Without it, an empty
-/// database whose `db` file existed is one sled rolled back, and is still
-/// refused.
+/// format marker. The creation is marked by a file until the marker is
+/// durable; with it there, the next open finishes the creation. Without it,
+/// an empty database whose `db` file existed is one sled rolled back, and
+/// is still refused.
 #[test]
 fn a_database_whose_creation_was_interrupted_opens_and_an_unmarked_empty_one_does_not() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -409,10 +401,10 @@ fn synced_session_and_its_log(path: &Path, n: u64) -> (SessionId, u64, Vec<u8>) 
 /// What sled keeps after a crash that lost its buffered writes: the stream
 /// without its events from `from` on.
 fn lose_sled_tail(path: &Path, id: SessionId, from: u64) {
-    let db = crate::common::raw_sled(path);
+    let db = raw_sled(path);
     let t = db.open_tree("events").expect("tree");
     let mut seq = from;
-    while t.remove(key(id, seq)).expect("remove").is_some() {
+    while t.remove(event_key(id, seq)).expect("remove").is_some() {
         seq += 1;
     }
     assert!(seq > from, "nothing to lose at {from}");
@@ -577,9 +569,11 @@ fn a_gap_deep_in_a_long_stream_is_corruption_at_its_seq() {
     let path = dir.path().join("db");
     let id = long_session(&path, LONG);
     {
-        let db = crate::common::raw_sled(&path);
+        let db = raw_sled(&path);
         let t = db.open_tree("events").expect("tree");
-        t.remove(key(id, 9_500)).expect("remove").expect("present");
+        t.remove(event_key(id, 9_500))
+            .expect("remove")
+            .expect("present");
         db.flush().expect("flush");
     }
     let j = Journal::open(&path).expect("reopen");

@@ -273,8 +273,9 @@ fn the_wink_json_has_the_documented_shape_and_round_trips() {
 
 #[test]
 fn a_fork_of_a_fork_names_its_own_parent() {
-    // Found by the fuzz target `model` (seed regression-fork-of-fork): the
-    // copy of the parent's own Forked marker overwrote the fork's.
+    // A fork of a fork copies its parent's events, the parent's own `Forked`
+    // marker among them, and still names its own parent (the fuzz target
+    // `model`, seed regression-fork-of-fork).
     for b in backends() {
         let s = b.journal.create_session().expect(b.name);
         record_spec_run(&s);

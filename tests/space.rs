@@ -3,11 +3,12 @@
 //! about as large as they are.
 
 use std::path::Path;
-use std::process::Command;
 
 use agent_journal::{
     Durability, Envelope, Error, Event, Journal, JournalConfig, SessionId, ToolCallRecord,
 };
+
+use crate::common::{Rng, path_str, run_cli};
 
 const SESSIONS: u64 = 20;
 const PAYLOAD: usize = 1_024;
@@ -40,25 +41,12 @@ fn dir_size(dir: &Path) -> u64 {
 /// Incompressible bytes (sled 0.34 does not compress by default, but a
 /// payload of zeros would flatter any store that does).
 fn noise(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    Rng::from_state(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1).bytes(n)
 }
 
+/// Runs the binary: its exit code, stdout and stderr.
 fn aj(db: &Path, args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_agent-journal"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("AGENT_JOURNAL_DB")
-        .output()
-        .expect("run agent-journal");
+    let o = run_cli(db, args);
     (
         o.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -202,7 +190,7 @@ fn deleting_sessions_then_compacting_gives_the_space_back() {
     assert_eq!((r.sessions, r.events), (1, events + 1));
     drop(j);
     let by_bin = dir.path().join("compacted-cli");
-    let (code, out, err) = aj(&db, &["compact", "--to", by_bin.to_str().expect("utf-8")]);
+    let (code, out, err) = aj(&db, &["compact", "--to", path_str(&by_bin)]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains(&format!("copied 1 sessions ({} events)", events + 1)),

@@ -2,14 +2,7 @@
 
 use agent_journal::{Error, Event, Journal, JournalConfig, SessionId};
 
-use crate::common::{backends, backends_with};
-
-fn custom(n: u64) -> Event {
-    Event::Custom {
-        kind: "test".into(),
-        payload: n.to_le_bytes().to_vec(),
-    }
-}
+use crate::common::{backends, backends_with, custom};
 
 #[test]
 fn a_new_session_starts_with_session_opened_at_seq_0() {

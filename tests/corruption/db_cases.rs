@@ -6,7 +6,10 @@ use std::path::Path;
 
 use agent_journal::{Error, Journal, SessionId};
 
-use super::harness::{Fixture, Notes, Rng, Verdict, aj, check_prefix, path_str, salvaged_records};
+use super::fixture::Fixture;
+use super::process::aj;
+use super::verdict::{Verdict, check_prefix, salvaged_records};
+use crate::common::{Rng, event_key, path_str, raw_sled};
 
 /// One change to the `events` tree.
 #[derive(Clone, Copy, Debug)]
@@ -19,18 +22,12 @@ pub enum DbDamage {
     Swap((SessionId, u64), (SessionId, u64)),
 }
 
-pub fn key(id: SessionId, seq: u64) -> Vec<u8> {
-    let mut k = id.as_bytes().to_vec();
-    k.extend_from_slice(&seq.to_be_bytes());
-    k
-}
-
 /// Applies `damages` with raw sled (the journal must be closed).
 pub fn apply(db: &Path, damages: &[DbDamage], rng: &mut Rng) {
-    let raw = crate::common::raw_sled(db);
+    let raw = raw_sled(db);
     let t = raw.open_tree("events").expect("tree events");
     let get = |id: SessionId, seq: u64| {
-        t.get(key(id, seq))
+        t.get(event_key(id, seq))
             .expect("get")
             .unwrap_or_else(|| panic!("{id} seq {seq} is stored"))
     };
@@ -46,15 +43,17 @@ pub fn apply(db: &Path, damages: &[DbDamage], rng: &mut Rng) {
                 if v == old.as_ref() {
                     v[0] ^= 0x01;
                 }
-                t.insert(key(id, seq), v).expect("insert");
+                t.insert(event_key(id, seq), v).expect("insert");
             }
             DbDamage::Remove(id, seq) => {
-                t.remove(key(id, seq)).expect("remove").expect("was there");
+                t.remove(event_key(id, seq))
+                    .expect("remove")
+                    .expect("was there");
             }
             DbDamage::Swap(a, b) => {
                 let (va, vb) = (get(a.0, a.1), get(b.0, b.1));
-                t.insert(key(a.0, a.1), vb).expect("insert");
-                t.insert(key(b.0, b.1), va).expect("insert");
+                t.insert(event_key(a.0, a.1), vb).expect("insert");
+                t.insert(event_key(b.0, b.1), va).expect("insert");
             }
         }
     }
@@ -100,9 +99,9 @@ fn damaged(damages: &[DbDamage]) -> Damaged {
 
 /// Checks one damaged database: in the library, then `verify` and
 /// `salvage --to` through the binary, then the salvaged database.
-pub fn check_db(fx: &Fixture, db: &Path, damages: &[DbDamage], notes: &mut Notes) -> Verdict {
+pub fn check_db(fx: &Fixture, db: &Path, damages: &[DbDamage]) -> Verdict {
     let dmg = damaged(damages);
-    let verdict = match open_db(fx, db, &dmg, notes) {
+    let verdict = match open_db(fx, db, &dmg) {
         Ok(v) => v,
         Err(v) => return v,
     };
@@ -121,13 +120,13 @@ pub fn check_db(fx: &Fixture, db: &Path, damages: &[DbDamage], notes: &mut Notes
             }
         }
     }
-    if let Err(v) = salvage(fx, db, damages, &dmg, &dir, notes) {
+    if let Err(v) = salvage(fx, db, damages, &dmg, &dir) {
         return v;
     }
     verdict
 }
 
-fn open_db(fx: &Fixture, db: &Path, dmg: &Damaged, notes: &mut Notes) -> Result<Verdict, Verdict> {
+fn open_db(fx: &Fixture, db: &Path, dmg: &Damaged) -> Result<Verdict, Verdict> {
     let bad = &dmg.bad;
     let j = Journal::open(db).map_err(|e| Verdict::Fail(format!("open: {e:?}")))?;
     let ids = j
@@ -174,14 +173,14 @@ fn open_db(fx: &Fixture, db: &Path, dmg: &Damaged, notes: &mut Notes) -> Result<
             if tail.from_seq != s.head() {
                 return Err(Verdict::Fail(format!("{id}: {tail} but head {}", s.head())));
             }
-            // Only frames that fail their checks belong in a torn tail.
+            // Only frames that fail their checks belong in a torn tail: the
+            // next append deletes it.
             let mut stored =
                 (tail.from_seq..t.len() as u64).filter(|seq| !dmg.removed.contains(&(*id, *seq)));
-            if stored.any(|seq| !dmg.flipped.contains(&(*id, seq))) {
-                notes.soft.push(
-                    "intact records after a gap or a swap are taken for a torn tail (the next append deletes them)"
-                        .into(),
-                );
+            if let Some(seq) = stored.find(|seq| !dmg.flipped.contains(&(*id, *seq))) {
+                return Err(Verdict::Fail(format!(
+                    "session {id}: {tail} holds seq {seq}, which is whole (after a gap or a swap)"
+                )));
             }
             recovered = true;
         }
@@ -248,7 +247,6 @@ fn salvage(
     damages: &[DbDamage],
     dmg: &Damaged,
     dir: &Path,
-    notes: &mut Notes,
 ) -> Result<(), Verdict> {
     let dest = dir.join("salvaged");
     let out = aj(
@@ -275,10 +273,12 @@ fn salvage(
                     "salvage does not list {id} seq {seq} as dropped: {v}"
                 )));
             }
-            DbDamage::Remove(id, seq) if !dropped.contains(&(id.to_string(), seq)) => {
-                notes
-                    .soft
-                    .push("salvage does not list a gap it found as lost".into());
+            // A lost seq 0 is not listed: salvage writes a stand-in
+            // `SessionOpened` labelled "salvaged" in its place.
+            DbDamage::Remove(id, seq) if seq > 0 && !dropped.contains(&(id.to_string(), seq)) => {
+                return Err(Verdict::Fail(format!(
+                    "salvage does not list the gap at {id} seq {seq} as dropped: {v}"
+                )));
             }
             _ => {}
         }
@@ -306,10 +306,10 @@ fn salvage(
             }
         }
     }
-    if dmg.misplaced.iter().any(|r| !present.contains(r)) {
-        notes
-            .soft
-            .push("salvage_to drops intact records stored under the wrong key".into());
+    if let Some((id, seq)) = dmg.misplaced.iter().find(|r| !present.contains(r)) {
+        return Err(Verdict::Fail(format!(
+            "salvage dropped {id} seq {seq}, whole but stored under another key"
+        )));
     }
     Ok(())
 }

@@ -9,9 +9,10 @@ use agent_journal::{
     DEFAULT_MAX_EVENT_BYTES, Envelope, Error, Journal, SessionId, TailDamage, salvage_file,
 };
 
-use super::harness::{
-    Fixture, Notes, Verdict, aj, check_prefix, first_diff, path_str, salvaged_records,
-};
+use super::fixture::Fixture;
+use super::process::aj;
+use super::verdict::{Verdict, check_prefix, first_diff, salvaged_records};
+use crate::common::path_str;
 
 /// How much more than opening a case gets.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -42,7 +43,6 @@ pub fn check_file(
     damaged: &[u8],
     intact: &[(SessionId, u64)],
     depth: Depth,
-    notes: &mut Notes,
 ) -> Verdict {
     let Some(first) = first_diff(&fx.bytes, damaged) else {
         return Verdict::Harmless;
@@ -65,7 +65,7 @@ pub fn check_file(
         return v;
     }
     let undetectable = matches!(verdict, Verdict::Undetectable(_));
-    if let Err(v) = salvage(fx, &path, first, intact, undetectable, depth, notes) {
+    if let Err(v) = salvage(fx, &path, first, intact, undetectable, depth) {
         return v;
     }
     verdict
@@ -197,7 +197,6 @@ fn salvage(
     intact: &[(SessionId, u64)],
     undetectable: bool,
     depth: Depth,
-    notes: &mut Notes,
 ) -> Result<(), Verdict> {
     let dir = path.parent().expect("dir");
     let dest = dir.join("salvaged");
@@ -225,10 +224,10 @@ fn salvage(
             "salvage lost {lost:?}, a record before the damage"
         )));
     }
-    if intact.iter().any(|r| !present.contains(r)) {
-        notes
-            .soft
-            .push("salvage_file misses intact records after a damaged length prefix".into());
+    if let Some(missed) = intact.iter().find(|r| !present.contains(r)) {
+        return Err(Verdict::Fail(format!(
+            "salvage_file missed {missed:?}, a record still whole in the file"
+        )));
     }
     if present.len() < fx.total() && report.dropped.is_empty() && !undetectable {
         return Err(Verdict::Fail(format!(

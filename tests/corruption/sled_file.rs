@@ -11,7 +11,10 @@ use std::time::Duration;
 use agent_journal::{Error, Journal, JournalConfig};
 use serde_json::{Value, json};
 
-use super::harness::{Fixture, Notes, Out, Rng, Verdict, aj, path_str, run_limited};
+use super::fixture::Fixture;
+use super::process::{Out, aj, run_limited};
+use super::verdict::{Notes, Verdict};
+use crate::common::{Rng, path_str};
 
 pub const CHILD_DB: &str = "AJ_CORRUPT_CHILD_DB";
 pub const CHILD_OUT: &str = "AJ_CORRUPT_CHILD_OUT";
@@ -104,7 +107,14 @@ pub fn sled_file_case(fx: &Fixture, rng: &mut Rng, case: usize, notes: &mut Note
     let report = work.join("child.json");
     let mut child = Command::new(std::env::current_exe().expect("test binary"));
     child
-        .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads", "1"])
+        .args([
+            "--ignored",
+            "--exact",
+            CHILD_TEST,
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env(CHILD_DB, &db)
         .env(CHILD_OUT, &report);
     let out = run_limited(child, Duration::from_secs(60), &work.join("child"));

@@ -1,0 +1,97 @@
+//! The binary misused or in a hostile place: usage errors exit 2 and
+//! create nothing, paths that are not databases and a locked database are
+//! one-line errors naming the path (exit 1), and a closed stdout is not a
+//! panic.
+
+use std::process::Stdio;
+
+use super::{Demo, aj};
+use crate::common::{cli_command, path_str};
+
+#[test]
+fn usage_errors_exit_2_and_touch_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let id = agent_journal::SessionId::new().to_string();
+    for args in [
+        vec!["frobnicate"],
+        vec!["log"],
+        vec!["log", &id, "--from", "five"],
+        vec!["fork", &id],
+        vec!["export", &id],
+        vec!["export", &id, "--format", "xml"],
+        vec!["import", "x.ajournal", "--format", "yaml"],
+        vec![],
+    ] {
+        let out = aj(&db, &args);
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+        assert!(!out.stderr.is_empty(), "{args:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
+    }
+    assert!(!db.exists(), "a usage error created the database");
+}
+
+#[test]
+fn paths_that_are_not_databases_exit_1_and_are_left_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing");
+    for cmd in [&["sessions"][..], &["verify"], &["log", "0"]] {
+        let line = aj(&missing, cmd).assert_error(1).to_owned();
+        assert!(line.contains(path_str(&missing)), "{cmd:?}: {line}");
+        assert!(!missing.exists(), "{cmd:?} created {}", missing.display());
+    }
+
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "just some notes\n").expect("write");
+    let line = aj(&text, &["sessions"]).assert_error(1).to_owned();
+    assert!(
+        line.contains("not an agent-journal database") && line.contains(path_str(&text)),
+        "{line}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&text).expect("read"),
+        "just some notes\n"
+    );
+}
+
+#[test]
+fn a_locked_database_is_reported_by_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let journal = agent_journal::Journal::open(&db).expect("open");
+    journal.create_session().expect("create");
+    for cmd in [&["sessions"][..], &["demo"]] {
+        let line = aj(&db, cmd).assert_error(1).to_owned();
+        assert!(
+            line.contains("locked") && line.contains(path_str(&db)),
+            "{cmd:?}: {line}"
+        );
+    }
+    assert_eq!(journal.sessions().expect("sessions").len(), 1);
+    drop(journal);
+    let out = aj(&db, &["sessions", "--json"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.json().as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    let d = Demo::new();
+    for cmd in ["log", "show"] {
+        let mut child = cli_command(&d.db)
+            .args([cmd, d.id.as_str()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        // Close the reading end before the child prints (it opens sled first).
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("wait");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("panicked") && out.status.code() != Some(101),
+            "{cmd}: {:?} {stderr}",
+            out.status
+        );
+    }
+}
