@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
 use crate::event::Envelope;
-use crate::format::ajournal::TailDamage;
+use crate::format::TailDamage;
 use crate::format::{self, DEFAULT_MAX_EVENT_BYTES, ajournal as file};
 use crate::model::SessionId;
 use crate::snapshot::CheckpointStrategy;

@@ -93,8 +93,7 @@ pub use crate::error::{Error, Result};
 pub use crate::event::{
     AdapterStateSnapshot, Envelope, Event, Outcome, ProviderCallRecord, ProviderOutcome, TokenUsage,
 };
-pub use crate::format::ajournal::TailDamage;
-pub use crate::format::{DEFAULT_MAX_EVENT_BYTES, SharedBytes};
+pub use crate::format::{DEFAULT_MAX_EVENT_BYTES, SharedBytes, TailDamage, TailUnit};
 pub use crate::journal::{AfterAppend, Journal, JournalConfig, SessionInfo, SessionStatus};
 pub use crate::maintenance::{CompactReport, SALVAGE_GAP_KIND, SalvageReport, salvage_file};
 pub use crate::model::{
@@ -103,7 +102,7 @@ pub use crate::model::{
 };
 pub use crate::resume::{ResumePlan, ResumeState};
 pub use crate::session::recorder::Evaluation;
-pub use crate::session::{LoadStats, Session, StateGuard, TornTail};
+pub use crate::session::{LoadStats, Session, StateGuard};
 pub use crate::snapshot::{CheckpointStrategy, JsonOptions};
 pub use crate::state::{
     AdapterStates, Conversation, ConversationView, EvaluationInfo, Evaluations, Messages,

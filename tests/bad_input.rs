@@ -273,7 +273,7 @@ fn an_exported_journal_with_a_zero_filled_tail_keeps_its_records() {
     let p = fx.export_variant("zeros.ajournal", |b| b.extend_from_slice(&[0u8; 4096]));
     let j = Journal::open_with(&p, config()).expect("opens with its tail cut");
     let tail = j.file_damage().expect("reported").clone();
-    assert_eq!((tail.offset, tail.bytes), (good_len, 4096));
+    assert_eq!((tail.start, tail.len), (good_len, 4096));
     assert_eq!(j.sessions().expect("sessions"), fx.foreign);
 }
 

@@ -72,7 +72,7 @@ fn a_torn_tail_is_reported_then_cut_off_by_the_next_append() {
             .expect("a torn tail does not stop the session from opening");
         assert_eq!(s.head(), 5);
         let tail = s.torn_tail().expect("reported");
-        assert_eq!((tail.from_seq, tail.events), (5, 1));
+        assert_eq!((tail.start, tail.len), (5, 1));
         assert!(tail.to_string().contains("checksum"), "{tail}");
         // Reading does not change anything.
         assert_eq!(s.events(..).expect("events").len(), 5);
@@ -136,7 +136,7 @@ fn an_exported_file_cut_short_gives_its_good_prefix_and_reports_the_cut() {
     let j = Journal::open(&file).expect("a cut file opens");
     assert!(j.is_read_only());
     let damage = j.file_damage().expect("the cut is reported");
-    assert!(damage.offset > 8);
+    assert!(damage.start > 8);
     let s = j.session(id).expect("session");
     assert_eq!(s.head(), 10);
     assert_eq!(s.events(9..10).expect("events")[0].event, custom(8));
@@ -593,6 +593,6 @@ fn a_torn_tail_of_a_long_stream_is_reported_and_cut_off() {
     let s = j.session(id).expect("a torn tail does not stop the open");
     assert_eq!(s.head(), LONG - 2);
     let tail = s.torn_tail().expect("reported");
-    assert_eq!((tail.from_seq, tail.events), (LONG - 2, 2));
+    assert_eq!((tail.start, tail.len), (LONG - 2, 2));
     assert_eq!(s.append(custom(7)).expect("append"), LONG - 2);
 }

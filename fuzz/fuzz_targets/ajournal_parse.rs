@@ -65,11 +65,11 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Some(t) = &tail {
         assert!(
-            t.offset >= MAGIC.len() as u64,
+            t.start >= MAGIC.len() as u64,
             "tail starts inside the magic"
         );
         assert_eq!(
-            t.offset + t.bytes,
+            t.start + t.len,
             bytes.len() as u64,
             "a tail that is not at the end"
         );

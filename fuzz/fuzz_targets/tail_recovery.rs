@@ -125,8 +125,8 @@ fuzz_target!(|input: Input| {
             let boundary = start_of(got);
             match tail {
                 Some(t) => {
-                    assert_eq!(t.offset, boundary, "tail not at the first missing record");
-                    assert_eq!(t.offset + t.bytes, bytes.len() as u64, "tail length");
+                    assert_eq!(t.start, boundary, "tail not at the first missing record");
+                    assert_eq!(t.start + t.len, bytes.len() as u64, "tail length");
                 }
                 None => assert!(
                     !changed,

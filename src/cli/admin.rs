@@ -121,7 +121,7 @@ pub(crate) fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error
             "events": report.events,
             "snapshots": report.snapshots,
             "ok": !damaged,
-            "file_tail": file_damage.as_ref().map(|d| serde_json::json!({"offset": d.offset, "bytes": d.bytes, "reason": d.reason})),
+            "file_tail": file_damage.as_ref().map(|d| serde_json::json!({"offset": d.start, "bytes": d.len, "reason": d.reason})),
             "problems": report.problems.iter().map(|p| serde_json::json!({
                 "session": p.session.to_string(),
                 "seq": p.seq,

@@ -7,6 +7,7 @@ pub mod ajournal;
 mod bytes;
 mod frame;
 pub(crate) mod message;
+mod tail;
 
 pub use bytes::SharedBytes;
 pub(crate) use frame::seal_in_place;
@@ -14,3 +15,4 @@ pub use frame::{
     DEFAULT_MAX_EVENT_BYTES, FRAME_HEADER_LEN, FRAME_VERSION, FrameError, codec, decode_frame,
     encode_frame, seal, verify_frame,
 };
+pub use tail::{TailDamage, TailUnit};

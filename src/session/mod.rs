@@ -12,35 +12,12 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::event::{Envelope, Event};
-use crate::format;
+use crate::format::{self, TailDamage};
 use crate::journal::{Journal, SessionInfo, SessionStatus};
 use crate::model::{SessionId, now};
 use crate::session::recorder::Evaluation;
 use crate::state::SessionState;
 use crate::store::Visit;
-
-/// Unreadable events at the end of a stream: the crash point of a write that
-/// did not complete. They are not part of the stream, and the next append
-/// cuts them off.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TornTail {
-    /// The seq of the first unreadable event.
-    pub from_seq: u64,
-    /// How many unreadable events there are.
-    pub events: u64,
-    /// Why the first one is unreadable.
-    pub reason: String,
-}
-
-impl std::fmt::Display for TornTail {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "torn tail: {} unreadable event(s) from seq {}: {}",
-            self.events, self.from_seq, self.reason
-        )
-    }
-}
 
 /// What opening a session cost: how much was read from where.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -62,7 +39,7 @@ pub(crate) struct Core {
     /// Bytes of the last snapshot frame written or read (0 if none).
     last_snapshot_len: usize,
     /// A torn tail found at load, cut off at the next append.
-    tail: Option<TornTail>,
+    tail: Option<TailDamage>,
     load: LoadStats,
     checkpoint_error: Option<String>,
 }
@@ -208,7 +185,7 @@ impl Session {
 
     /// The damaged tail found when the session was opened, if any. It is
     /// not part of the stream and is cut off by the next append.
-    pub fn torn_tail(&self) -> Option<TornTail> {
+    pub fn torn_tail(&self) -> Option<TailDamage> {
         self.core().tail.clone()
     }
 

@@ -4,9 +4,9 @@
 use crate::error::{Error, Result};
 use crate::event::Envelope;
 use crate::format;
+use crate::format::TailDamage;
 use crate::journal::Journal;
 use crate::model::SessionId;
-use crate::session::TornTail;
 use crate::state::{SessionState, peek_message};
 use crate::store::Visit;
 
@@ -89,7 +89,7 @@ pub(crate) fn replay(
     to: u64,
     state: &mut SessionState,
     count: &mut u64,
-) -> Result<(u64, Option<TornTail>)> {
+) -> Result<(u64, Option<TailDamage>)> {
     let limit = journal.inner.config.max_event_bytes;
     let mut expect = from;
     let mut bad: Option<(u64, String)> = None;
@@ -151,10 +151,6 @@ pub(crate) fn replay(
         expect += 1;
         Ok(Visit::Continue(()))
     })?;
-    let tail = bad.map(|(from_seq, reason)| TornTail {
-        from_seq,
-        events: bad_count,
-        reason,
-    });
+    let tail = bad.map(|(from_seq, reason)| TailDamage::events(from_seq, bad_count, reason));
     Ok((expect, tail))
 }

@@ -123,8 +123,8 @@ pub fn all() -> Vec<Case> {
                 let j = Journal::open_with(&p, config()).expect("opens with its tail cut");
                 assert!(j.is_read_only());
                 let tail = j.file_damage().expect("the garbage is reported").clone();
-                assert_eq!(tail.offset, good_len);
-                assert_eq!(tail.bytes, 27);
+                assert_eq!(tail.start, good_len);
+                assert_eq!(tail.len, 27);
                 assert!(tail.to_string().contains(&good_len.to_string()), "{tail}");
                 assert_eq!(j.sessions().expect("sessions"), fx.foreign);
                 let lens: Vec<usize> = contents(&j).iter().map(|(_, e)| e.len()).collect();

@@ -169,14 +169,14 @@ fn open_db(fx: &Fixture, db: &Path, dmg: &Damaged) -> Result<Verdict, Verdict> {
         };
         let tail = s.torn_tail();
         if let Some(tail) = &tail {
-            at("torn tail reported", tail.from_seq)?;
-            if tail.from_seq != s.head() {
+            at("torn tail reported", tail.start)?;
+            if tail.start != s.head() {
                 return Err(Verdict::Fail(format!("{id}: {tail} but head {}", s.head())));
             }
             // Only frames that fail their checks belong in a torn tail: the
             // next append deletes it.
             let mut stored =
-                (tail.from_seq..t.len() as u64).filter(|seq| !dmg.removed.contains(&(*id, *seq)));
+                (tail.start..t.len() as u64).filter(|seq| !dmg.removed.contains(&(*id, *seq)));
             if let Some(seq) = stored.find(|seq| !dmg.flipped.contains(&(*id, *seq))) {
                 return Err(Verdict::Fail(format!(
                     "session {id}: {tail} holds seq {seq}, which is whole (after a gap or a swap)"

@@ -132,7 +132,7 @@ fn judge(fx: &Fixture, read: Read, damaged: &[u8], first: usize) -> (Verdict, Se
     }
     match tail {
         Some(d) => {
-            if let Err(v) = located(d.offset, "torn tail reported") {
+            if let Err(v) = located(d.start, "torn tail reported") {
                 return (v, Seen::Clean);
             }
             if let Some(lost) = fx
@@ -147,7 +147,7 @@ fn judge(fx: &Fixture, read: Read, damaged: &[u8], first: usize) -> (Verdict, Se
                     Seen::Clean,
                 );
             }
-            (Verdict::Recovered, Seen::Tail(d.offset))
+            (Verdict::Recovered, Seen::Tail(d.start))
         }
         None if complete => (Verdict::Harmless, Seen::Clean),
         // The trailer (format 2) tells a file cut short, even exactly

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::event::Envelope;
+use crate::format::TailDamage;
 use crate::format::{self, FRAME_HEADER_LEN};
 use crate::model::SessionId;
 
@@ -49,35 +50,6 @@ pub const TRAILER_LEN: usize = 4 + 8 + 4;
 
 /// Prefix shared by every format version of the magic.
 const MAGIC_PREFIX: &[u8; 6] = b"AGJRNL";
-
-/// A damaged tail that was cut off while reading.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TailDamage {
-    /// Byte offset where the unreadable tail starts.
-    pub offset: u64,
-    /// Bytes cut off.
-    pub bytes: u64,
-    /// Why the tail was unreadable.
-    pub reason: String,
-}
-
-impl std::fmt::Display for TailDamage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.bytes == 0 {
-            // Nothing to cut: the file ends where it should not.
-            return write!(
-                f,
-                "cut short at byte offset {}: {}",
-                self.offset, self.reason
-            );
-        }
-        write!(
-            f,
-            "torn tail of {} bytes cut off at byte offset {}: {}",
-            self.bytes, self.offset, self.reason
-        )
-    }
-}
 
 /// The format of the file whose bytes these are: 1 or 2, or why it is not
 /// one this build reads.
@@ -236,11 +208,7 @@ pub(crate) fn parse_frames(bytes: &[u8], limit: u64) -> Result<FileContents> {
     let total = bytes.len();
     loop {
         let offset = pos as u64;
-        let cut = |reason: String| TailDamage {
-            offset,
-            bytes: (total - pos) as u64,
-            reason,
-        };
+        let cut = |reason: String| TailDamage::bytes(offset, (total - pos) as u64, reason);
         if pos >= total {
             if format == 2 {
                 out.tail = Some(cut(format!(
@@ -268,11 +236,11 @@ pub(crate) fn parse_frames(bytes: &[u8], limit: u64) -> Result<FileContents> {
             match check_trailer(bytes, pos, records) {
                 Trailer::Whole => {}
                 Trailer::Followed(extra) => {
-                    out.tail = Some(TailDamage {
-                        offset: (pos + TRAILER_LEN) as u64,
-                        bytes: extra as u64,
-                        reason: "bytes after the trailer".into(),
-                    })
+                    out.tail = Some(TailDamage::bytes(
+                        (pos + TRAILER_LEN) as u64,
+                        extra as u64,
+                        "bytes after the trailer".into(),
+                    ))
                 }
                 Trailer::Cut(reason) => out.tail = Some(cut(reason)),
                 Trailer::Mismatch(reason) => {

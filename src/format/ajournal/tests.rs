@@ -81,12 +81,12 @@ fn a_cut_at_any_length_keeps_the_good_prefix_and_is_reported() {
         // Even a cut exactly between two records, or right before the
         // trailer: the trailer is missing.
         let tail = c.tail.unwrap_or_else(|| panic!("cut at {cut} unreported"));
-        assert!(tail.offset <= cut as u64, "{tail}");
+        assert!(tail.start <= cut as u64, "{tail}");
     }
     let between = parse_frames(&full[..full.len() - TRAILER_LEN], 1 << 20).expect("parse");
     assert_eq!(events(&between), 5);
     let tail = between.tail.expect("reported");
-    assert_eq!(tail.bytes, 0);
+    assert_eq!(tail.len, 0);
     assert!(tail.to_string().contains("without its trailer"), "{tail}");
 }
 
@@ -160,7 +160,7 @@ fn bytes_after_the_trailer_are_a_reported_tail() {
     let c = parse_frames(&bytes, 1 << 20).expect("parse");
     assert_eq!(events(&c), 2);
     let tail = c.tail.expect("reported");
-    assert_eq!((tail.offset, tail.bytes), (end, 7));
+    assert_eq!((tail.start, tail.len), (end, 7));
 }
 
 #[test]
@@ -190,7 +190,7 @@ fn a_file_crafted_to_look_like_records_everywhere_is_read_in_linear_time() {
     assert_eq!(events(&read), 0);
     let tail = read.tail.expect("reported");
     assert!(tail.reason.contains("gave up"), "{tail}");
-    assert_eq!(tail.offset, MAGIC.len() as u64);
+    assert_eq!(tail.start, MAGIC.len() as u64);
     let (records, dropped) = parse_lenient(&bytes, 16 << 20).expect("lenient");
     assert!(records.is_empty());
     assert!(dropped[0].message.contains("gave up"), "{:?}", dropped[0]);
