@@ -8,6 +8,7 @@ mod codec;
 mod concurrency;
 mod corruption;
 mod crash;
+mod examples;
 mod failures;
 mod golden;
 mod kill;
