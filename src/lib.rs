@@ -100,6 +100,7 @@ pub use crate::model::{
     CallId, EvaluationId, INTERRUPTED_ERROR, INTERRUPTED_RESULT, InnerMessage, MessageId, Role,
     SessionId, ToolCallRecord, ToolStatus, now, ts,
 };
+pub use crate::provider::ConversationFormat;
 pub use crate::resume::{ResumePlan, ResumeState};
 pub use crate::session::recorder::Evaluation;
 pub use crate::session::{LoadStats, Session, StateGuard};
@@ -110,5 +111,4 @@ pub use crate::state::{
     Usage, UsageTotals,
 };
 pub use crate::store::{Durability, Store, SyncStats, Visit};
-pub use crate::transfer::ConversationFormat;
 pub use crate::verify::{Problem, ProblemKind, VerifyReport};

@@ -56,7 +56,11 @@ pub struct ResumePlan {
     pub prompt_ns: String,
     /// Its prompt key.
     pub prompt_key: String,
-    /// Its messages, ordered by sequence.
+    /// Its messages, ordered by sequence. The provider request that goes on
+    /// from here is [`ConversationFormat::to_json`](crate::ConversationFormat::to_json)
+    /// of them: valid for the provider whatever the state (a call still
+    /// unfinished gets an explicit "interrupted" result; the engine runs
+    /// such calls before it rebuilds a request).
     pub messages: Vec<InnerMessage>,
     /// The last durable seq of the session: where the process stopped.
     pub crash_point: u64,
@@ -150,21 +154,6 @@ impl ResumePlan {
     /// True if nothing is left to do.
     pub fn is_finished(&self) -> bool {
         matches!(self.state, ResumeState::Finished(_))
-    }
-
-    /// The history as an OpenAI chat-completions `messages` array. Valid for
-    /// the provider whatever the state: every tool call is followed by
-    /// exactly one result (a call still unfinished gets an explicit
-    /// "interrupted" result; the engine runs such calls before rebuilding).
-    pub fn openai_messages(&self) -> Vec<serde_json::Value> {
-        crate::provider::openai::to_messages(&self.messages)
-    }
-
-    /// The history as an Anthropic Messages request body (`system` separate,
-    /// tool results as `tool_result` blocks in the next user message). Valid
-    /// in the same sense as [`ResumePlan::openai_messages`].
-    pub fn anthropic_messages(&self) -> serde_json::Value {
-        crate::provider::anthropic::to_request(&self.messages)
     }
 }
 

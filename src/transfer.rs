@@ -1,4 +1,5 @@
-//! Conversations in and out: OpenAI, Anthropic and JSONL message lists.
+//! Conversations in and out of a journal: an imported conversation becomes
+//! a session; a session's latest conversation is exported.
 
 use std::collections::BTreeMap;
 
@@ -6,29 +7,8 @@ use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::journal::Journal;
 use crate::model::{EvaluationId, InnerMessage, SessionId};
-use crate::provider::{anthropic, jsonl, openai};
+use crate::provider::ConversationFormat;
 use crate::session::Session;
-
-/// A conversation format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConversationFormat {
-    /// An OpenAI chat-completions `messages` array (or a request body holding one).
-    OpenAi,
-    /// An Anthropic Messages request body (`system` + `messages`).
-    Anthropic,
-    /// One `InnerMessage` JSON object per line.
-    Jsonl,
-}
-
-fn parse_json(text: &str) -> Result<serde_json::Value> {
-    serde_json::from_str(text).map_err(|e| {
-        Error::InvalidInput(format!(
-            "invalid JSON at line {} column {}: {e}",
-            e.line(),
-            e.column()
-        ))
-    })
-}
 
 impl Journal {
     /// Imports a conversation as a new session, in one atomic append:
@@ -44,26 +24,13 @@ impl Journal {
         prompt_ns: &str,
         prompt_key: &str,
     ) -> Result<Session> {
-        let evaluation_id = EvaluationId::new();
-        let messages = match format {
-            ConversationFormat::OpenAi => {
-                openai::from_messages(&parse_json(text)?, evaluation_id, prompt_ns, prompt_key)?
-            }
-            ConversationFormat::Anthropic => {
-                anthropic::from_request(&parse_json(text)?, evaluation_id, prompt_ns, prompt_key)?
-            }
-            ConversationFormat::Jsonl => jsonl::from_jsonl(text)?,
-        };
+        let messages = format.parse(text, EvaluationId::new(), prompt_ns, prompt_key)?;
         if messages.is_empty() {
             return Err(Error::InvalidInput(
                 "the conversation has no messages".into(),
             ));
         }
-        let label = match format {
-            ConversationFormat::OpenAi => "openai",
-            ConversationFormat::Anthropic => "anthropic",
-            ConversationFormat::Jsonl => "jsonl",
-        };
+        let label = format.name();
         let mut by_eval: BTreeMap<EvaluationId, Vec<InnerMessage>> = BTreeMap::new();
         for m in messages {
             by_eval.entry(m.evaluation_id).or_default().push(m);
@@ -86,18 +53,15 @@ impl Journal {
 }
 
 impl Session {
-    /// The latest evaluation's conversation after event `at` (default: the
-    /// last), in `format`. OpenAI and Anthropic histories are always valid
-    /// for the provider: every tool call is followed by exactly one result.
+    /// The messages of the latest evaluation after event `at` (default: the
+    /// last), ordered by sequence: what
+    /// [`ConversationFormat::to_text`](crate::ConversationFormat::to_text)
+    /// exports.
     ///
     /// # Errors
     /// [`Error::ConversationNotFound`] without an evaluation;
     /// [`Error::SeqOutOfRange`] for `at` past the head.
-    pub fn export_conversation(
-        &self,
-        format: ConversationFormat,
-        at: Option<u64>,
-    ) -> Result<String> {
+    pub fn latest_conversation(&self, at: Option<u64>) -> Result<Vec<InnerMessage>> {
         let state = match at {
             Some(seq) => self.state_at(seq)?,
             None => self.state_cloned(),
@@ -107,16 +71,6 @@ impl Session {
             .latest()
             .map(|e| e.evaluation_id)
             .ok_or(Error::ConversationNotFound(self.id()))?;
-        let messages: Vec<InnerMessage> = state.messages().for_evaluation(eval).cloned().collect();
-        let pretty = |v: &serde_json::Value| {
-            serde_json::to_string_pretty(v).map_err(|e| Error::InvalidInput(e.to_string()))
-        };
-        match format {
-            ConversationFormat::OpenAi => {
-                pretty(&serde_json::Value::Array(openai::to_messages(&messages)))
-            }
-            ConversationFormat::Anthropic => pretty(&anthropic::to_request(&messages)),
-            ConversationFormat::Jsonl => Ok(jsonl::to_jsonl(&messages)),
-        }
+        Ok(state.messages().for_evaluation(eval).cloned().collect())
     }
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Output;
 
 use agent_journal::provider::validate;
-use agent_journal::{Journal, JournalConfig, SessionId};
+use agent_journal::{ConversationFormat, Journal, JournalConfig, SessionId};
 
 use crate::common::{path_str, run_cli};
 
@@ -119,9 +119,14 @@ fn run_crash_case(reference: &Conversation, n: u64, last: u64, how: &str) {
             "every event up to the crash point is there ({how}, n={n})"
         );
         if let Ok(plan) = s.resume_plan() {
-            validate::openai(&plan.openai_messages())
-                .unwrap_or_else(|e| panic!("n={n}: invalid OpenAI request: {e}"));
-            validate::anthropic(&plan.anthropic_messages())
+            validate::openai(
+                ConversationFormat::OpenAi
+                    .to_json(&plan.messages)
+                    .as_array()
+                    .expect("an array"),
+            )
+            .unwrap_or_else(|e| panic!("n={n}: invalid OpenAI request: {e}"));
+            validate::anthropic(&ConversationFormat::Anthropic.to_json(&plan.messages))
                 .unwrap_or_else(|e| panic!("n={n}: invalid Anthropic request: {e}"));
         }
     }

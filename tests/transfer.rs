@@ -53,8 +53,7 @@ fn same_provider_in_and_out_reproduces_every_message() {
         )
         .expect("import");
     let out: serde_json::Value = serde_json::from_str(
-        &s.export_conversation(ConversationFormat::OpenAi, None)
-            .expect("export"),
+        &ConversationFormat::OpenAi.to_text(&s.latest_conversation(None).expect("export")),
     )
     .expect("json");
     assert_eq!(out, openai_fixture());
@@ -68,8 +67,7 @@ fn same_provider_in_and_out_reproduces_every_message() {
         )
         .expect("import");
     let out: serde_json::Value = serde_json::from_str(
-        &s.export_conversation(ConversationFormat::Anthropic, None)
-            .expect("export"),
+        &ConversationFormat::Anthropic.to_text(&s.latest_conversation(None).expect("export")),
     )
     .expect("json");
     assert_eq!(out, anthropic_fixture());
@@ -87,8 +85,7 @@ fn across_providers_the_neutral_fields_translate_into_valid_requests() {
         )
         .expect("import");
     let a: serde_json::Value = serde_json::from_str(
-        &s.export_conversation(ConversationFormat::Anthropic, None)
-            .expect("export"),
+        &ConversationFormat::Anthropic.to_text(&s.latest_conversation(None).expect("export")),
     )
     .expect("json");
     validate::anthropic(&a).expect("valid for Anthropic");
@@ -107,17 +104,14 @@ fn across_providers_the_neutral_fields_translate_into_valid_requests() {
         )
         .expect("import");
     let o: serde_json::Value = serde_json::from_str(
-        &s.export_conversation(ConversationFormat::OpenAi, None)
-            .expect("export"),
+        &ConversationFormat::OpenAi.to_text(&s.latest_conversation(None).expect("export")),
     )
     .expect("json");
     validate::openai(o.as_array().expect("array")).expect("valid for OpenAI");
     assert_eq!(o[0], json!({"role": "system", "content": "be brief"}));
 
     // JSONL keeps everything, ids included.
-    let text = s
-        .export_conversation(ConversationFormat::Jsonl, None)
-        .expect("jsonl");
+    let text = ConversationFormat::Jsonl.to_text(&s.latest_conversation(None).expect("jsonl"));
     let back = j
         .import_conversation(&text, ConversationFormat::Jsonl, "", "")
         .expect("import jsonl");
@@ -297,9 +291,7 @@ fn unknown_fields_with_extreme_floats_round_trip_exactly() {
     let s = j
         .import_conversation(text, ConversationFormat::OpenAi, "ns", "key")
         .expect("import");
-    let once = s
-        .export_conversation(ConversationFormat::OpenAi, None)
-        .expect("export");
+    let once = ConversationFormat::OpenAi.to_text(&s.latest_conversation(None).expect("export"));
     let original: serde_json::Value = serde_json::from_str(text).expect("json");
     let back: serde_json::Value = serde_json::from_str(&once).expect("json");
     assert_eq!(back, original);
@@ -307,8 +299,7 @@ fn unknown_fields_with_extreme_floats_round_trip_exactly() {
         .import_conversation(&once, ConversationFormat::OpenAi, "ns", "key")
         .expect("import again");
     assert_eq!(
-        s2.export_conversation(ConversationFormat::OpenAi, None)
-            .expect("export"),
+        ConversationFormat::OpenAi.to_text(&s2.latest_conversation(None).expect("export")),
         once
     );
 }

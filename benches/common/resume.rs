@@ -48,10 +48,10 @@ pub fn section_resume(messages: u64, rounds: usize, rep: &mut Report) {
         let journal = Journal::open_with(&path, config()).expect("open");
         let session = journal.session(id).expect("session");
         let plan = session.resume_plan().expect("plan");
-        let request = plan.openai_messages();
+        let request = agent_journal::ConversationFormat::OpenAi.to_json(&plan.messages);
         let d = t.elapsed();
         replayed = session.load_stats().events_replayed;
-        request_len = request.len();
+        request_len = request.as_array().map_or(0, Vec::len);
         plan_messages = plan.messages.len();
         best = best.min(d);
         drop(request);

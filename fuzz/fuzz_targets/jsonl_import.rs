@@ -4,15 +4,19 @@
 //! that imports to equal messages.
 #![no_main]
 
-use agent_journal::provider::jsonl;
+use agent_journal::{ConversationFormat, EvaluationId};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    let Ok(messages) = jsonl::from_jsonl(&text) else {
+    let jsonl = ConversationFormat::Jsonl;
+    let eval = EvaluationId::from_bytes([7; 16]);
+    let Ok(messages) = jsonl.parse(&text, eval, "", "") else {
         return;
     };
-    let out = jsonl::to_jsonl(&messages);
-    let back = jsonl::from_jsonl(&out).unwrap_or_else(|e| panic!("to_jsonl wrote what from_jsonl refuses: {e}\n{out}"));
-    assert_eq!(back, messages, "from_jsonl(to_jsonl(m)) != m");
+    let out = jsonl.to_text(&messages);
+    let back = jsonl
+        .parse(&out, eval, "", "")
+        .unwrap_or_else(|e| panic!("to_text wrote what parse refuses: {e}\n{out}"));
+    assert_eq!(back, messages, "parse(to_text(m)) != m");
 });

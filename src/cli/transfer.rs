@@ -101,7 +101,7 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
                 ExportFormat::Anthropic => ConversationFormat::Anthropic,
                 _ => ConversationFormat::Jsonl,
             };
-            let text = s.export_conversation(f, args.at)?;
+            let text = f.to_text(&s.latest_conversation(args.at)?);
             write_output(output, text.trim_end())?;
         }
         ExportFormat::Wink => {

@@ -3,7 +3,7 @@
 //! `{"system": ..., "messages": [{"role": "user" | "assistant", "content":
 //! <string or content blocks>}]}`. Tool calls are `tool_use` blocks of an
 //! assistant message; their results are `tool_result` blocks at the start of
-//! the next user message, which [`from_request`] splits into one
+//! the next user message, which the import splits into one
 //! [`Role::Tool`] message per result (see [payload
 //! tagging](super#payload-tagging)).
 
@@ -21,7 +21,7 @@ use crate::model::{
     CallId, EvaluationId, InnerMessage, MessageId, Role, ToolCallRecord, ToolStatus,
 };
 
-/// The text of the user message [`to_request`] puts first when a history
+/// The text of the user message the export puts first when a history
 /// starts with an assistant message (the API wants a user message first).
 pub const LEADING_USER_TEXT: &str = "[conversation start]";
 
@@ -58,7 +58,7 @@ pub fn system_payload(system: &Value) -> String {
 /// - Two assistant messages in a row are merged into one; a history that
 ///   starts with an assistant message gets a first user message saying
 ///   [`LEADING_USER_TEXT`].
-pub fn to_request(messages: &[InnerMessage]) -> Value {
+pub(crate) fn to_request(messages: &[InnerMessage]) -> Value {
     let plan = plan(messages);
     let by_id: HashMap<MessageId, &InnerMessage> =
         messages.iter().map(|m| (m.message_id, m)).collect();
@@ -444,7 +444,7 @@ struct Made {
 /// role (`system` inside messages included), content of a wrong type, a
 /// malformed block, a `tool_use` id used twice, a `tool_result` for a
 /// `tool_use` no earlier assistant message made, or a second result for one.
-pub fn from_request(
+pub(crate) fn from_request(
     value: &Value,
     evaluation_id: EvaluationId,
     prompt_ns: &str,

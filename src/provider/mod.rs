@@ -1,11 +1,16 @@
 //! Provider message formats: the journal's provider-neutral
 //! [`InnerMessage`]s to and from the message lists of model APIs.
 //!
-//! - [`openai`]: chat-completions messages (`[{"role": ..., ...}]`).
-//! - [`anthropic`]: Messages API requests (`{"system": ..., "messages": [...]}`).
-//! - [`validate`]: checks that a message list is a history the provider
-//!   accepts (every tool call answered exactly once, in the right place).
-//! - [`jsonl`]: one `InnerMessage` JSON per line.
+//! [`ConversationFormat`] is the way in and out: `to_json`, `to_text` and
+//! `parse` for each format:
+//!
+//! - OpenAI chat-completions messages (`[{"role": ..., ...}]`), in [`openai`];
+//! - Anthropic Messages API requests (`{"system": ..., "messages": [...]}`),
+//!   in [`anthropic`];
+//! - JSON Lines, one `InnerMessage` JSON per line, in [`jsonl`].
+//!
+//! [`validate`] checks that a message list is a history the provider
+//! accepts (every tool call answered exactly once, in the right place).
 //!
 //! Messages are converted in the order given, which is the order of their
 //! `sequence` inside one evaluation.
@@ -27,7 +32,7 @@
 //!   message holding `tool_result` blocks becomes one `Tool` message per
 //!   `tool_result` (then one `User` message for its other blocks, if any). The
 //!   first of them carries the original whole message; the others point to it
-//!   by its `message_id`, and [`anthropic::to_request`] re-emits the original
+//!   by its `message_id`, and the Anthropic export re-emits the original
 //!   once.
 //!
 //! [`openai::payload`] and [`anthropic::payload`] build the tag for a message
@@ -42,7 +47,7 @@
 //! `completed` tool calls but keeps every tool result, which orphans the
 //! results of failed calls and leaves no result for calls that never finished:
 //! the top cause of "tool_use ids were found without tool_result blocks". Here
-//! [`openai::to_messages`] and [`anthropic::to_request`] always produce a
+//! [`ConversationFormat::to_json`] always produces, for either provider, a
 //! history that [`validate`] accepts:
 //!
 //! - every tool call of an assistant message is kept, whatever its status;
@@ -61,9 +66,8 @@
 //!   assistant message (tool-call ids must be unique).
 //!
 //! ```
-//! use agent_journal::INTERRUPTED_RESULT;
-//! use agent_journal::provider::{anthropic, openai, validate};
-//! use agent_journal::EvaluationId;
+//! use agent_journal::provider::validate;
+//! use agent_journal::{ConversationFormat, EvaluationId, INTERRUPTED_RESULT};
 //! use serde_json::json;
 //!
 //! // The process stopped while call_2 was running: it has no result.
@@ -75,12 +79,13 @@
 //!     ]},
 //!     {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}
 //! ]);
-//! let messages = openai::from_messages(&request, EvaluationId::new(), "demo", "weather")?;
+//! let openai = ConversationFormat::OpenAi;
+//! let messages = openai.parse(&request.to_string(), EvaluationId::new(), "demo", "weather")?;
 //!
-//! let rebuilt = openai::to_messages(&messages);
+//! let rebuilt = openai.to_json(&messages);
 //! assert_eq!(rebuilt[3], json!({"role": "tool", "tool_call_id": "call_2", "content": INTERRUPTED_RESULT}));
-//! assert!(validate::openai(&rebuilt).is_ok());
-//! assert!(validate::anthropic(&anthropic::to_request(&messages)).is_ok());
+//! assert!(validate::openai(rebuilt.as_array().expect("an array")).is_ok());
+//! assert!(validate::anthropic(&ConversationFormat::Anthropic.to_json(&messages)).is_ok());
 //! # Ok::<(), agent_journal::Error>(())
 //! ```
 
@@ -88,7 +93,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use crate::model::{InnerMessage, MessageId, Role, ToolCallRecord};
+use crate::model::{EvaluationId, InnerMessage, MessageId, Role, ToolCallRecord};
 
 pub mod anthropic;
 pub mod jsonl;
@@ -100,6 +105,95 @@ pub mod validate;
 mod tests;
 
 pub(crate) use crate::model::INTERRUPTED_RESULT;
+
+/// A conversation format: how a list of [`InnerMessage`]s is written for a
+/// provider, and read back. The one way to export messages (a resume plan's,
+/// a session's at any seq) in a provider's format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConversationFormat {
+    /// An OpenAI chat-completions `messages` array (or a request body holding one).
+    OpenAi,
+    /// An Anthropic Messages request body (`system` + `messages`).
+    Anthropic,
+    /// One `InnerMessage` JSON object per line.
+    Jsonl,
+}
+
+impl ConversationFormat {
+    /// A short name: `openai`, `anthropic`, `jsonl`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConversationFormat::OpenAi => "openai",
+            ConversationFormat::Anthropic => "anthropic",
+            ConversationFormat::Jsonl => "jsonl",
+        }
+    }
+
+    /// The messages as this format's JSON: an OpenAI `messages` array, an
+    /// Anthropic request body (`system` and `messages`), or (JSONL) an
+    /// array of the messages' JSON objects. OpenAI and Anthropic histories
+    /// are always valid for the provider: every tool call is followed by
+    /// exactly one result (an unfinished call gets [`INTERRUPTED_RESULT`]);
+    /// a message imported from the same provider is written back as it came
+    /// (its `provider_payload`).
+    pub fn to_json(self, messages: &[InnerMessage]) -> Value {
+        match self {
+            ConversationFormat::OpenAi => Value::Array(openai::to_messages(messages)),
+            ConversationFormat::Anthropic => anthropic::to_request(messages),
+            ConversationFormat::Jsonl => {
+                Value::Array(messages.iter().map(jsonl::to_value).collect())
+            }
+        }
+    }
+
+    /// The messages as text: [`to_json`](Self::to_json) pretty-printed, or
+    /// for JSONL one JSON object per line, each ended by `\n`.
+    pub fn to_text(self, messages: &[InnerMessage]) -> String {
+        match self {
+            ConversationFormat::Jsonl => jsonl::to_jsonl(messages),
+            other => {
+                let v = other.to_json(messages);
+                serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string())
+            }
+        }
+    }
+
+    /// Reads a conversation written in this format: JSON text (an OpenAI
+    /// `messages` array or a request body holding one; an Anthropic request
+    /// body), or JSON Lines. Messages get `evaluation_id` and the prompt
+    /// identity (JSONL messages keep their own).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) naming what is
+    /// wrong and where: invalid JSON (with its line and column), a tool
+    /// result with no call, a call id used twice, a wrong role, ...
+    pub fn parse(
+        self,
+        text: &str,
+        evaluation_id: EvaluationId,
+        prompt_ns: &str,
+        prompt_key: &str,
+    ) -> crate::Result<Vec<InnerMessage>> {
+        let json = || {
+            serde_json::from_str::<Value>(text).map_err(|e| {
+                crate::Error::InvalidInput(format!(
+                    "invalid JSON at line {} column {}: {e}",
+                    e.line(),
+                    e.column()
+                ))
+            })
+        };
+        match self {
+            ConversationFormat::OpenAi => {
+                openai::from_messages(&json()?, evaluation_id, prompt_ns, prompt_key)
+            }
+            ConversationFormat::Anthropic => {
+                anthropic::from_request(&json()?, evaluation_id, prompt_ns, prompt_key)
+            }
+            ConversationFormat::Jsonl => jsonl::from_jsonl(text),
+        }
+    }
+}
 
 pub(crate) const OPENAI: &str = "openai";
 pub(crate) const ANTHROPIC: &str = "anthropic";

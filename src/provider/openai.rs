@@ -28,7 +28,7 @@ pub fn payload(message: &Value) -> String {
 ///
 /// A message whose payload was captured from OpenAI is emitted as that
 /// payload; the others are built from their neutral fields.
-pub fn to_messages(messages: &[InnerMessage]) -> Vec<Value> {
+pub(crate) fn to_messages(messages: &[InnerMessage]) -> Vec<Value> {
     let plan = plan(messages);
     let mut out = Vec::with_capacity(messages.len());
     out.extend(plan.head.iter().map(|m| plain(m)));
@@ -153,7 +153,7 @@ struct Made {
 /// malformed tool call (arguments not a string, ...), a call id used twice,
 /// a tool message without `tool_call_id`, for a call no earlier assistant
 /// message made, or a second result for a call.
-pub fn from_messages(
+pub(crate) fn from_messages(
     value: &Value,
     evaluation_id: EvaluationId,
     prompt_ns: &str,
