@@ -90,6 +90,22 @@ impl Demo {
     }
 
     /// A path in the demo's temporary directory.
+    /// Exports the demo session to `name` (an `.ajournal` file) and checks
+    /// the command succeeded.
+    fn export_journal(&self, name: &str) -> PathBuf {
+        let file = self.path(name);
+        let out = self.run(&[
+            "export",
+            &self.id,
+            "--format",
+            "journal",
+            "-o",
+            path_str(&file),
+        ]);
+        assert_eq!(out.code, 0, "{out:?}");
+        file
+    }
+
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }

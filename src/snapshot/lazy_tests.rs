@@ -7,7 +7,7 @@ use super::JsonOptions;
 use crate::event::Envelope;
 use crate::format::{FRAME_HEADER_LEN, seal};
 use crate::state::tests::{
-    CallSpec, EvalSpec, build_events, envelopes, fold, in_order_and_shuffled, registry, t,
+    EvalSpec, build_events, envelopes, fold, in_order_and_shuffled, one_eval_spec, registry, t,
 };
 use crate::state::{SessionState, SliceRegistry};
 
@@ -59,31 +59,12 @@ proptest! {
     }
 }
 
-/// One evaluation: a turn with an unanswered call, an empty turn, an answer.
-fn spec() -> EvalSpec {
-    EvalSpec {
-        started: true,
-        turns: vec![
-            vec![CallSpec {
-                outcome: 1,
-                with_result: false,
-            }],
-            vec![],
-        ],
-        final_answer: true,
-        compact: None,
-        adapter_state: false,
-        custom: 0,
-        finished: false,
-    }
-}
-
 #[test]
 fn the_json_decoder_leaves_room_for_what_comes_next() {
     // The JSON form's decoder goes through the same constructor as the
     // binary one (see state/binary/tests.rs).
     let reg = SliceRegistry::new();
-    let many: Vec<EvalSpec> = (0..40).map(|_| spec()).collect();
+    let many: Vec<EvalSpec> = (0..40).map(|_| one_eval_spec()).collect();
     let s = fold(SessionState::new(), &envelopes(build_events(&many)));
     let calls = s.tool_calls().len();
     assert!(calls >= 40, "{calls}");

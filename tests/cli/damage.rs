@@ -3,7 +3,7 @@
 //! was cut, and `log` still shows what is readable.
 
 use super::{Demo, aj, line_seq};
-use crate::common::{path_str, record_offsets};
+use crate::common::record_offsets;
 
 #[test]
 fn verify_finds_a_flipped_byte_and_names_the_session_and_seq() {
@@ -59,16 +59,7 @@ fn verify_finds_a_flipped_byte_and_names_the_session_and_seq() {
 #[test]
 fn a_cut_exported_journal_fails_verify_at_its_offset_and_keeps_its_prefix() {
     let d = Demo::new();
-    let file = d.path("run.ajournal");
-    let out = d.run(&[
-        "export",
-        &d.id,
-        "--format",
-        "journal",
-        "-o",
-        path_str(&file),
-    ]);
-    assert_eq!(out.code, 0, "{out:?}");
+    let file = d.export_journal("run.ajournal");
     let bytes = std::fs::read(&file).expect("read");
     let offsets = record_offsets(&bytes);
     assert_eq!(offsets.len(), 23);
@@ -118,16 +109,7 @@ fn a_cut_exported_journal_fails_verify_at_its_offset_and_keeps_its_prefix() {
 #[test]
 fn log_of_a_cut_exported_journal_reports_the_cut() {
     let d = Demo::new();
-    let file = d.path("run.ajournal");
-    let out = d.run(&[
-        "export",
-        &d.id,
-        "--format",
-        "journal",
-        "-o",
-        path_str(&file),
-    ]);
-    assert_eq!(out.code, 0, "{out:?}");
+    let file = d.export_journal("run.ajournal");
     let bytes = std::fs::read(&file).expect("read");
     let last = record_offsets(&bytes)[22];
     let end = bytes.len() - agent_journal::format::ajournal::TRAILER_LEN - 3;

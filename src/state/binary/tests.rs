@@ -6,7 +6,7 @@ use crate::event::{Envelope, Event};
 use crate::format::{FRAME_HEADER_LEN, seal, verify_frame};
 use crate::model::Role;
 use crate::state::tests::{
-    CallSpec, EvalSpec, build_events, envelopes, fold, in_order_and_shuffled, registry,
+    EvalSpec, build_events, envelopes, fold, in_order_and_shuffled, one_eval_spec, registry,
 };
 use crate::state::{SessionState, SliceRegistry};
 
@@ -57,21 +57,7 @@ proptest! {
 }
 
 fn spec() -> Vec<EvalSpec> {
-    vec![EvalSpec {
-        started: true,
-        turns: vec![
-            vec![CallSpec {
-                outcome: 1,
-                with_result: false,
-            }],
-            vec![],
-        ],
-        final_answer: true,
-        compact: None,
-        adapter_state: false,
-        custom: 0,
-        finished: false,
-    }]
+    vec![one_eval_spec()]
 }
 
 #[test]

@@ -293,4 +293,23 @@ fn shuffled_with_duplicates(
 
 const LIMIT: u64 = 1 << 24;
 
+/// One evaluation: a turn with an unanswered call, an empty turn, an answer.
+pub(crate) fn one_eval_spec() -> EvalSpec {
+    EvalSpec {
+        started: true,
+        turns: vec![
+            vec![CallSpec {
+                outcome: 1,
+                with_result: false,
+            }],
+            vec![],
+        ],
+        final_answer: true,
+        compact: None,
+        adapter_state: false,
+        custom: 0,
+        finished: false,
+    }
+}
+
 mod reducers;
