@@ -470,6 +470,50 @@ fn a_torn_log_gives_back_every_whole_record_and_never_blocks_the_open() {
     assert_eq!(recovered.last(), Some(&20));
 }
 
+/// The offset in `log` of the record of `session` whose first seq is `seq`.
+fn log_record_of(log: &[u8], session: SessionId, seq: u64) -> usize {
+    let mut needle = session.as_bytes().to_vec();
+    needle.extend_from_slice(&seq.to_le_bytes());
+    let at = log
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("the record is in the log");
+    // magic (4), length (4), crc (4), generation (8), then the session id.
+    at - 20
+}
+
+#[test]
+fn a_damaged_log_record_ends_its_streams_replay_without_a_gap() {
+    // Power loss can keep a later block of the log and not an earlier one:
+    // a record of seq n damaged, the record of n + 1 whole. Replaying n + 1
+    // without n would leave a hole that makes the session unreadable.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let (id, head, mut log) = synced_session_and_its_log(&path, 20);
+    lose_sled_tail(&path, id, head - 8);
+    let damaged = head - 6;
+    let at = log_record_of(&log, id, damaged);
+    log[at + 40] ^= 0xff; // inside the body: its crc no longer matches
+    std::fs::write(path.join("wal"), &log).expect("write the damaged log");
+
+    let j = Journal::open(&path).expect("a damaged log never blocks the open");
+    let s = j.session(id).expect("the session opens: no gap");
+    assert_eq!(
+        s.head(),
+        damaged,
+        "replayed up to the damaged record, no further"
+    );
+    assert_eq!(
+        payloads(&j, id),
+        (0..damaged - 1).collect::<Vec<_>>(),
+        "a prefix of the stream"
+    );
+    assert!(j.verify(None, |_| {}).expect("verify").is_clean());
+    // The stream goes on from there.
+    s.append(custom(99)).expect("append after the replay");
+    assert_eq!(s.head(), damaged + 1);
+}
+
 #[test]
 fn a_deleted_session_is_not_brought_back_by_the_log() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -26,7 +26,10 @@
 //! sled does not have (sled lost its last buffered writes), then
 //! checkpoints. A record that fails its checksum is skipped and reading goes
 //! on at the next magic whose record checks (the last one cut short is an
-//! append never acknowledged).
+//! append never acknowledged). Each stream is replayed only while it stays
+//! contiguous: a record that starts past the stream's end follows one that
+//! was lost, and ends that stream's replay (`SledStore::replay_wal`), so a
+//! replay never leaves a gap.
 //!
 //! Record layout (integers little-endian): magic `AJW2`, body length (u32),
 //! crc32 of the body (u32), body = generation (u64), session id (16 B),

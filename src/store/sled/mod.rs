@@ -235,7 +235,23 @@ impl SledStore {
 
     /// Inserts the frames of the log that sled lost, then empties the log.
     fn replay_wal(&self, records: Vec<wal::Record>) -> Result<()> {
+        // Per session, the seq after the last event sled holds, advanced by
+        // each record replayed; `None` once a record is missing. A record
+        // that starts past it follows one the log lost (power loss can keep
+        // a later block of the log and not an earlier one): replaying it
+        // would leave a gap, so the stream's replay ends there, as at a
+        // torn tail.
+        let mut next: HashMap<SessionId, Option<u64>> = HashMap::new();
         for r in records {
+            let head = match next.get(&r.session) {
+                Some(head) => *head,
+                None => Some(self.read_head(r.session)?),
+            };
+            let Some(head) = head.filter(|h| r.first_seq <= *h) else {
+                next.insert(r.session, None);
+                continue;
+            };
+            let count = r.frames.len() as u64;
             for (i, frame) in r.frames.into_iter().enumerate() {
                 let k = key(r.session, r.first_seq.saturating_add(i as u64));
                 let present = self
@@ -248,6 +264,7 @@ impl SledStore {
                         .map_err(|e| storage(e, "replaying the write-ahead log"))?;
                 }
             }
+            next.insert(r.session, Some(head.max(r.first_seq.saturating_add(count))));
         }
         self.wal.checkpoint(&|| self.sled_durable())
     }
