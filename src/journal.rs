@@ -14,6 +14,7 @@ use crate::format::{self, DEFAULT_MAX_EVENT_BYTES, ajournal as file};
 use crate::model::SessionId;
 use crate::snapshot::CheckpointStrategy;
 use crate::state::SliceRegistry;
+use crate::store::poison::Poison;
 use crate::store::{Durability, Store, SyncStats, Visit, memory, sled};
 
 /// A function called after every append is durable, with the session and
@@ -113,36 +114,29 @@ pub(crate) struct Inner {
     /// which alone knows the type behind each entry.
     pub(crate) open: Mutex<HashMap<SessionId, Weak<dyn Any + Send + Sync>>>,
     file_tail: Option<TailDamage>,
-    /// Set by the first failed flush: later appends are refused, whatever
-    /// the store, because what was acknowledged can no longer be promised.
-    poisoned: Mutex<Option<String>>,
+    /// Set by the first failed write or flush: later writes are refused,
+    /// whatever the store, because what was acknowledged can no longer be
+    /// promised. A sled store shares it.
+    pub(crate) poison: Poison,
 }
 
 impl Inner {
-    pub(crate) fn check_poisoned(&self) -> Result<()> {
-        match &*self.poisoned.lock().unwrap_or_else(|p| p.into_inner()) {
-            Some(reason) => Err(Error::Poisoned(reason.clone())),
-            None => Ok(()),
+    /// Runs a write on the store: the one gate of every write path
+    /// (appends, flushes, deletions, imports). Refused with
+    /// [`Error::Poisoned`] once a write has failed; a failure of the disk or
+    /// the store (I/O, storage, a failed flush) poisons the journal.
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&dyn Store) -> Result<T>) -> Result<T> {
+        self.poison.check()?;
+        let result = f(&*self.store);
+        if let Err(e) = &result {
+            self.poison.note(e);
         }
+        result
     }
 
-    /// Records the first write failure: later appends are refused.
-    pub(crate) fn poison(&self, e: &Error) {
-        let mut p = self.poisoned.lock().unwrap_or_else(|p| p.into_inner());
-        if p.is_none() {
-            *p = Some(e.to_string());
-        }
-    }
-
-    /// Flushes at the configured durability; a failure poisons the journal.
-    pub(crate) fn flush_or_poison(&self) -> Result<()> {
-        match self.store.flush(self.config.durability) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                self.poison(&e);
-                Err(e)
-            }
-        }
+    /// Flushes at the configured durability, through [`Inner::write`].
+    pub(crate) fn flush_configured(&self) -> Result<()> {
+        self.write(|store| store.flush(self.config.durability))
     }
 }
 
@@ -191,15 +185,24 @@ impl Journal {
                 config,
                 Some(path.to_owned()),
                 contents.tail,
+                Poison::default(),
             ));
         }
+        let poison = Poison::default();
         let store = Arc::new(sled::SledStore::open(
             path,
             config.create_if_missing,
             config.cache_bytes,
             config.durability == Durability::Synced,
+            poison.clone(),
         )?);
-        Ok(Self::build(store, config, Some(path.to_owned()), None))
+        Ok(Self::build(
+            store,
+            config,
+            Some(path.to_owned()),
+            None,
+            poison,
+        ))
     }
 
     /// A journal in memory, with `Durability::Buffered` semantics: nothing
@@ -210,12 +213,13 @@ impl Journal {
 
     /// A journal in memory with `config`.
     pub fn memory_with(config: JournalConfig) -> Journal {
-        Self::build(Arc::new(memory::MemoryStore::new()), config, None, None)
+        let store = Arc::new(memory::MemoryStore::new());
+        Self::build(store, config, None, None, Poison::default())
     }
 
     /// A journal over any [`Store`] implementation.
     pub fn with_store(store: Arc<dyn Store>, config: JournalConfig) -> Journal {
-        Self::build(store, config, None, None)
+        Self::build(store, config, None, None, Poison::default())
     }
 
     fn build(
@@ -223,6 +227,7 @@ impl Journal {
         config: JournalConfig,
         path: Option<PathBuf>,
         file_tail: Option<TailDamage>,
+        poison: Poison,
     ) -> Journal {
         Journal {
             inner: Arc::new(Inner {
@@ -231,7 +236,7 @@ impl Journal {
                 path,
                 open: Mutex::new(HashMap::new()),
                 file_tail,
-                poisoned: Mutex::new(None),
+                poison,
             }),
         }
     }
@@ -268,8 +273,12 @@ impl Journal {
     }
 
     /// Makes everything appended so far survive power loss (a `Synced` flush).
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] after an earlier failed write; a failure here
+    /// poisons the journal.
     pub fn flush(&self) -> Result<()> {
-        self.inner.store.flush(Durability::Synced)
+        self.inner.write(|store| store.flush(Durability::Synced))
     }
 
     /// Bytes on disk (0 for memory and exported files).

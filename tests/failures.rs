@@ -34,6 +34,8 @@ struct FaultyStore {
     /// Flush calls numbered in `fail_from..fail_to` fail.
     fail_from: AtomicU64,
     fail_to: AtomicU64,
+    /// Every flush passes through it: a test holding it holds flushes.
+    flush_gate: Mutex<()>,
 }
 
 fn injected(context: &str, kind: ErrorKind) -> Error {
@@ -53,6 +55,7 @@ impl FaultyStore {
             flushes: AtomicU64::new(0),
             fail_from: AtomicU64::new(u64::MAX),
             fail_to: AtomicU64::new(u64::MAX),
+            flush_gate: Mutex::new(()),
         }
     }
 
@@ -185,6 +188,7 @@ impl Store for FaultyStore {
 
     fn flush(&self, _level: Durability) -> Result<()> {
         let n = self.flushes.fetch_add(1, Ordering::SeqCst);
+        let _gate = self.flush_gate.lock().expect("lock");
         if (self.fail_from.load(Ordering::SeqCst)..self.fail_to.load(Ordering::SeqCst)).contains(&n)
         {
             return Err(injected("flushing the faulty store", ErrorKind::Other));
@@ -277,6 +281,7 @@ fn a_failed_flush_is_an_error_and_everything_acknowledged_before_survives() {
         let seq = s.append(custom(i)).expect("append");
         acknowledged.push(s.events(seq..=seq).expect("event")[0].clone());
     }
+    let (head, state) = (s.head(), s.state_cloned());
     store.fail_next_flushes(u64::MAX);
     let e = s.append(custom(10)).expect_err("the flush fails");
     assert!(is_injected_io(&e, ErrorKind::Other, "flushing"), "{e:?}");
@@ -284,8 +289,16 @@ fn a_failed_flush_is_an_error_and_everything_acknowledged_before_survives() {
         e.to_string().contains("flushing the faulty store"),
         "says what failed: {e}"
     );
-    let e = j.flush().expect_err("still failing");
-    assert!(is_injected_io(&e, ErrorKind::Other, "flushing"), "{e:?}");
+    // Never acknowledged: not in the head, the state or the events read.
+    assert_eq!(s.head(), head, "the head did not move");
+    assert_eq!(s.state_cloned(), state, "the state has none of it");
+    assert_eq!(s.events(..).expect("events"), acknowledged);
+    // Every later write is refused, a flush too: the journal is poisoned.
+    let e = j.flush().expect_err("poisoned");
+    assert!(
+        matches!(&e, Error::Poisoned(reason) if reason.contains("flushing")),
+        "{e:?}"
+    );
 
     // A crash now: every acknowledged event is there, gap-free; the one
     // whose append failed is not (it was never made durable).
@@ -296,6 +309,42 @@ fn a_failed_flush_is_an_error_and_everything_acknowledged_before_survives() {
         .events(..)
         .expect("events");
     assert_eq!(events, acknowledged);
+}
+
+#[test]
+fn readers_never_see_an_event_before_its_append_returns() {
+    // An event enters the head and the state only once it is durable: a
+    // reader in another thread waits for the sync or sees the head before.
+    let (store, j) = faulty();
+    let s = j.create_session().expect("create");
+    let head = s.append(custom(0)).expect("append") + 1;
+    let released = Arc::new(AtomicBool::new(false));
+    let gate = store.flush_gate.lock().expect("hold the flushes");
+    let flushes = store.flushes.load(Ordering::SeqCst);
+    let writer = {
+        let s = s.clone();
+        std::thread::spawn(move || s.append(custom(1)).expect("append"))
+    };
+    while store.flushes.load(Ordering::SeqCst) == flushes {
+        std::thread::yield_now(); // the writer is in its flush
+    }
+    let reader = {
+        let (s, released) = (s.clone(), released.clone());
+        std::thread::spawn(move || {
+            let seen = (s.head(), s.events(..).expect("events").len() as u64);
+            (seen, released.load(Ordering::SeqCst))
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    released.store(true, Ordering::SeqCst);
+    drop(gate);
+    assert_eq!(writer.join().expect("writer"), head);
+    let ((seen_head, seen_events), after_release) = reader.join().expect("reader");
+    assert!(
+        seen_head == head || after_release,
+        "the reader saw head {seen_head} while the event was not durable"
+    );
+    assert_eq!(seen_events, seen_head, "events() agree with head()");
 }
 
 /// The convention: "a failed flush poisons the writer: further appends are

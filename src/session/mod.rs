@@ -231,11 +231,18 @@ impl Session {
         self.append_inner(Some(expected), events)
     }
 
+    /// Appends under the session's lock, held until the events are durable
+    /// at the journal's [`Durability`](crate::Durability): only then do they
+    /// enter the head and the state, so no reader (in this thread or
+    /// another) sees an event before its append has returned `Ok`, and an
+    /// append whose write or sync failed leaves the head and the state as
+    /// they were (the journal is then poisoned: the events may or may not
+    /// be on disk, as a tool call in doubt). Appends to other sessions share
+    /// the sync meanwhile (group commit).
     fn append_inner(&self, expected: Option<u64>, events: Vec<Event>) -> Result<(u64, u64)> {
         let inner = &self.journal.inner;
-        let store = &inner.store;
         let id = self.id();
-        inner.check_poisoned()?;
+        inner.poison.check()?;
         let (first, last) = {
             let mut core = self.core();
             if let Some(e) = expected
@@ -266,13 +273,16 @@ impl Session {
                 .iter()
                 .map(|e| format::encode_frame(e, inner.config.max_event_bytes))
                 .collect::<Result<Vec<_>>>()?;
-            if core.tail.is_some() {
-                // The torn tail found at load is not part of the stream:
-                // cut it off before writing over its seqs.
-                store.truncate(id, first)?;
-                core.tail = None;
-            }
-            match store.append(id, first, &frames) {
+            let written = inner.write(|store| {
+                if core.tail.is_some() {
+                    // The torn tail found at load is not part of the stream:
+                    // cut it off before writing over its seqs.
+                    store.truncate(id, first)?;
+                    core.tail = None;
+                }
+                store.append(id, first, &frames)
+            });
+            match written {
                 Ok(()) => {}
                 Err(Error::Conflict { found, .. }) => {
                     // Another writer (another process on a shared store) got
@@ -286,17 +296,10 @@ impl Session {
                         found,
                     });
                 }
-                Err(e) => {
-                    // A failed write (I/O, full disk) leaves the store in
-                    // doubt: refuse further appends rather than guess.
-                    if matches!(e, Error::Io { .. } | Error::Storage(_)) {
-                        inner.poison(&e);
-                    }
-                    return Err(e);
-                }
+                Err(e) => return Err(e),
             }
-            core.head = first + envelopes.len() as u64;
-            let last = core.head - 1;
+            inner.flush_configured()?;
+            let head = first + envelopes.len() as u64;
             let checkpoint = envelopes.last().is_some_and(|env| {
                 inner.config.checkpoint.should_checkpoint(
                     core.last_snapshot,
@@ -304,16 +307,20 @@ impl Session {
                     env,
                 )
             });
-            // The events move into the state: no message is cloned.
+            // The events move into the state: no message is cloned. The head
+            // moves last: a reducer that panicked would leave the head
+            // before these events, and the next append (a `Conflict` with
+            // the store) would replay them.
             for env in envelopes {
                 core.state.apply_owned(env);
             }
+            core.head = head;
+            let last = head - 1;
             if checkpoint && let Err(e) = self.write_snapshot(&mut core) {
                 core.checkpoint_error = Some(e.to_string());
             }
             (first, last)
         };
-        inner.flush_or_poison()?;
         if let Some(hook) = &inner.config.after_append {
             hook(id, first, last);
         }
@@ -324,6 +331,9 @@ impl Session {
         if core.head == 0 || self.journal.is_read_only() {
             return Ok(None);
         }
+        // A snapshot is a cache: its failure poisons nothing, but nothing is
+        // written after a failed write.
+        self.journal.inner.poison.check()?;
         let seq = core.head - 1;
         let config = &self.journal.inner.config;
         // Room for twice the last snapshot (the geometric strategy's next):

@@ -22,6 +22,7 @@ use std::thread::JoinHandle;
 use crate::error::{Error, Result};
 use crate::model::SessionId;
 use crate::store::keys::key;
+use crate::store::poison::Poison;
 
 /// Inserts queued beyond this many are made by the appender itself.
 const QUEUE_MAX: usize = 4096;
@@ -52,8 +53,9 @@ struct Shared {
     applying: Mutex<()>,
     wake: Condvar,
     stop: AtomicBool,
-    /// The first failed insert: later appends and drains fail with it.
-    failed: Mutex<Option<String>>,
+    /// The journal's: the first failed insert sets it, and later appends
+    /// and drains fail with it.
+    poison: Poison,
 }
 
 /// The queue of sled inserts and the thread that makes them.
@@ -89,7 +91,7 @@ impl Shared {
             if let Err(e) = result {
                 let message =
                     format!("inserting session {session} from seq {first} into sled: {e}");
-                relock(&self.failed).get_or_insert(message.clone());
+                self.poison.set(message.clone());
                 return Err(Error::Storage(message));
             }
         }
@@ -97,23 +99,21 @@ impl Shared {
     }
 
     fn check(&self) -> Result<()> {
-        match &*relock(&self.failed) {
-            Some(m) => Err(Error::Poisoned(m.clone())),
-            None => Ok(()),
-        }
+        self.poison.check()
     }
 }
 
 impl Applier {
-    /// Starts the thread that inserts into `events`.
-    pub(crate) fn start(events: sled::Tree) -> Result<Applier> {
+    /// Starts the thread that inserts into `events`; a failed insert
+    /// poisons `poison`.
+    pub(crate) fn start(events: sled::Tree, poison: Poison) -> Result<Applier> {
         let shared = Arc::new(Shared {
             events,
             queue: Mutex::new(Queue::default()),
             applying: Mutex::new(()),
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
-            failed: Mutex::new(None),
+            poison,
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -144,7 +144,7 @@ impl Applier {
                         }
                     }
                     busy = true;
-                    // A failure is kept in `failed`; the thread stops.
+                    // A failure poisons the journal; the thread stops.
                     if s.apply_queued().is_err() {
                         return;
                     }
@@ -235,7 +235,8 @@ mod tests {
             .open()
             .expect("temporary sled");
         let events = db.open_tree("events").expect("tree");
-        let applier = std::sync::Arc::new(Applier::start(events.clone()).expect("start"));
+        let applier =
+            std::sync::Arc::new(Applier::start(events.clone(), Poison::default()).expect("start"));
         let per = (QUEUE_MAX as u64) * 2;
         let threads: Vec<_> = (0..4u8)
             .map(|t| {
@@ -272,7 +273,7 @@ mod tests {
             .expect("temporary sled");
         let events = db.open_tree("events").expect("tree");
         let session = SessionId::from_bytes([9; 16]);
-        let applier = Applier::start(events.clone()).expect("start");
+        let applier = Applier::start(events.clone(), Poison::default()).expect("start");
         let batch: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 10]).collect();
         applier.push(session, 0, &batch).expect("push");
         applier.push(session, 5, &frames(9, 5)).expect("push");

@@ -7,13 +7,14 @@
 //! running, it waits for the one that covers its ticket. N writers arriving
 //! together cost about two flushes, not N.
 //!
-//! A failed flush poisons the committer: the error is returned to every
-//! waiter and to every later caller, because the durability of what was
-//! acknowledged can no longer be promised.
+//! A failed flush poisons the journal ([`Poison`]): the error is returned
+//! to every waiter and every later caller gets `Poisoned`, because the
+//! durability of what was acknowledged can no longer be promised.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::store::poison::Poison;
 
 #[derive(Default)]
 struct State {
@@ -22,7 +23,6 @@ struct State {
     /// Every ticket `<= completed` is durable.
     completed: u64,
     flushing: bool,
-    poisoned: Option<String>,
     flushes: u64,
     /// Writers waiting for a flush right now.
     waiting: u32,
@@ -35,6 +35,8 @@ struct State {
 pub(crate) struct GroupCommit {
     state: Mutex<State>,
     done: Condvar,
+    /// The journal's: set by a failed flush, checked before every commit.
+    poison: Poison,
 }
 
 impl GroupCommit {
@@ -44,12 +46,17 @@ impl GroupCommit {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Returns an error if an earlier flush failed.
-    pub(crate) fn check(&self) -> Result<()> {
-        match &self.lock().poisoned {
-            Some(reason) => Err(Error::Poisoned(reason.clone())),
-            None => Ok(()),
+    /// A committer whose failures poison `poison`.
+    pub(crate) fn new(poison: Poison) -> Self {
+        GroupCommit {
+            poison,
+            ..GroupCommit::default()
         }
+    }
+
+    /// Returns an error if an earlier write or flush failed.
+    pub(crate) fn check(&self) -> Result<()> {
+        self.poison.check()
     }
 
     /// Number of flushes actually performed (for tests and benchmarks).
@@ -100,9 +107,7 @@ impl GroupCommit {
     pub(crate) fn commit_upto(&self, target: u64, flush: impl Fn() -> Result<u64>) -> Result<()> {
         let mut s = self.lock();
         loop {
-            if let Some(reason) = &s.poisoned {
-                return Err(Error::Poisoned(reason.clone()));
-            }
+            self.poison.check()?;
             if s.completed >= target {
                 return Ok(());
             }
@@ -127,7 +132,7 @@ impl GroupCommit {
                         s.completed = s.completed.max(covered);
                     }
                     Err(e) => {
-                        s.poisoned = Some(e.to_string());
+                        self.poison.set(e.to_string());
                         self.done.notify_all();
                         return Err(e);
                     }
@@ -145,6 +150,7 @@ impl GroupCommit {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Duration;

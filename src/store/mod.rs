@@ -16,6 +16,7 @@ pub(crate) mod fs;
 pub(crate) mod group_commit;
 pub(crate) mod keys;
 pub(crate) mod memory;
+pub(crate) mod poison;
 pub(crate) mod sled;
 pub(crate) mod snapfiles;
 pub(crate) mod wal;
@@ -31,6 +32,14 @@ use crate::model::SessionId;
 /// | `Buffered` | no: the last ~500 ms may be lost | no |
 /// | `Flushed` | yes | not guaranteed |
 /// | `Synced` | yes | yes |
+///
+/// Whatever the level, an appended event enters the session's head, state
+/// and `events()` only once its append is durable at that level: a reader
+/// in another thread never acts on an event its appender has not been told
+/// is safe. An append whose write or sync fails returns the error, leaves
+/// the head and the state as they were, and poisons the journal (every
+/// later write is refused with `Error::Poisoned`); its events may still
+/// reach the disk, as a tool call in doubt may have run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Durability {
     /// In memory when `append` returns: queued for sled's insert thread, then

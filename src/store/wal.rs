@@ -46,6 +46,7 @@ use crate::error::{Error, Result};
 use crate::model::SessionId;
 use crate::store::SyncStats;
 use crate::store::group_commit::GroupCommit;
+use crate::store::poison::Poison;
 
 /// First bytes of every record.
 const MAGIC: [u8; 4] = *b"AJW2";
@@ -147,7 +148,12 @@ impl Wal {
     /// With `preallocate` (the journal appends through the log), a file
     /// shorter than [`PREALLOCATED`] is filled with zeros up to it, as far as
     /// the disk has room: on a full disk the log grows as it is written.
-    pub(crate) fn open(dir: &Path, preallocate: bool) -> Result<(Wal, Vec<Record>)> {
+    /// A failed write or sync of the log poisons `poison`.
+    pub(crate) fn open(
+        dir: &Path,
+        preallocate: bool,
+        poison: Poison,
+    ) -> Result<(Wal, Vec<Record>)> {
         let path = dir.join(FILE);
         let created = !path.exists();
         let mut options = File::options();
@@ -201,7 +207,7 @@ impl Wal {
                 generation,
                 pending_records: 0,
             }),
-            commit: GroupCommit::default(),
+            commit: GroupCommit::new(poison),
             stats: Mutex::new(SyncStats::default()),
         };
         Ok((wal, records))

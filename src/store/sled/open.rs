@@ -13,6 +13,7 @@ use crate::store::applier::Applier;
 use crate::store::fs::sync_dir;
 use crate::store::group_commit::GroupCommit;
 use crate::store::keys::key;
+use crate::store::poison::Poison;
 use crate::store::snapfiles;
 use crate::store::snapfiles::SnapFiles;
 use crate::store::wal::Wal;
@@ -121,12 +122,14 @@ impl SledStore {
     /// With `wal_appends`, appends are also written to the write-ahead log
     /// and a `Synced` flush syncs only the log (the journal's durability is
     /// `Synced`). Whatever it is, a log left by an earlier process is
-    /// replayed into sled.
+    /// replayed into sled. Every failed write or sync poisons `poison` (the
+    /// journal's).
     pub(crate) fn open(
         path: &Path,
         create: bool,
         cache_bytes: u64,
         wal_appends: bool,
+        poison: Poison,
     ) -> Result<Self> {
         let existed = path.exists();
         // A creation that a crash interrupted: the file says so (see
@@ -247,8 +250,8 @@ impl SledStore {
             .read(true)
             .open(path.join("db"))
             .map_err(|e| Error::io(format!("opening {}/db for syncing", path.display()), e))?;
-        let (wal, records) = Wal::open(path, wal_appends)?;
-        let applier = Applier::start(events.clone())?;
+        let (wal, records) = Wal::open(path, wal_appends, poison.clone())?;
+        let applier = Applier::start(events.clone(), poison.clone())?;
         let store = Self {
             path: path.to_owned(),
             db,
@@ -258,8 +261,8 @@ impl SledStore {
             heads: RwLock::new(HashMap::new()),
             db_file,
             synced_blobs: Mutex::new(std::collections::HashSet::new()),
-            flushed: GroupCommit::default(),
-            synced: GroupCommit::default(),
+            flushed: GroupCommit::new(poison.clone()),
+            synced: GroupCommit::new(poison),
             wal,
             wal_appends,
             applier,
