@@ -189,7 +189,7 @@ impl Journal {
             ));
         }
         let poison = Poison::default();
-        let store = Arc::new(sled::SledStore::open(
+        let store = Arc::new(sled::Guarded::open(
             path,
             config.create_if_missing,
             config.cache_bytes,

@@ -256,3 +256,18 @@ pub fn record_offsets(bytes: &[u8]) -> Vec<usize> {
         .map(|(start, _)| start)
         .collect()
 }
+
+/// Keeps the messages of sled's own panics (which the library contains and
+/// reports as corruption) off stderr, as the command line does; any other
+/// panic is printed as usual.
+pub fn quiet_sled_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let in_sled = info
+            .location()
+            .is_some_and(|l| l.file().contains("sled-0.34"));
+        if !in_sled {
+            default(info);
+        }
+    }));
+}

@@ -144,9 +144,21 @@ impl Applier {
                         }
                     }
                     busy = true;
-                    // A failure poisons the journal; the thread stops.
-                    if s.apply_queued().is_err() {
-                        return;
+                    // A failure poisons the journal; the thread stops. So
+                    // does a panic of sled (damaged pages): contained here,
+                    // it would otherwise leave every drain waiting.
+                    let applied =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.apply_queued()));
+                    match applied {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => return,
+                        Err(p) => {
+                            s.poison.set(format!(
+                                "sled failed while inserting ({})",
+                                crate::store::sled::panic_message(&*p)
+                            ));
+                            return;
+                        }
                     }
                 }
             })

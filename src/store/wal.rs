@@ -431,10 +431,10 @@ fn find_magic(bytes: &[u8], from: usize) -> Option<usize> {
     None
 }
 
-/// The highest generation in a log (0 if none) and its valid records, in
-/// order, without the frameless record that starts a generation. Damage is
-/// skipped: the search goes on at the next magic whose record checks.
-pub(crate) fn parse(bytes: &[u8]) -> (u64, Vec<Record>) {
+/// Every record of a log that checks, of any generation, in file order.
+/// Damage is skipped: the search goes on at the next magic whose record
+/// checks.
+pub(crate) fn all_records(bytes: &[u8]) -> Vec<Record> {
     let mut all = Vec::new();
     let mut at = 0;
     while at + HEADER <= bytes.len() {
@@ -450,6 +450,13 @@ pub(crate) fn parse(bytes: &[u8]) -> (u64, Vec<Record>) {
             },
         }
     }
+    all
+}
+
+/// The highest generation in a log (0 if none) and its valid records, in
+/// order, without the frameless record that starts a generation.
+pub(crate) fn parse(bytes: &[u8]) -> (u64, Vec<Record>) {
+    let mut all = all_records(bytes);
     let current = all.iter().map(|r| r.generation).max().unwrap_or(0);
     all.retain(|r| r.generation == current && !r.frames.is_empty());
     (current, all)

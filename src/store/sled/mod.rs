@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -28,7 +29,10 @@ use crate::store::snapfiles::{self, INLINE_MAX, SnapFiles};
 use crate::store::wal::{self, Wal};
 use crate::store::{SharedBytes, Store, Visit};
 
+mod contain;
 mod open;
+
+pub(crate) use contain::{Guarded, panic_message};
 
 /// Events a scan reads itself before it hands sled's side to a thread of
 /// its own (a short scan is not worth a thread).
@@ -194,28 +198,38 @@ impl SledStore {
             return Ok(());
         }
         let events = &self.events;
+        let path = self.path.as_path();
         std::thread::scope(|scope| {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<(u64, sled::IVec)>>>(4);
             let reader = move || {
-                let mut batch = Vec::with_capacity(SCAN_BATCH);
-                for item in events.range(key(session, next)..key(session, to)) {
-                    match scanned(session, item) {
-                        Ok(pair) => batch.push(pair),
-                        Err(e) => {
-                            let _ = tx.send(Err(e));
-                            return;
+                // A panic of sled on this thread is reported to the caller.
+                let guarded_tx = tx.clone();
+                let read = move || {
+                    let mut batch = Vec::with_capacity(SCAN_BATCH);
+                    for item in events.range(key(session, next)..key(session, to)) {
+                        match scanned(session, item) {
+                            Ok(pair) => batch.push(pair),
+                            Err(e) => {
+                                let _ = tx.send(Err(e));
+                                return;
+                            }
+                        }
+                        if batch.len() == SCAN_BATCH {
+                            let full =
+                                std::mem::replace(&mut batch, Vec::with_capacity(SCAN_BATCH));
+                            // Err: the visitor stopped (the receiver is gone).
+                            if tx.send(Ok(full)).is_err() {
+                                return;
+                            }
                         }
                     }
-                    if batch.len() == SCAN_BATCH {
-                        let full = std::mem::replace(&mut batch, Vec::with_capacity(SCAN_BATCH));
-                        // Err: the visitor stopped (the receiver is gone).
-                        if tx.send(Ok(full)).is_err() {
-                            return;
-                        }
+                    if !batch.is_empty() {
+                        let _ = tx.send(Ok(batch));
                     }
-                }
-                if !batch.is_empty() {
-                    let _ = tx.send(Ok(batch));
+                };
+                if let Err(p) = catch_unwind(AssertUnwindSafe(read)) {
+                    let _ =
+                        guarded_tx.send(Err(contain::sled_panicked(path, "reading events", &*p)));
                 }
             };
             std::thread::Builder::new()
@@ -547,10 +561,15 @@ impl Drop for SledStore {
     /// Empties the write-ahead log on a clean close, so that the next open
     /// has nothing to replay. Errors are left to that open's replay.
     fn drop(&mut self) {
-        // Stops the insert thread; what it had queued is inserted.
-        self.applier.stop();
-        if self.wal_appends {
-            let _ = self.wal.checkpoint(&|| self.sled_durable());
-        }
+        // Contained: sled panics on some damaged pages, and a panic out of
+        // a drop (maybe during an unwind) would abort the process.
+        let _ = contain::contained(&self.path.clone(), "closing", || {
+            // Stops the insert thread; what it had queued is inserted.
+            self.applier.stop();
+            if self.wal_appends {
+                self.wal.checkpoint(&|| self.sled_durable())?;
+            }
+            Ok(())
+        });
     }
 }

@@ -1,0 +1,209 @@
+//! The boundary with sled's panics.
+//!
+//! sled 0.34 panics on some damaged pages of its own files (for example in
+//! its `serialization.rs`), in whatever call first reads them: the open, a
+//! read, an insert that pages a node in. The journal promises no panic on
+//! any database content, so every call into the sled store goes through
+//! [`Guarded`], which runs it under `catch_unwind` and turns such a panic
+//! into [`Error::Corruption`] naming the database file. A panic of the
+//! caller's own code (a visitor of a scan: a reducer, an application slice)
+//! is not sled's: it is let through as it came.
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::path::{Path, PathBuf};
+
+use super::SledStore;
+use crate::error::{Error, Result};
+use crate::format::SharedBytes;
+use crate::model::SessionId;
+use crate::store::poison::Poison;
+use crate::store::{Durability, Store, SyncStats, Visit};
+
+/// The text of a panic's payload.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}
+
+/// The error for a panic of sled while `what` in the database at `path`.
+pub(crate) fn sled_panicked(path: &Path, what: &str, payload: &(dyn Any + Send)) -> Error {
+    Error::corruption(
+        None,
+        None,
+        None,
+        format!(
+            "sled failed while {what} in {} ({}): its files are damaged; \
+             `salvage` recovers what the write-ahead log and the snapshots still hold",
+            path.join("db").display(),
+            panic_message(payload)
+        ),
+    )
+}
+
+/// Runs `f`, a call into sled for `what`, turning a panic into
+/// [`Error::Corruption`].
+pub(crate) fn contained<T>(path: &Path, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| Err(sled_panicked(path, what, &*p)))
+}
+
+/// The sled store, every call contained.
+pub(crate) struct Guarded {
+    store: SledStore,
+    path: PathBuf,
+}
+
+impl Guarded {
+    /// [`SledStore::open`], contained.
+    pub(crate) fn open(
+        path: &Path,
+        create: bool,
+        cache_bytes: u64,
+        wal_appends: bool,
+        poison: Poison,
+    ) -> Result<Guarded> {
+        let store = contained(path, "opening the database", || {
+            SledStore::open(path, create, cache_bytes, wal_appends, poison)
+        })?;
+        Ok(Guarded {
+            store,
+            path: path.to_owned(),
+        })
+    }
+
+    fn run<T>(&self, what: &str, f: impl FnOnce(&SledStore) -> Result<T>) -> Result<T> {
+        contained(&self.path, what, || f(&self.store))
+    }
+
+    /// Runs a scan whose visitor is the caller's: `scan` gets the visitor
+    /// wrapped so that a panic of the visitor stops the scan (it returns
+    /// `Break`) and is resumed after it, as the caller's own.
+    fn scan_with(
+        &self,
+        scan: impl FnOnce(
+            &SledStore,
+            &mut dyn FnMut(&mut dyn FnMut() -> Result<Visit>) -> Result<Visit>,
+        ) -> Result<()>,
+    ) -> Result<()> {
+        let mut theirs: Option<Box<dyn Any + Send>> = None;
+        let result = self.run("reading events", |s| {
+            scan(s, &mut |call| {
+                catch_unwind(AssertUnwindSafe(call)).unwrap_or_else(|p| {
+                    theirs = Some(p);
+                    Ok(Visit::Break(()))
+                })
+            })
+        });
+        if let Some(p) = theirs {
+            resume_unwind(p);
+        }
+        result
+    }
+}
+
+impl Store for Guarded {
+    fn kind(&self) -> &'static str {
+        self.store.kind()
+    }
+
+    fn append(&self, session: SessionId, expected: u64, frames: &[Vec<u8>]) -> Result<()> {
+        self.run("appending", |s| s.append(session, expected, frames))
+    }
+
+    fn len(&self, session: SessionId) -> Result<Option<u64>> {
+        self.run("reading a head", |s| s.len(session))
+    }
+
+    fn scan(
+        &self,
+        session: SessionId,
+        from: u64,
+        to: u64,
+        visit: &mut dyn FnMut(u64, &[u8]) -> Result<Visit>,
+    ) -> Result<()> {
+        self.scan_with(|s, guard| {
+            s.scan(session, from, to, &mut |seq, frame| {
+                guard(&mut || visit(seq, frame))
+            })
+        })
+    }
+
+    fn scan_shared(
+        &self,
+        session: SessionId,
+        from: u64,
+        to: u64,
+        visit: &mut dyn FnMut(u64, SharedBytes) -> Result<Visit>,
+    ) -> Result<()> {
+        self.scan_with(|s, guard| {
+            s.scan_shared(session, from, to, &mut |seq, frame| {
+                let mut frame = Some(frame);
+                guard(&mut || match frame.take() {
+                    Some(f) => visit(seq, f),
+                    None => Ok(Visit::Break(())),
+                })
+            })
+        })
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionId>> {
+        self.run("listing sessions", |s| s.sessions())
+    }
+
+    fn put_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
+        self.run("writing a snapshot", |s| {
+            s.put_snapshot(session, seq, frame)
+        })
+    }
+
+    fn latest_snapshot(&self, session: SessionId) -> Result<Option<(u64, SharedBytes)>> {
+        self.run("reading a snapshot", |s| s.latest_snapshot(session))
+    }
+
+    fn truncate(&self, session: SessionId, from: u64) -> Result<()> {
+        self.run("cutting a torn tail", |s| s.truncate(session, from))
+    }
+
+    fn delete_session(&self, session: SessionId) -> Result<()> {
+        self.run("deleting a session", |s| s.delete_session(session))
+    }
+
+    fn drop_snapshots(&self, session: SessionId) -> Result<()> {
+        self.run("dropping snapshots", |s| s.drop_snapshots(session))
+    }
+
+    fn flush(&self, level: Durability) -> Result<()> {
+        self.run("flushing", |s| s.flush(level))
+    }
+
+    fn size_on_disk(&self) -> Result<u64> {
+        self.run("measuring its size", |s| s.size_on_disk())
+    }
+
+    fn sync_stats(&self) -> SyncStats {
+        self.store.sync_stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_inside_is_corruption_naming_the_file() {
+        let path = Path::new("/data/agent.db");
+        let r: Result<()> = contained(path, "reading", || panic!("bad page"));
+        let Err(e) = r else { panic!("contained") };
+        assert!(e.is_corruption(), "{e:?}");
+        let text = e.to_string();
+        assert!(
+            text.contains("/data/agent.db/db") && text.contains("bad page"),
+            "{text}"
+        );
+    }
+}
