@@ -50,7 +50,8 @@ impl ResumeState {
 pub struct ResumePlan {
     /// The session read.
     pub session: SessionId,
-    /// The evaluation to continue (the latest by start time).
+    /// The evaluation to continue (the last started in the stream; see
+    /// [`Evaluations::latest`](crate::Evaluations::latest)).
     pub evaluation_id: EvaluationId,
     /// Its prompt namespace.
     pub prompt_ns: String,
@@ -158,8 +159,9 @@ impl ResumePlan {
 }
 
 impl Session {
-    /// The resume plan of the latest evaluation (by start time; ids are
-    /// UUIDv7) of this session.
+    /// The resume plan of the latest evaluation of this session: the last
+    /// one started in its stream ([`Evaluations::latest`](crate::Evaluations::latest)),
+    /// whatever its id.
     ///
     /// # Errors
     /// [`Error::ConversationNotFound`] if no evaluation was ever started.

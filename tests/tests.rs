@@ -10,6 +10,7 @@ mod corruption;
 mod crash;
 mod examples;
 mod failures;
+mod footguns;
 mod golden;
 mod kill;
 mod layers;

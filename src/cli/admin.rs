@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use agent_journal::{Error, Journal};
+use agent_journal::Error;
 use clap::Args;
 
 use crate::cli::Cli;
@@ -23,6 +23,7 @@ pub(crate) struct NewDatabase {
 #[derive(Args, Debug)]
 pub(crate) struct VerifyArgs {
     /// Only this session.
+    #[arg(value_parser = crate::cli::open::session_arg)]
     pub(crate) session: Option<String>,
 }
 
@@ -30,6 +31,7 @@ pub(crate) struct VerifyArgs {
 #[derive(Args, Debug)]
 pub(crate) struct ForkArgs {
     /// Session id (or a unique prefix of it).
+    #[arg(value_parser = crate::cli::open::session_arg)]
     session: String,
     /// The last event of the parent to include.
     #[arg(long)]
@@ -169,7 +171,7 @@ pub(crate) fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error
 
 /// `fork SESSION --at SEQ`.
 pub(crate) fn fork(cli: &Cli, args: &ForkArgs) -> Result<ExitCode, Error> {
-    let journal = Journal::open(&cli.db)?;
+    let journal = open_existing(&cli.db)?;
     let s = find_session(&journal, &args.session)?;
     let at = args.at;
     let f = s.fork(at)?;

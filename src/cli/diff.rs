@@ -7,7 +7,7 @@ use agent_journal::{Error, Event, InnerMessage, Session, ToolStatus};
 use clap::Args;
 
 use crate::cli::Cli;
-use crate::cli::open::{find_session, open_existing};
+use crate::cli::open::{open_for_reading, read_session};
 use crate::cli::output::print_json;
 use crate::cli::render::{clip, event_line, outcome};
 
@@ -15,6 +15,7 @@ use crate::cli::render::{clip, event_line, outcome};
 #[derive(Args, Debug)]
 pub(crate) struct DiffArgs {
     /// Session id (or a unique prefix of it).
+    #[arg(value_parser = crate::cli::open::session_arg)]
     session: String,
     /// The earlier seq.
     a: u64,
@@ -24,8 +25,8 @@ pub(crate) struct DiffArgs {
 
 /// `diff SESSION A B`.
 pub(crate) fn diff(cli: &Cli, args: &DiffArgs) -> Result<ExitCode, Error> {
-    let journal = open_existing(&cli.db)?;
-    let s = find_session(&journal, &args.session)?;
+    let journal = open_for_reading(&cli.db)?;
+    let s = read_session(&journal, &args.session)?;
     let d = compute(&s, args.a, args.b)?;
     if cli.json {
         print_json(&d.to_json())?;

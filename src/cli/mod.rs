@@ -4,7 +4,8 @@
 //! commands lives in its own file with its arguments and handlers:
 //! `record` (demo, resume), `read` (sessions, log, show, pending), `diff`,
 //! `transfer` (export, import) and `admin` (verify, salvage, compact, fork,
-//! sessions --delete). `open` finds databases and sessions, `output` prints
+//! sessions --delete). `open` finds databases and sessions (and warns, on
+//! stderr, of what reading them cut off), `output` prints
 //! JSON and progress, `render` formats for people, `demo` is the scripted agent.
 
 /// `println!` that ends the process quietly when stdout is a closed pipe
@@ -99,7 +100,10 @@ enum Command {
 
 /// Runs the command line and maps errors to exit codes.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     match run(&cli) {
         Ok(code) => code,
         Err(e) => {
@@ -108,6 +112,27 @@ pub fn main() -> ExitCode {
             ExitCode::from(if e.is_corruption() { 3 } else { 1 })
         }
     }
+}
+
+/// Reports an argument that clap refused. A value that its parser refused
+/// (a blank session id, a seq that is not a number) is one `error:` line on
+/// stderr, exit 2, as the other errors are one line; everything else (help,
+/// version, missing or unknown arguments, with their usage) is clap's own.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::{ContextKind, ErrorKind};
+    if e.kind() == ErrorKind::ValueValidation {
+        if let Some(reason) = std::error::Error::source(&e) {
+            let context = |kind| e.get(kind).map(|v| v.to_string()).unwrap_or_default();
+            let line = format!(
+                "invalid value {:?} for '{}': {reason}",
+                context(ContextKind::InvalidValue),
+                context(ContextKind::InvalidArg)
+            );
+            eprintln!("error: {}", line.replace(['\r', '\n'], " "));
+            return ExitCode::from(2);
+        }
+    }
+    e.exit()
 }
 
 /// Hands the parsed command to its handler.

@@ -1,10 +1,29 @@
-//! Opening the database and finding sessions in it by id or unique prefix.
+//! Opening the database and finding sessions in it by id or unique prefix;
+//! the warnings about what was cut off while reading them.
 
+use std::fmt::Display;
 use std::path::Path;
 
 use agent_journal::{Error, Journal, JournalConfig, Session, SessionId};
 
-/// Opens the database at `db`, refusing to create one.
+/// Why an empty or blank session argument is refused.
+const BLANK_SESSION: &str =
+    "a session id or prefix cannot be empty or blank (it would match every session)";
+
+/// The value parser of every session argument (a full id or a prefix of
+/// one): an empty or blank one is a usage error, because the empty string
+/// is a prefix of every id (`sessions --delete ""` would pick the only
+/// session).
+pub(crate) fn session_arg(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err(BLANK_SESSION.into());
+    }
+    Ok(text.to_owned())
+}
+
+/// Opens the database at `db`, refusing to create one: every command but
+/// `demo` and `import` opens this way, so a mistyped `--db` is an error
+/// naming the path and leaves nothing on disk.
 pub(crate) fn open_existing(db: &Path) -> Result<Journal, Error> {
     Journal::open_with(
         db,
@@ -15,10 +34,40 @@ pub(crate) fn open_existing(db: &Path) -> Result<Journal, Error> {
     )
 }
 
+/// [`open_existing`] for a command that reads: warns (on stderr) when an
+/// exported journal file was cut short or damaged at its end, since what it
+/// prints then lacks the records after the damage.
+pub(crate) fn open_for_reading(db: &Path) -> Result<Journal, Error> {
+    let journal = open_existing(db)?;
+    if let Some(d) = journal.file_damage() {
+        warn(format_args!("{}: {d}", db.display()));
+    }
+    Ok(journal)
+}
+
+/// One `warning:` line on stderr, in text and `--json` mode alike (stdout
+/// holds only the data, so that it can be parsed).
+pub(crate) fn warn(text: impl Display) {
+    let line = text.to_string().replace(['\r', '\n'], " ");
+    eprintln!("warning: {line}");
+}
+
+/// Warns when the session's stream ends in a torn tail (cut off, not shown).
+pub(crate) fn warn_torn_tail(s: &Session) {
+    if let Some(t) = s.torn_tail() {
+        warn(format_args!("session {}: {t}", s.id()));
+    }
+}
+
 /// Finds a session by full id or unique prefix.
 pub(crate) fn find_session(journal: &Journal, text: &str) -> Result<Session, Error> {
     if let Ok(id) = text.parse::<SessionId>() {
         return journal.session(id);
+    }
+    // The arguments refuse it already (`session_arg`); never match every
+    // session whatever the caller.
+    if text.trim().is_empty() {
+        return Err(Error::InvalidInput(BLANK_SESSION.into()));
     }
     let needle = text.to_ascii_lowercase();
     let matches: Vec<SessionId> = journal
@@ -34,6 +83,14 @@ pub(crate) fn find_session(journal: &Journal, text: &str) -> Result<Session, Err
             many.len()
         ))),
     }
+}
+
+/// [`find_session`] for a command that reads the session: warns of its
+/// torn tail.
+pub(crate) fn read_session(journal: &Journal, text: &str) -> Result<Session, Error> {
+    let s = find_session(journal, text)?;
+    warn_torn_tail(&s);
+    Ok(s)
 }
 
 /// The id of a session given by full id or unique prefix; a full id is

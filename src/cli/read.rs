@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use agent_journal::{Error, JsonOptions};
 use clap::Args;
 
-use crate::cli::open::{at_or_last, find_session, open_existing};
+use crate::cli::open::{at_or_last, open_for_reading, read_session, session_arg, warn_torn_tail};
 use crate::cli::output::print_json;
 use crate::cli::{Cli, render};
 
@@ -14,7 +14,7 @@ use crate::cli::{Cli, render};
 #[derive(Args, Debug)]
 pub(crate) struct SessionsArgs {
     /// Delete this session instead of listing (refused if a tool call is in doubt).
-    #[arg(long, value_name = "SESSION")]
+    #[arg(long, value_name = "SESSION", value_parser = session_arg)]
     pub(crate) delete: Option<String>,
     /// With --delete: delete even with tool calls in doubt.
     #[arg(long, requires = "delete")]
@@ -25,6 +25,7 @@ pub(crate) struct SessionsArgs {
 #[derive(Args, Debug)]
 pub(crate) struct LogArgs {
     /// Session id (or a unique prefix of it).
+    #[arg(value_parser = session_arg)]
     session: String,
     /// First seq to show.
     #[arg(long)]
@@ -38,6 +39,7 @@ pub(crate) struct LogArgs {
 #[derive(Args, Debug)]
 pub(crate) struct ShowArgs {
     /// Session id (or a unique prefix of it).
+    #[arg(value_parser = session_arg)]
     session: String,
     /// Show the state right after this event (default: the last).
     #[arg(long)]
@@ -48,13 +50,22 @@ pub(crate) struct ShowArgs {
 #[derive(Args, Debug)]
 pub(crate) struct PendingArgs {
     /// Session id (or a unique prefix of it).
+    #[arg(value_parser = session_arg)]
     session: String,
 }
 
 /// `sessions` (without `--delete`, which `admin::delete_session` handles).
 pub(crate) fn sessions(cli: &Cli) -> Result<ExitCode, Error> {
-    let journal = open_existing(&cli.db)?;
-    let infos = journal.sessions_info()?;
+    let journal = open_for_reading(&cli.db)?;
+    let infos = journal
+        .sessions()?
+        .into_iter()
+        .map(|id| {
+            let s = journal.session(id)?;
+            warn_torn_tail(&s);
+            s.info()
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
     if cli.json {
         print_json(&serde_json::Value::Array(
             infos.iter().map(render::info_json).collect(),
@@ -67,8 +78,8 @@ pub(crate) fn sessions(cli: &Cli) -> Result<ExitCode, Error> {
 
 /// `log SESSION [--from A] [--to B]`.
 pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<ExitCode, Error> {
-    let journal = open_existing(&cli.db)?;
-    let s = find_session(&journal, &args.session)?;
+    let journal = open_for_reading(&cli.db)?;
+    let s = read_session(&journal, &args.session)?;
     let head = s.head();
     let from = args.from.unwrap_or(0);
     let to = match args.to {
@@ -81,20 +92,14 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<ExitCode, Error> {
         print_json(&v)?;
     } else {
         render::print_log(&s, from, to)?;
-        if let Some(t) = s.torn_tail() {
-            outln!("!! {t}");
-        }
-        if let Some(d) = journal.file_damage() {
-            outln!("!! {}: {d}", cli.db.display());
-        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// `show SESSION [--at SEQ]`.
 pub(crate) fn show(cli: &Cli, args: &ShowArgs) -> Result<ExitCode, Error> {
-    let journal = open_existing(&cli.db)?;
-    let s = find_session(&journal, &args.session)?;
+    let journal = open_for_reading(&cli.db)?;
+    let s = read_session(&journal, &args.session)?;
     let at = at_or_last(&s, args.at);
     let state = s.state_at(at)?;
     if cli.json {
@@ -111,16 +116,13 @@ pub(crate) fn show(cli: &Cli, args: &ShowArgs) -> Result<ExitCode, Error> {
 
 /// `pending SESSION`.
 pub(crate) fn pending(cli: &Cli, args: &PendingArgs) -> Result<ExitCode, Error> {
-    let journal = open_existing(&cli.db)?;
-    let s = find_session(&journal, &args.session)?;
+    let journal = open_for_reading(&cli.db)?;
+    let s = read_session(&journal, &args.session)?;
     let plan = s.resume_plan()?;
     if cli.json {
         print_json(&render::plan_json(&plan))?;
     } else {
         render::print_plan(&plan);
-        if let Some(t) = s.torn_tail() {
-            outln!("!! {t}");
-        }
     }
     Ok(ExitCode::SUCCESS)
 }

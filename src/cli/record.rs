@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use agent_journal::{Error, Journal, JournalConfig, ResumeMode};
 use clap::{Args, ValueEnum};
 
-use crate::cli::open::find_session;
+use crate::cli::open::{find_session, open_existing};
 use crate::cli::output::print_json;
 use crate::cli::{Cli, demo, render};
 
@@ -29,6 +29,7 @@ pub(crate) struct DemoArgs {
 #[derive(Args, Debug)]
 pub(crate) struct ResumeArgs {
     /// Session id (or a unique prefix of it).
+    #[arg(value_parser = crate::cli::open::session_arg)]
     session: String,
     /// Append to the crashed session instead of forking it (forking is the default).
     #[arg(long = "continue")]
@@ -106,7 +107,7 @@ pub(crate) fn demo(cli: &Cli, args: &DemoArgs) -> Result<ExitCode, Error> {
 
 /// `resume SESSION [--continue] [--interrupt-never]`.
 pub(crate) fn resume(cli: &Cli, args: &ResumeArgs) -> Result<ExitCode, Error> {
-    let journal = Journal::open(&cli.db)?;
+    let journal = open_existing(&cli.db)?;
     let s = find_session(&journal, &args.session)?;
     let plan = s.resume_plan()?;
     let mode = if args.continue_in_place {

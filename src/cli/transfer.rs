@@ -7,13 +7,14 @@ use agent_journal::{ConversationFormat, Error, Journal, JsonOptions};
 use clap::{Args, ValueEnum};
 
 use crate::cli::Cli;
-use crate::cli::open::{at_or_last, find_session, open_existing};
+use crate::cli::open::{at_or_last, open_for_reading, read_session, warn};
 use crate::cli::output::{print_json, progress};
 
 /// The arguments of `export`.
 #[derive(Args, Debug)]
 pub(crate) struct ExportArgs {
     /// Session id (or a unique prefix of it).
+    #[arg(value_parser = crate::cli::open::session_arg)]
     session: String,
     /// Output format.
     #[arg(long, value_enum)]
@@ -69,8 +70,8 @@ enum ImportFormat {
 
 /// `export SESSION --format F [--at SEQ] [-o FILE] [--include-logs]`.
 pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
-    let journal = open_existing(&cli.db)?;
-    let s = find_session(&journal, &args.session)?;
+    let journal = open_for_reading(&cli.db)?;
+    let s = read_session(&journal, &args.session)?;
     let output = args.output.as_deref();
     match args.format {
         ExportFormat::Journal => {
@@ -158,6 +159,9 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
 /// `import FILE --format journal`.
 fn import_journal(cli: &Cli, journal: &Journal, file: &Path) -> Result<ExitCode, Error> {
     let (ids, tail) = journal.import_journal(file)?;
+    if let Some(t) = &tail {
+        warn(format_args!("{}: {t}", file.display()));
+    }
     if cli.json {
         print_json(&serde_json::json!({
             "sessions": ids.iter().map(|i| i.to_string()).collect::<Vec<_>>(),
@@ -166,9 +170,6 @@ fn import_journal(cli: &Cli, journal: &Journal, file: &Path) -> Result<ExitCode,
     } else {
         for id in &ids {
             outln!("imported session {id}");
-        }
-        if let Some(t) = tail {
-            eprintln!("warning: {}: {t}", file.display());
         }
     }
     Ok(ExitCode::SUCCESS)

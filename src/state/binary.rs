@@ -1,7 +1,7 @@
 //! The binary snapshot of a [`SessionState`].
 //!
 //! ```text
-//! head      bincode (the crate's codec) of: u32 format (2), labels,
+//! head      bincode (the crate's codec) of: u32 format (3), labels,
 //!           forked_from, last_seq, events_applied, tool_calls, evaluations,
 //!           adapter_states, usage, app [(name, bytes)]
 //! messages  the messages section (`messages/section.rs`): each message as
@@ -32,9 +32,11 @@ use crate::state::{
 mod tests;
 
 /// The binary snapshot body's own format version (inside the frame's).
-/// Format 1 (messages decoded in one piece) is no longer read: such a
-/// snapshot is refused and the stream replayed.
-const SNAPSHOT_FORMAT: u32 = 2;
+/// Older formats are not read: such a snapshot is refused and the stream
+/// replayed (snapshots are a cache). Format 1 decoded the messages in one
+/// piece; format 2 had no `started_seq` in its evaluations, so it could not
+/// tell which evaluation was started last once the clock stepped back.
+const SNAPSHOT_FORMAT: u32 = 3;
 
 /// Snapshots from this size on are decoded on two threads.
 const PARALLEL_MIN: usize = 4 << 20;

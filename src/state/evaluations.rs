@@ -1,6 +1,6 @@
 //! The `Evaluations` slice: one record per evaluation (agent run).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize, Serializer};
@@ -37,6 +37,13 @@ pub struct EvaluationInfo {
     pub compacted_through: Option<u64>,
     /// The summary of that compaction.
     pub compaction_summary: Option<String>,
+    /// Its place in the stream: the seq of its first `EvaluationStarted`
+    /// event, or of its first message when that came before. `None` until
+    /// it [is started](Self::is_started) (and in WINK JSON written before
+    /// this field existed). This, not the id, orders evaluations in time:
+    /// an id is a UUIDv7 made from the clock, and a clock can step back.
+    #[serde(default)]
+    pub started_seq: Option<u64>,
 }
 
 impl EvaluationInfo {
@@ -53,6 +60,7 @@ impl EvaluationInfo {
             message_count: 0,
             compacted_through: None,
             compaction_summary: None,
+            started_seq: None,
         }
     }
 
@@ -62,12 +70,17 @@ impl EvaluationInfo {
     }
 }
 
-/// Every evaluation of the session, in id order (= start order with UUIDv7)
-/// (state slice). O(log n) per event.
+/// Every evaluation of the session (state slice), looked up by id, and
+/// ordered in time by its place in the stream
+/// ([`EvaluationInfo::started_seq`]), not by its id: ids are UUIDv7, made
+/// from a clock that can step back. O(log n) per event.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(try_from = "Vec<EvaluationInfo>")]
 pub struct Evaluations {
     evals: BTreeMap<EvalKey, EvaluationInfo>,
+    /// `(started_seq, id)` of every evaluation that has a `started_seq`:
+    /// derived from `evals`, kept for [`latest`](Self::latest).
+    by_start: BTreeSet<(u64, EvalKey)>,
 }
 
 impl Evaluations {
@@ -76,15 +89,23 @@ impl Evaluations {
         self.evals.get(&eval.into())
     }
 
-    /// All evaluations, in id order.
+    /// All evaluations, in id order (a stable order, whatever order their
+    /// events came in; for their order in time, see
+    /// [`EvaluationInfo::started_seq`]).
     pub fn iter(&self) -> impl Iterator<Item = &EvaluationInfo> + '_ {
         self.evals.values()
     }
 
-    /// The latest evaluation: the greatest id with an `EvaluationStarted`
-    /// event or messages.
+    /// The latest evaluation: the one started last in the stream (the
+    /// greatest [`started_seq`](EvaluationInfo::started_seq)), whatever
+    /// its id. Evaluations started without a known place (only from WINK
+    /// JSON written before `started_seq` existed) come before every other,
+    /// by id among themselves.
     pub fn latest(&self) -> Option<&EvaluationInfo> {
-        self.evals.values().rev().find(|e| e.is_started())
+        match self.by_start.last() {
+            Some((_, key)) => self.evals.get(key),
+            None => self.evals.values().rev().find(|e| e.is_started()),
+        }
     }
 
     /// Number of evaluations.
@@ -103,6 +124,22 @@ impl Evaluations {
             .or_insert_with(|| EvaluationInfo::new(eval))
     }
 
+    /// The evaluation's record, before the event at `seq` (its
+    /// `EvaluationStarted` or a message) is folded into it: if that event
+    /// starts it, `seq` is its place in the stream.
+    fn starting(&mut self, eval: EvaluationId, seq: u64) -> &mut EvaluationInfo {
+        let key = EvalKey::from(eval);
+        let e = self
+            .evals
+            .entry(key)
+            .or_insert_with(|| EvaluationInfo::new(eval));
+        if !e.is_started() && e.started_seq.is_none() {
+            e.started_seq = Some(seq);
+            self.by_start.insert((seq, key));
+        }
+        e
+    }
+
     pub(crate) fn on_started(
         &mut self,
         eval: EvaluationId,
@@ -110,8 +147,9 @@ impl Evaluations {
         prompt_key: &str,
         adapter: &str,
         at: DateTime<Utc>,
+        seq: u64,
     ) {
-        let e = self.entry(eval);
+        let e = self.starting(eval, seq);
         if e.started_at.is_none() {
             e.started_at = Some(at);
             prompt_ns.clone_into(&mut e.prompt_ns);
@@ -131,14 +169,15 @@ impl Evaluations {
 
     /// [`on_message`](Self::on_message) of a message that does not set the
     /// prompt ([`wants_prompt`](Self::wants_prompt) is false).
-    pub(crate) fn on_turn(&mut self, eval: EvaluationId, turn: u32) {
-        let e = self.entry(eval);
+    pub(crate) fn on_turn(&mut self, eval: EvaluationId, turn: u32, seq: u64) {
+        let e = self.starting(eval, seq);
         e.turns = e.turns.max(turn);
         e.message_count = e.message_count.saturating_add(1);
     }
 
-    pub(crate) fn on_message(&mut self, m: &InnerMessage) {
-        let e = self.entry(m.evaluation_id);
+    /// Folds a new (not duplicate) message, the event at `seq`.
+    pub(crate) fn on_message(&mut self, m: &InnerMessage, seq: u64) {
+        let e = self.starting(m.evaluation_id, seq);
         if e.started_at.is_none() && e.prompt_ns.is_empty() && e.prompt_key.is_empty() {
             e.prompt_ns.clone_from(&m.prompt_ns);
             e.prompt_key.clone_from(&m.prompt_key);
@@ -170,13 +209,21 @@ impl Evaluations {
     /// item's index.
     pub(crate) fn from_items(items: Vec<EvaluationInfo>) -> Result<Self, (usize, String)> {
         let mut evals = BTreeMap::new();
+        let mut by_start = BTreeSet::new();
         for (i, e) in items.into_iter().enumerate() {
             let id = e.evaluation_id;
-            if evals.insert(EvalKey::from(id), e).is_some() {
+            let key = EvalKey::from(id);
+            if let Some(seq) = e.started_seq {
+                if !e.is_started() {
+                    return Err((i, format!("evaluation {id} has a started_seq but no start")));
+                }
+                by_start.insert((seq, key));
+            }
+            if evals.insert(key, e).is_some() {
                 return Err((i, format!("duplicate evaluation {id}")));
             }
         }
-        Ok(Self { evals })
+        Ok(Self { evals, by_start })
     }
 }
 
@@ -197,17 +244,18 @@ impl TryFrom<Vec<EvaluationInfo>> for Evaluations {
 mod tests {
     use super::*;
     use crate::model::{Role, now};
+    use uuid::Uuid;
 
     #[test]
     fn latest_skips_evaluations_without_start_or_messages() {
         let (a, b) = (EvaluationId::new(), EvaluationId::new());
         let mut e = Evaluations::default();
-        e.on_started(a, "ns", "key", "scripted", now());
+        e.on_started(a, "ns", "key", "scripted", now(), 1);
         e.on_compacted(b, 3, &Some("sum".into()));
         assert_eq!(e.latest().map(|x| x.evaluation_id), Some(a));
         let mut m = InnerMessage::new(Role::Assistant, "x", b, 1);
         m.turn = 2;
-        e.on_message(&m);
+        e.on_message(&m, 3);
         assert_eq!(e.latest().map(|x| x.evaluation_id), Some(b));
         assert_eq!(e.get(b).map(|x| (x.turns, x.message_count)), Some((2, 1)));
         e.on_finished(a, &Outcome::Succeeded, now());
@@ -216,5 +264,63 @@ mod tests {
             Some(Outcome::Succeeded)
         );
         assert_eq!(e.len(), 2);
+    }
+
+    #[test]
+    fn latest_is_the_last_started_in_the_stream_not_the_greatest_id() {
+        // The clock stepped back between the two: the later one has the
+        // smaller id.
+        let early = EvaluationId(Uuid::from_u128(u128::MAX - 1));
+        let late = EvaluationId(Uuid::from_u128(1));
+        let mut e = Evaluations::default();
+        e.on_started(early, "ns", "early", "scripted", now(), 1);
+        e.on_message(&InnerMessage::new(Role::User, "hi", early, 0), 2);
+        e.on_finished(early, &Outcome::Succeeded, now());
+        assert_eq!(e.latest().map(|x| x.evaluation_id), Some(early));
+        e.on_started(late, "ns", "late", "scripted", now(), 4);
+        assert_eq!(e.latest().map(|x| x.evaluation_id), Some(late));
+        // A repeated start and later messages do not move it.
+        e.on_started(early, "ns", "early", "scripted", now(), 5);
+        e.on_turn(early, 1, 6);
+        assert_eq!(e.latest().map(|x| x.evaluation_id), Some(late));
+        assert_eq!(e.get(early).and_then(|x| x.started_seq), Some(1));
+        assert_eq!(e.get(late).and_then(|x| x.started_seq), Some(4));
+        // Its first message places an evaluation with no EvaluationStarted.
+        let imported = EvaluationId(Uuid::from_u128(0));
+        e.on_turn(imported, 0, 7);
+        assert_eq!(e.latest().map(|x| x.evaluation_id), Some(imported));
+        // The records rebuild the same slice, in any order.
+        let mut items: Vec<EvaluationInfo> = e.iter().cloned().collect();
+        items.reverse();
+        assert_eq!(Evaluations::from_items(items).ok(), Some(e));
+    }
+
+    #[test]
+    fn records_without_a_place_keep_the_id_order_and_a_place_without_a_start_is_refused() {
+        // As from WINK JSON written before `started_seq` existed.
+        let (a, b) = (
+            EvaluationId(Uuid::from_u128(1)),
+            EvaluationId(Uuid::from_u128(2)),
+        );
+        let old = |id| EvaluationInfo {
+            started_at: Some(now()),
+            ..EvaluationInfo::new(id)
+        };
+        let mut e = Evaluations::from_items(vec![old(b), old(a)]).expect("items");
+        assert_eq!(e.latest().map(|x| x.evaluation_id), Some(b));
+        // One folded after them is later in the stream than both.
+        e.on_started(a, "ns", "again", "scripted", now(), 9);
+        assert_eq!(e.latest().map(|x| x.evaluation_id), Some(b));
+        let c = EvaluationId(Uuid::from_u128(0));
+        e.on_started(c, "ns", "new", "scripted", now(), 10);
+        assert_eq!(e.latest().map(|x| x.evaluation_id), Some(c));
+
+        let placed = EvaluationInfo {
+            started_seq: Some(3),
+            ..EvaluationInfo::new(a)
+        };
+        let err = Evaluations::from_items(vec![placed]).expect_err("refused");
+        assert_eq!(err.0, 0);
+        assert!(err.1.contains("no start"), "{err:?}");
     }
 }

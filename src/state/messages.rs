@@ -41,7 +41,9 @@ struct CallSlot {
 
 /// Every [`InnerMessage`] of the session (state slice).
 ///
-/// Ordered by evaluation (UUIDv7 ids: id order is time order), then by
+/// Ordered by evaluation id (UUIDv7: creation order, unless the clock
+/// stepped back; [`Evaluations::latest`](crate::Evaluations::latest) goes by
+/// the stream instead), then by
 /// `(sequence, message_id)`, so the order never depends on arrival order.
 /// Deduplicated by `message_id`: the first message with an id wins (copies of
 /// one message, as at-least-once delivery produces, are simply ignored).

@@ -124,7 +124,7 @@ impl SessionState {
         self.events_applied = self.events_applied.saturating_add(1);
         if self.messages.claim_id(ids.message_id, eval, ids.sequence) {
             let key = (ids.sequence, ids.message_id);
-            self.evaluations.on_turn(eval, ids.turn);
+            self.evaluations.on_turn(eval, ids.turn, m.seq);
             self.conversation.on_parts(eval, key, ids.role, ids.turn);
             let bytes = match frame {
                 Some((frame, at)) => PlainBytes::Frame(frame, at + m.start),
@@ -161,12 +161,13 @@ impl SessionState {
                 prompt_key,
                 adapter,
                 envelope.at,
+                envelope.seq,
             ),
             Event::Message(m) => {
                 if self.messages.claim(m) {
                     new_message = true;
                     self.tool_calls.on_message(m);
-                    self.evaluations.on_message(m);
+                    self.evaluations.on_message(m, envelope.seq);
                     self.conversation.on_message(m);
                 }
             }

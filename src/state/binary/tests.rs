@@ -188,3 +188,20 @@ fn a_big_snapshot_decodes_on_two_threads_and_still_checks_its_crc() {
         assert!(e.to_string().contains("checksum"), "at {at}: {e}");
     }
 }
+
+/// A snapshot of format 2 (before evaluations knew their place in the
+/// stream) is refused, so the session replays its stream instead.
+#[test]
+fn a_format_2_snapshot_is_refused() {
+    let reg = SliceRegistry::new();
+    let s = fold(SessionState::new(), &envelopes(build_events(&spec())));
+    let mut body = s.encode_snapshot(LIMIT).expect("encode");
+    assert_eq!(body[0], 3, "the format, a one-byte varint");
+    body[0] = 2;
+    let r = SessionState::decode_snapshot(&body, &reg, LIMIT);
+    assert!(
+        matches!(&r, Err(crate::Error::SnapshotRestore(m)) if m.contains("unknown snapshot format 2")),
+        "{:?}",
+        r.err()
+    );
+}

@@ -115,13 +115,18 @@ pub(crate) fn t(micros: i64) -> DateTime<Utc> {
         .unwrap_or_default()
 }
 
+/// The id of the `ix`th evaluation of a generated session. After the
+/// first, each has a smaller id than the one before, as when the clock
+/// steps back between evaluations (ids are UUIDv7): only their place in
+/// the stream tells which one started last.
+pub(crate) fn eval_id(ix: u128) -> EvaluationId {
+    EvaluationId(Uuid::from_u128(
+        0x1000 + if ix == 0 { 0 } else { 0x100 - ix },
+    ))
+}
+
 fn message(role: Role, eval_ix: u128, seq: u64, turn: u32) -> InnerMessage {
-    let mut m = InnerMessage::new(
-        role,
-        format!("{role} {seq}"),
-        EvaluationId(Uuid::from_u128(0x1000 + eval_ix)),
-        seq,
-    );
+    let mut m = InnerMessage::new(role, format!("{role} {seq}"), eval_id(eval_ix), seq);
     m.turn = turn;
     m.prompt_ns = "ns".into();
     m.prompt_key = format!("key{eval_ix}");
@@ -143,7 +148,7 @@ pub(crate) fn build_events(spec: &[EvalSpec]) -> Vec<Event> {
     });
     for (i, e) in spec.iter().enumerate() {
         let ix = i as u128;
-        let eval = EvaluationId(Uuid::from_u128(0x1000 + ix));
+        let eval = eval_id(ix);
         if e.started {
             ev.push(Event::EvaluationStarted {
                 evaluation_id: eval,

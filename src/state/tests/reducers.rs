@@ -109,6 +109,39 @@ proptest! {
     }
 
     #[test]
+    fn the_latest_evaluation_is_the_last_started_in_the_stream(
+        (events, shuffled) in in_order_and_shuffled()
+    ) {
+        let reg = registry();
+        for events in [events, shuffled] {
+            // Started by its EvaluationStarted or its first message,
+            // whichever comes first; the latest is the last so started.
+            let mut started = Vec::new();
+            for e in &events {
+                let eval = match e {
+                    Event::EvaluationStarted { evaluation_id, .. } => *evaluation_id,
+                    Event::Message(m) => m.evaluation_id,
+                    _ => continue,
+                };
+                if !started.contains(&eval) {
+                    started.push(eval);
+                }
+            }
+            let envs = envelopes(events);
+            let all = fold(SessionState::with_slices(&reg), &envs);
+            prop_assert_eq!(all.evaluations().latest().map(|e| e.evaluation_id), started.last().copied());
+            for k in 0..=envs.len() {
+                let prefix = fold(SessionState::with_slices(&reg), &envs[..k]);
+                let restored = fold(binary_round_trip(&prefix, &reg), &envs[k..]);
+                prop_assert_eq!(
+                    restored.evaluations().latest().map(|e| e.evaluation_id),
+                    started.last().copied()
+                );
+            }
+        }
+    }
+
+    #[test]
     fn binary_snapshot_round_trips((events, shuffled) in in_order_and_shuffled()) {
         let reg = registry();
         let s = fold(SessionState::with_slices(&reg), &envelopes(events));
@@ -153,7 +186,7 @@ fn tool_status_updates_the_assistant_message_and_tool_calls() {
         finished: false,
     };
     let s = fold(SessionState::new(), &envelopes(build_events(&[spec])));
-    let eval = EvaluationId(Uuid::from_u128(0x1000));
+    let eval = eval_id(0);
     let a = s
         .messages()
         .for_evaluation(eval)
@@ -245,9 +278,9 @@ fn damaged_or_oversized_snapshots_are_refused() {
         assert!(matches!(r, Err(Error::SnapshotRestore(_))), "cut at {cut}");
     }
     let mut other_format = body.clone();
-    other_format[0] = 3;
+    other_format[0] = 4;
     let r = SessionState::decode_snapshot(&other_format, &reg, LIMIT);
-    assert!(matches!(&r, Err(Error::SnapshotRestore(m)) if m.contains("format 3")));
+    assert!(matches!(&r, Err(Error::SnapshotRestore(m)) if m.contains("format 4")));
     assert!(matches!(
         s.encode_snapshot(64),
         Err(Error::TooLarge { limit: 64, .. })
