@@ -15,7 +15,7 @@ use crate::model::SessionId;
 use crate::snapshot::CheckpointStrategy;
 use crate::state::SliceRegistry;
 use crate::store::poison::Poison;
-use crate::store::{Durability, Store, SyncStats, Visit, memory, sled};
+use crate::store::{Durability, Loss, Store, SyncStats, Visit, memory, sled};
 
 /// A function called after every append is durable, with the session and
 /// the seqs of the first and last event appended. For crash injection in
@@ -270,6 +270,18 @@ impl Journal {
     /// The ids of every session, in creation order.
     pub fn sessions(&self) -> Result<Vec<SessionId>> {
         self.inner.store.sessions()
+    }
+
+    /// Acknowledged events that were found missing when the journal was
+    /// opened: sessions whose stream the store holds only up to
+    /// [`Loss::held`] although [`Loss::acknowledged`] events were
+    /// acknowledged (sled rolled its log back after damage, or lost files of
+    /// its own; the write-ahead log no longer had them). Each is reported by
+    /// the session as its damaged tail and by [`Journal::verify`], and
+    /// stays reported until an append to the session cuts it off (or the
+    /// session is deleted). Empty for a sound database.
+    pub fn losses(&self) -> Vec<Loss> {
+        self.inner.store.losses()
     }
 
     /// Makes everything appended so far survive power loss (a `Synced` flush).

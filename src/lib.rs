@@ -110,5 +110,5 @@ pub use crate::state::{
     SessionState, Slice, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, TurnIds, TurnView,
     Usage, UsageTotals,
 };
-pub use crate::store::{Durability, Store, SyncStats, Visit};
+pub use crate::store::{Durability, Loss, Store, SyncStats, Visit};
 pub use crate::verify::{Problem, ProblemKind, VerifyReport};

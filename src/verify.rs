@@ -103,6 +103,19 @@ impl Journal {
         for id in ids {
             verify_session(self, id, &mut report, &mut progress)?;
         }
+        // Acknowledged events the store no longer holds (found when it was
+        // opened, against its own record of what it acknowledged).
+        for loss in self.inner.store.losses() {
+            if session.is_none_or(|id| id == loss.session) {
+                report.problems.push(Problem {
+                    session: loss.session,
+                    seq: Some(loss.held),
+                    offset: None,
+                    kind: ProblemKind::Damage,
+                    message: loss.to_string(),
+                });
+            }
+        }
         Ok(report)
     }
 }

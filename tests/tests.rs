@@ -14,6 +14,7 @@ mod footguns;
 mod golden;
 mod kill;
 mod layers;
+mod losses;
 mod recovery;
 mod resume;
 mod sessions;

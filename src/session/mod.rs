@@ -17,7 +17,7 @@ use crate::journal::{Journal, SessionInfo, SessionStatus};
 use crate::model::{SessionId, now};
 use crate::session::recorder::Evaluation;
 use crate::state::SessionState;
-use crate::store::Visit;
+use crate::store::{Loss, Visit};
 
 /// What opening a session cost: how much was read from where.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -163,7 +163,7 @@ impl Session {
                 &mut core.load.events_replayed,
             )?;
             core.head = head;
-            core.tail = tail;
+            core.tail = with_loss(tail, head, store.losses().iter().find(|l| l.session == id));
         }
         Ok(session)
     }
@@ -525,4 +525,21 @@ fn _assert_handles_are_send_sync() {
     _assert_send_sync::<Journal>();
     _assert_send_sync::<Session>();
     _assert_send_sync::<Evaluation>();
+}
+
+/// The damaged tail a session opens with, extended by the acknowledged
+/// events the store lost after it (or after `head`, without a torn tail):
+/// reported like a torn tail, and cut off at the next append.
+fn with_loss(tail: Option<TailDamage>, head: u64, loss: Option<&Loss>) -> Option<TailDamage> {
+    let Some(loss) = loss.filter(|l| l.acknowledged > head) else {
+        return tail;
+    };
+    Some(match tail {
+        Some(t) => TailDamage::events(
+            t.start,
+            loss.acknowledged - t.start,
+            format!("{}; {loss}", t.reason),
+        ),
+        None => TailDamage::events(head, loss.acknowledged - head, loss.to_string()),
+    })
 }

@@ -14,6 +14,7 @@
 pub(crate) mod applier;
 pub(crate) mod fs;
 pub(crate) mod group_commit;
+pub(crate) mod heads;
 pub(crate) mod keys;
 pub(crate) mod memory;
 pub(crate) mod poison;
@@ -24,6 +25,7 @@ pub(crate) mod wal;
 use crate::error::Result;
 pub use crate::format::SharedBytes;
 use crate::model::SessionId;
+pub use heads::Loss;
 
 /// How durable an event is when `append` returns.
 ///
@@ -169,6 +171,14 @@ pub trait Store: Send + Sync + 'static {
     /// True if appends are refused (an exported file opened for reading).
     fn read_only(&self) -> bool {
         false
+    }
+
+    /// Acknowledged events the store found missing when it was opened (a
+    /// store that keeps its own record of what it acknowledged, as the sled
+    /// store does outside sled): each session whose stream ends below what
+    /// was acknowledged, until a cut or a deletion settles it. Default: none.
+    fn losses(&self) -> Vec<Loss> {
+        Vec::new()
     }
 
     /// How the store's durable writes went (all zeros for a store that

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::format::SharedBytes;
 use crate::model::SessionId;
 use crate::store::poison::Poison;
-use crate::store::{Durability, Store, SyncStats, Visit};
+use crate::store::{Durability, Loss, Store, SyncStats, Visit};
 
 /// The text of a panic's payload.
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
@@ -183,6 +183,10 @@ impl Store for Guarded {
 
     fn size_on_disk(&self) -> Result<u64> {
         self.run("measuring its size", |s| s.size_on_disk())
+    }
+
+    fn losses(&self) -> Vec<Loss> {
+        self.store.losses()
     }
 
     fn sync_stats(&self) -> SyncStats {

@@ -24,6 +24,7 @@ use crate::store::Durability;
 use crate::store::applier::Applier;
 use crate::store::fs::sync_dir;
 use crate::store::group_commit::GroupCommit;
+use crate::store::heads::{Heads, Loss};
 use crate::store::keys::{key, split_key};
 use crate::store::snapfiles::{self, INLINE_MAX, SnapFiles};
 use crate::store::wal::{self, Wal};
@@ -94,6 +95,11 @@ pub(crate) struct SledStore {
     /// The thread that inserts appends into sled (see `applier.rs`).
     /// Everything that reads sled drains it first.
     applier: Applier,
+    /// What the journal acknowledged, recorded outside sled (`heads.rs`).
+    acked: Heads,
+    /// Acknowledged events found missing at open, by session, until a cut
+    /// or a deletion settles them.
+    losses: Mutex<HashMap<SessionId, Loss>>,
 }
 
 impl SledStore {
@@ -286,12 +292,54 @@ impl SledStore {
     /// Makes every sled write so far survive power loss: sled's flush, then
     /// an fdatasync of its file and of new blob files.
     fn sled_durable(&self) -> Result<()> {
-        // (The flush drains the insert queue first.)
-        self.flush_sled()?;
-        self.db_file
-            .sync_data()
-            .map_err(|e| Error::io(format!("fdatasync of {}/db", self.path.display()), e))?;
-        self.sync_blobs()
+        // The heads to record are taken first: every event they count was
+        // queued before, so the flush below covers it.
+        let heads = self.acked.take_dirty();
+        let durable = (|| {
+            // (The flush drains the insert queue first.)
+            self.flush_sled()?;
+            self.db_file
+                .sync_data()
+                .map_err(|e| Error::io(format!("fdatasync of {}/db", self.path.display()), e))?;
+            self.sync_blobs()?;
+            self.acked.record(&heads)
+        })();
+        if durable.is_err() {
+            self.acked.untake(&heads);
+        }
+        durable
+    }
+
+    /// Finds the acknowledged events sled no longer holds (after the log
+    /// gave back what it could): compares every recorded head with sled's.
+    fn find_losses(&self) -> Result<()> {
+        let mut losses = HashMap::new();
+        for (session, acknowledged) in self.acked.acknowledged() {
+            if acknowledged == 0 {
+                continue;
+            }
+            let held = self.read_head(session)?;
+            if held < acknowledged {
+                losses.insert(
+                    session,
+                    Loss {
+                        session,
+                        held,
+                        acknowledged,
+                    },
+                );
+            }
+        }
+        *self.losses.lock().unwrap_or_else(|p| p.into_inner()) = losses;
+        Ok(())
+    }
+
+    fn loss(&self, session: SessionId) -> Option<Loss> {
+        self.losses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&session)
+            .copied()
     }
 
     fn flush_sled(&self) -> Result<()> {
@@ -339,7 +387,9 @@ impl Store for SledStore {
         if self.wal_appends {
             self.wal.enqueue(session, expected, frames);
         }
-        *head = Some(expected + frames.len() as u64);
+        let next = expected + frames.len() as u64;
+        self.acked.raise(session, next);
+        *head = Some(next);
         Ok(())
     }
 
@@ -354,7 +404,11 @@ impl Store for SledStore {
                 h
             }
         };
-        Ok(if h == 0 { None } else { Some(h) })
+        Ok(if h > 0 || self.loss(session).is_some() {
+            Some(h)
+        } else {
+            None
+        })
     }
 
     fn scan(
@@ -410,6 +464,20 @@ impl Store for SledStore {
             n += 1;
             start = n.to_be_bytes();
         }
+        // A session whose every event was lost is still one: reading it
+        // reports the loss.
+        let lost: Vec<SessionId> = self
+            .losses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .copied()
+            .collect();
+        if !lost.is_empty() {
+            out.extend(lost);
+            out.sort_unstable();
+            out.dedup();
+        }
         Ok(out)
     }
 
@@ -423,6 +491,14 @@ impl Store for SledStore {
             self.wal.checkpoint(&|| self.sled_durable())?;
         }
         self.drain()?;
+        // The cut is recorded before it is made: a crash between the two
+        // leaves more events than recorded, never fewer.
+        let held = self.read_head(session)?;
+        self.acked.lower(session, from.min(held))?;
+        self.losses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&session);
         let keys: Vec<sled::IVec> = self
             .events
             .range(key(session, from)..=key(session, u64::MAX))
@@ -539,6 +615,18 @@ impl Store for SledStore {
             Durability::Synced if self.wal_appends => self.wal.commit(&|| self.sled_durable()),
             Durability::Synced => self.synced.commit(|| self.sled_durable()),
         }
+    }
+
+    fn losses(&self) -> Vec<Loss> {
+        let mut v: Vec<Loss> = self
+            .losses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .copied()
+            .collect();
+        v.sort_unstable_by_key(|l| l.session);
+        v
     }
 
     fn sync_stats(&self) -> crate::store::SyncStats {

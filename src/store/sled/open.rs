@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::store::applier::Applier;
 use crate::store::fs::sync_dir;
 use crate::store::group_commit::GroupCommit;
+use crate::store::heads::Heads;
 use crate::store::keys::key;
 use crate::store::poison::Poison;
 use crate::store::snapfiles;
@@ -251,6 +252,13 @@ impl SledStore {
             .open(path.join("db"))
             .map_err(|e| Error::io(format!("opening {}/db for syncing", path.display()), e))?;
         let (wal, records) = Wal::open(path, wal_appends, poison.clone())?;
+        // What was acknowledged: the heads recorded, raised by the log's
+        // records (each one a `Synced` append that may have been
+        // acknowledged since the last record).
+        let acked = Heads::open(path)?;
+        for r in &records {
+            acked.raise(r.session, r.first_seq.saturating_add(r.frames.len() as u64));
+        }
         let applier = Applier::start(events.clone(), poison.clone())?;
         let store = Self {
             path: path.to_owned(),
@@ -266,8 +274,11 @@ impl SledStore {
             wal,
             wal_appends,
             applier,
+            acked,
+            losses: Mutex::new(HashMap::new()),
         };
         store.replay_wal(records)?;
+        store.find_losses()?;
         // Blobs that exist at open were written by an earlier process: sync them once.
         store.sync_blobs()?;
         // Snapshot files no pointer names: left by a crash mid-snapshot, or

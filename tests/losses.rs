@@ -1,0 +1,165 @@
+//! Acknowledged events that sled loses below the journal (a rollback of its
+//! log after damage, its own snapshot files removed): detected at open
+//! against the heads log (`<db>/heads`), reported by the session (as its
+//! damaged tail), by `verify` (exit 3, naming the session and the seq range)
+//! and never passed off as a whole stream.
+
+use std::path::Path;
+
+use agent_journal::{Journal, Loss, ProblemKind, SessionId};
+
+use crate::common::{custom, event_key, raw_sled, run_cli};
+
+/// A closed database of `sessions` sessions of `n` custom events each.
+fn closed_db(path: &Path, sessions: usize, n: u64) -> Vec<(SessionId, u64)> {
+    let j = Journal::open(path).expect("open");
+    let mut out = Vec::new();
+    for _ in 0..sessions {
+        let s = j.create_session().expect("create");
+        for i in 0..n {
+            s.append(custom(i)).expect("append");
+        }
+        out.push((s.id(), s.head()));
+    }
+    out
+}
+
+/// What a rollback of sled leaves: the events of `id` from `from` on gone,
+/// in sled alone (the heads log and the write-ahead log untouched).
+fn sled_loses(path: &Path, id: SessionId, from: u64, to: u64) {
+    let db = raw_sled(path);
+    let t = db.open_tree("events").expect("tree");
+    for seq in from..to {
+        t.remove(event_key(id, seq)).expect("remove");
+    }
+    db.flush().expect("flush");
+}
+
+#[test]
+fn events_sled_lost_below_an_acknowledged_head_are_reported_not_hidden() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let made = closed_db(&path, 2, 20);
+    let (id, head) = made[0];
+    sled_loses(&path, id, head - 6, head);
+
+    let j = Journal::open(&path).expect("the database still opens");
+    assert_eq!(
+        j.losses(),
+        vec![Loss {
+            session: id,
+            held: head - 6,
+            acknowledged: head
+        }]
+    );
+    let s = j.session(id).expect("the session opens with what is left");
+    let tail = s
+        .torn_tail()
+        .expect("the loss is reported as its damaged end");
+    assert_eq!((tail.start, tail.len), (head - 6, 6));
+    assert!(tail.reason.contains("acknowledged"), "{tail}");
+    let report = j.verify(None, |_| {}).expect("verify");
+    let p: Vec<_> = report.problems.iter().filter(|p| p.session == id).collect();
+    assert_eq!(p.len(), 1, "{:?}", report.problems);
+    assert_eq!((p[0].kind, p[0].seq), (ProblemKind::Damage, Some(head - 6)));
+    assert!(
+        p[0].message.contains(&format!("{}..{head}", head - 6)),
+        "{}",
+        p[0]
+    );
+    // The other session is whole and says nothing.
+    assert!(j.session(made[1].0).expect("other").torn_tail().is_none());
+    drop(s);
+    drop(j);
+
+    // The command line: verify exits 3 naming the session and the range.
+    let out = run_cli(&path, &["verify"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&id.to_string()) && text.contains(&format!("{}..{head}", head - 6)),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_loss_stays_reported_until_the_stream_is_cut_and_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let (id, head) = closed_db(&path, 1, 10)[0];
+    sled_loses(&path, id, head - 3, head);
+    // Opening and closing without touching the session keeps the loss.
+    for _ in 0..2 {
+        let j = Journal::open(&path).expect("open");
+        assert_eq!(j.losses().len(), 1);
+    }
+    // An append cuts the damaged end (as for a torn tail) and goes on:
+    // the loss is settled, recorded, and not reported again.
+    let j = Journal::open(&path).expect("open");
+    let s = j.session(id).expect("session");
+    assert_eq!(s.append(custom(99)).expect("append"), head - 3);
+    assert!(j.losses().is_empty());
+    assert!(j.verify(None, |_| {}).expect("verify").is_clean());
+    drop(s);
+    drop(j);
+    let j = Journal::open(&path).expect("reopen");
+    assert!(j.losses().is_empty());
+    assert!(j.verify(None, |_| {}).expect("verify").is_clean());
+}
+
+#[test]
+fn a_session_sled_lost_whole_is_still_listed_and_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let made = closed_db(&path, 2, 5);
+    let (gone, head) = made[1];
+    sled_loses(&path, gone, 0, head);
+    let j = Journal::open(&path).expect("open");
+    assert!(j.sessions().expect("sessions").contains(&gone));
+    let s = j.session(gone).expect("opens empty, with its loss");
+    assert_eq!(s.head(), 0);
+    assert_eq!(s.torn_tail().map(|t| (t.start, t.len)), Some((0, head)));
+    assert!(j.verify(None, |_| {}).expect("verify").has_damage());
+}
+
+#[test]
+fn a_deleted_session_is_not_a_loss() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let made = closed_db(&path, 2, 5);
+    {
+        let j = Journal::open(&path).expect("open");
+        j.delete_session(made[0].0, true).expect("delete");
+    }
+    let j = Journal::open(&path).expect("reopen");
+    assert!(j.losses().is_empty());
+    assert_eq!(j.sessions().expect("sessions"), vec![made[1].0]);
+    assert!(j.verify(None, |_| {}).expect("verify").is_clean());
+}
+
+#[test]
+fn removing_sleds_own_snapshot_files_never_loses_events_silently() {
+    // sled recovers from its log alone without them, and may come back
+    // shorter: whatever it lost is reported.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let made = closed_db(&path, 4, 400);
+    let mut removed = 0;
+    for entry in std::fs::read_dir(&path).expect("read_dir").flatten() {
+        if entry.file_name().to_string_lossy().starts_with("snap.") {
+            std::fs::remove_file(entry.path()).expect("remove");
+            removed += 1;
+        }
+    }
+    let Ok(j) = Journal::open(&path) else {
+        return; // refused: nothing passed off as whole
+    };
+    let report = j.verify(None, |_| {}).expect("verify");
+    for (id, head) in made {
+        let held = j.stream_len(id).expect("len").unwrap_or(0);
+        assert!(
+            held == head || report.problems.iter().any(|p| p.session == id),
+            "session {id}: {held} of {head} events and no report ({removed} snapshot files removed)"
+        );
+    }
+}
