@@ -15,6 +15,7 @@ mod kill;
 mod layers;
 mod recovery;
 mod resume;
+mod sandbox;
 mod sessions;
 mod space;
 mod store;
