@@ -17,6 +17,7 @@ mod layers;
 mod losses;
 mod recovery;
 mod resume;
+mod sandbox;
 mod sessions;
 mod space;
 mod store;

@@ -1,17 +1,25 @@
 //! The demo: a scripted agent with real local tools in a sandbox folder.
 //!
 //! The "model" is a fixed script (deterministic, offline); the tools are
-//! real: they write and read files in the sandbox. `write_file` is *keyed*:
-//! it remembers each call id it served (`.calls/<id>`) and logs every real
-//! execution to `.executions.log`, so a tool run twice would be visible there.
+//! real: they write and read files in the sandbox, and only there (see
+//! [`sandbox`](crate::cli::sandbox): no absolute path, no `..`, no symbolic
+//! link is followed). `write_file` is *keyed*: it remembers each call id it
+//! served (under `.calls`, by evaluation and encoded call id) and logs every real execution to
+//! `.executions.log`, so a tool run twice would be visible there.
+//!
+//! A refused path fails that one tool call: the refusal, naming the path, is
+//! recorded as the call's error, so the call is finished exactly once and
+//! the conversation goes on. A session without a sandbox of its own is
+//! refused before anything is written (see [`resume`]).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use agent_journal::{
-    Error, Idempotency, InnerLoop, Journal, LoopResult, ResumeMode, ResumeOptions, ScriptStep,
-    ScriptedProvider, Session, Tool, ToolContext,
+    Error, Idempotency, InnerLoop, Journal, LoopResult, ResumeMode, ResumeOptions, ResumePlan,
+    ResumeState, ScriptStep, ScriptedProvider, Session, Tool, ToolContext,
 };
+
+use crate::cli::sandbox::{CallRecord, Sandbox, encode};
 
 pub(crate) const PROMPT_NS: &str = "demo";
 pub(crate) const PROMPT_KEY: &str = "file-assistant";
@@ -19,8 +27,6 @@ const SYSTEM: &str =
     "You are a careful file assistant. Use the tools to work in the sandbox folder.";
 const USER: &str = "Write a short todo list to notes.txt, then tell me how many words it has and what else is in the folder.";
 const NOTES: &str = "buy milk\nfix the flaky test\ncall the bank\n";
-/// The name of the file where `write_file` logs each real execution.
-pub(crate) const EXECUTIONS: &str = ".executions.log";
 
 fn script() -> Vec<ScriptStep> {
     let call = |name: &str, args: serde_json::Value| (name.to_owned(), args.to_string());
@@ -52,22 +58,6 @@ fn script() -> Vec<ScriptStep> {
     ]
 }
 
-/// Resolves a tool's relative path inside the sandbox, refusing escapes.
-fn inside(sandbox: &Path, rel: &str) -> Result<PathBuf, String> {
-    let p = Path::new(rel);
-    if p.is_absolute()
-        || p.components().any(|c| {
-            !matches!(
-                c,
-                std::path::Component::Normal(_) | std::path::Component::CurDir
-            )
-        })
-    {
-        return Err(format!("path {rel:?} leaves the sandbox"));
-    }
-    Ok(sandbox.join(p))
-}
-
 fn args(arguments: &str) -> Result<serde_json::Value, String> {
     serde_json::from_str(arguments).map_err(|e| format!("bad arguments: {e}"))
 }
@@ -79,9 +69,9 @@ fn arg<'a>(args: &'a serde_json::Value, name: &str) -> Result<&'a str, String> {
 }
 
 /// Writes a file; keyed by call id, so a resumed call returns its first result.
-struct WriteFile(PathBuf);
+struct WriteFile<'a>(&'a Sandbox);
 
-impl Tool for WriteFile {
+impl Tool for WriteFile<'_> {
     fn name(&self) -> &str {
         "write_file"
     }
@@ -89,130 +79,155 @@ impl Tool for WriteFile {
         Idempotency::Keyed
     }
     fn call(&self, arguments: &str, ctx: &ToolContext) -> Result<String, String> {
-        let marker_dir = self.0.join(".calls");
-        let marker = marker_dir.join(ctx.call_id.as_str());
-        if let Ok(done) = std::fs::read_to_string(&marker) {
+        let record = CallRecord::of(ctx.evaluation_id, ctx.call_id.as_str())?;
+        if let Some(done) = self.0.recorded_result(&record)? {
             return Ok(done);
         }
         let a = args(arguments)?;
         let rel = arg(&a, "path")?;
         let content = arg(&a, "content")?;
-        let path = inside(&self.0, rel)?;
-        std::fs::write(&path, content)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        let mut log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.0.join(EXECUTIONS))
-            .map_err(|e| format!("cannot log: {e}"))?;
-        writeln!(log, "{} write_file {rel}", ctx.call_id)
-            .map_err(|e| format!("cannot log: {e}"))?;
+        self.0.write(rel, content)?;
+        // One line per execution, whatever the id and path hold.
+        self.0.log_execution(&format!(
+            "{} write_file {}",
+            encode(ctx.call_id.as_str()),
+            rel.escape_debug()
+        ))?;
         let result = format!("wrote {} bytes to {rel}", content.len());
-        std::fs::create_dir_all(&marker_dir).map_err(|e| format!("cannot record call: {e}"))?;
-        let tmp = marker_dir.join(format!(".{}.tmp", ctx.call_id.as_str()));
-        std::fs::write(&tmp, &result)
-            .and_then(|()| std::fs::rename(&tmp, &marker))
-            .map_err(|e| format!("cannot record call: {e}"))?;
+        self.0.record_result(&record, &result)?;
         Ok(result)
     }
 }
 
 /// Counts the words of a file (read-only: safe to re-run).
-struct WordCount(PathBuf);
+struct WordCount<'a>(&'a Sandbox);
 
-impl Tool for WordCount {
+impl Tool for WordCount<'_> {
     fn name(&self) -> &str {
         "word_count"
     }
     fn call(&self, arguments: &str, _ctx: &ToolContext) -> Result<String, String> {
         let a = args(arguments)?;
-        let path = inside(&self.0, arg(&a, "path")?)?;
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let text = self.0.read(arg(&a, "path")?)?;
         Ok(format!("{} words", text.split_whitespace().count()))
     }
 }
 
 /// Lists the visible files of a folder (read-only: safe to re-run).
-struct ListDir(PathBuf);
+struct ListDir<'a>(&'a Sandbox);
 
-impl Tool for ListDir {
+impl Tool for ListDir<'_> {
     fn name(&self) -> &str {
         "list_dir"
     }
     fn call(&self, arguments: &str, _ctx: &ToolContext) -> Result<String, String> {
         let a = args(arguments)?;
-        let path = inside(&self.0, arg(&a, "path")?)?;
-        let mut names: Vec<String> = std::fs::read_dir(&path)
-            .map_err(|e| format!("cannot list {}: {e}", path.display()))?
-            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        let names: Vec<String> = self
+            .0
+            .list(arg(&a, "path")?)?
+            .into_iter()
             .filter(|n| !n.starts_with('.'))
             .collect();
-        names.sort();
         Ok(names.join(", "))
     }
 }
 
-fn with_tools<T>(sandbox: &Path, f: impl FnOnce(&InnerLoop<'_>) -> T) -> T {
+fn with_tools<T>(sandbox: &Sandbox, f: impl FnOnce(&InnerLoop<'_>) -> T) -> T {
     let provider = ScriptedProvider::new(script());
-    let (w, c, l) = (
-        WriteFile(sandbox.to_owned()),
-        WordCount(sandbox.to_owned()),
-        ListDir(sandbox.to_owned()),
-    );
+    let (w, c, l) = (WriteFile(sandbox), WordCount(sandbox), ListDir(sandbox));
     let tools: Vec<&dyn Tool> = vec![&w, &c, &l];
     let lp = InnerLoop::new(&provider, tools);
     f(&lp)
 }
 
-/// Records one demo run into `journal` and returns its result.
-pub(crate) fn run(journal: &Journal, sandbox_root: &Path) -> Result<LoopResult, Error> {
-    let sandbox = sandbox_root.join(agent_journal::SessionId::new().to_string());
-    std::fs::create_dir_all(&sandbox).map_err(|e| Error::Io {
-        context: format!("creating sandbox {}", sandbox.display()),
-        source: e,
-    })?;
-    let sandbox = sandbox.canonicalize().unwrap_or(sandbox);
-    // Where the tools work is part of the record (forks copy labels), so a
-    // resume finds it.
+/// Records one demo run into the journal at `db`, its tools working in a new
+/// folder under `sandbox_root`; returns its result and that folder.
+pub(crate) fn run(
+    journal: &Journal,
+    db: &Path,
+    sandbox_root: &Path,
+) -> Result<(LoopResult, PathBuf), Error> {
+    let sandbox = Sandbox::create_under(sandbox_root)?;
+    // The label is for people (`show` prints it); a resume never reads it.
     let labels = vec![
         ("agent".into(), "demo".into()),
-        ("sandbox".into(), sandbox.to_string_lossy().into_owned()),
+        (
+            "sandbox".into(),
+            sandbox.path().to_string_lossy().into_owned(),
+        ),
     ];
     let session = journal.create_session_with_labels(labels)?;
-    with_tools(&sandbox, |lp| {
+    // Recorded outside the session's events, before any tool runs.
+    sandbox.admit(db, session.id())?;
+    let result = with_tools(&sandbox, |lp| {
         lp.run(&session, PROMPT_NS, PROMPT_KEY, SYSTEM, USER)
-    })
+    })?;
+    Ok((result, sandbox.path().to_owned()))
 }
 
-/// The sandbox a demo session's tools worked in.
-pub(crate) fn sandbox_of(session: &Session) -> Result<PathBuf, Error> {
+/// The `sandbox` label of a session, if it has one (only quoted in errors).
+fn label_of(session: &Session) -> Option<String> {
     let state = session.state();
     state
         .labels()
         .iter()
         .find(|(k, _)| k == "sandbox")
-        .map(|(_, v)| PathBuf::from(v))
-        .ok_or_else(|| {
-            Error::InvalidInput(format!(
-                "session {} is not a demo session (no sandbox label)",
-                session.id()
-            ))
-        })
+        .map(|(_, v)| v.clone())
 }
 
-/// Resumes a demo session from its crash point.
+/// Resumes a demo session of the database at `db` from its crash point
+/// (`plan`, the session's resume plan); returns the result and the folder
+/// the tools worked in.
+///
+/// The folder is `chosen` (`--sandbox DIR`) or else the one recorded for the
+/// session when `demo` (or an earlier resume) made it in this database:
+/// never its `sandbox` label. A new fork is recorded in the same folder
+/// before its tools run, so it can be resumed in turn; so is a session
+/// continued in a folder the user chose.
+///
+/// # Errors
+/// Every refusal comes before anything is written: the plan's
+/// ([`Error::PromptMismatch`], [`Error::AlreadyFinished`], nothing to resume
+/// from), then the sandbox's ([`Error::InvalidInput`] naming the session and
+/// what is missing).
 pub(crate) fn resume(
+    db: &Path,
     session: &Session,
+    plan: &ResumePlan,
     mode: ResumeMode,
     interrupt_never_tools: bool,
-) -> Result<LoopResult, Error> {
-    let sandbox = sandbox_of(session)?;
+    chosen: Option<&Path>,
+) -> Result<(LoopResult, PathBuf), Error> {
+    plan.check_prompt(PROMPT_NS, PROMPT_KEY)?;
+    if plan.is_finished() {
+        return Err(Error::AlreadyFinished {
+            session: session.id(),
+            evaluation: plan.evaluation_id,
+        });
+    }
+    if plan.state == ResumeState::NotStarted {
+        return Err(Error::InvalidInput(format!(
+            "evaluation {} has no messages to resume from (it stopped before its system prompt)",
+            plan.evaluation_id
+        )));
+    }
+    let sandbox = match chosen {
+        Some(dir) => Sandbox::chosen(dir)?,
+        None => Sandbox::recorded(db, session.id(), label_of(session).as_deref())?,
+    };
+    let target = match mode {
+        ResumeMode::Continue => session.clone(),
+        ResumeMode::Fork => session.fork(plan.crash_point)?,
+    };
+    if target.id() != session.id() || chosen.is_some() {
+        sandbox.admit(db, target.id())?;
+    }
     let options = ResumeOptions {
-        mode,
-        evaluation: None,
+        mode: ResumeMode::Continue,
+        evaluation: Some(plan.evaluation_id),
         prompt: Some((PROMPT_NS.into(), PROMPT_KEY.into())),
         interrupt_never_tools,
     };
-    with_tools(&sandbox, |lp| lp.resume(session, &options))
+    let result = with_tools(&sandbox, |lp| lp.resume(&target, &options))?;
+    Ok((result, sandbox.path().to_owned()))
 }

@@ -5,8 +5,9 @@
 //! `record` (demo, resume), `read` (sessions, log, show, pending), `diff`,
 //! `transfer` (export, import) and `admin` (verify, salvage, compact, fork,
 //! sessions --delete). `open` finds databases and sessions (and warns, on
-//! stderr, of what reading them cut off), `output` prints
-//! JSON and progress, `render` formats for people, `demo` is the scripted agent.
+//! stderr, of what reading them cut off), `output` prints JSON and progress,
+//! `render` formats for people, `demo` is the scripted agent and `sandbox`
+//! the folder its tools cannot leave.
 
 /// `println!` that ends the process quietly when stdout is a closed pipe
 /// (`agent-journal log X | head`) instead of panicking.
@@ -27,6 +28,7 @@ mod output;
 mod read;
 mod record;
 mod render;
+mod sandbox;
 mod transfer;
 
 /// Writes one line to stdout; a closed pipe ends the process with success.

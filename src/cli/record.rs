@@ -37,6 +37,11 @@ pub(crate) struct ResumeArgs {
     /// Record in-doubt calls of never-idempotent tools as failed instead of stopping.
     #[arg(long)]
     interrupt_never: bool,
+    /// Folder the tools work in. Needed unless `demo` (or a resume) made the
+    /// session in this database: a session's own labels never choose it, so
+    /// an imported one always needs it.
+    #[arg(long, value_name = "DIR")]
+    sandbox: Option<PathBuf>,
 }
 
 /// How `demo --crash-after` ends the process.
@@ -72,13 +77,13 @@ pub(crate) fn demo(cli: &Cli, args: &DemoArgs) -> Result<ExitCode, Error> {
         .sandbox
         .clone()
         .unwrap_or_else(|| default_sandbox(&cli.db));
-    let result = demo::run(&journal, &sandbox)?;
+    let (result, sandbox) = demo::run(&journal, &cli.db, &sandbox)?;
     let session = &result.session;
     if cli.json {
         print_json(&serde_json::json!({
             "session": session.id().to_string(),
             "events": session.head(),
-            "sandbox": demo::sandbox_of(session)?.display().to_string(),
+            "sandbox": sandbox.display().to_string(),
             "answer": result.content,
         }))?;
     } else {
@@ -88,7 +93,7 @@ pub(crate) fn demo(cli: &Cli, args: &DemoArgs) -> Result<ExitCode, Error> {
             session.head(),
             cli.db.display()
         );
-        outln!("tools worked in {}", demo::sandbox_of(session)?.display());
+        outln!("tools worked in {}", sandbox.display());
         outln!();
         render::print_log(session, 0, session.head())?;
         outln!();
@@ -105,7 +110,7 @@ pub(crate) fn demo(cli: &Cli, args: &DemoArgs) -> Result<ExitCode, Error> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `resume SESSION [--continue] [--interrupt-never]`.
+/// `resume SESSION [--continue] [--interrupt-never] [--sandbox DIR]`.
 pub(crate) fn resume(cli: &Cli, args: &ResumeArgs) -> Result<ExitCode, Error> {
     let journal = open_existing(&cli.db)?;
     let s = find_session(&journal, &args.session)?;
@@ -115,7 +120,14 @@ pub(crate) fn resume(cli: &Cli, args: &ResumeArgs) -> Result<ExitCode, Error> {
     } else {
         ResumeMode::Fork
     };
-    let result = demo::resume(&s, mode, args.interrupt_never)?;
+    let (result, sandbox) = demo::resume(
+        &cli.db,
+        &s,
+        &plan,
+        mode,
+        args.interrupt_never,
+        args.sandbox.as_deref(),
+    )?;
     let target = &result.session;
     if cli.json {
         print_json(&serde_json::json!({
@@ -125,10 +137,11 @@ pub(crate) fn resume(cli: &Cli, args: &ResumeArgs) -> Result<ExitCode, Error> {
             "state_at_crash": plan.state.name(),
             "outcome": format!("{:?}", result.outcome),
             "answer": result.content,
+            "sandbox": sandbox.display().to_string(),
         }))?;
     } else {
         outln!(
-            "session {} stopped at seq {} ({}); {}",
+            "session {} stopped at seq {} ({}); {}; tools work in {}",
             s.id(),
             plan.crash_point,
             plan.state.name(),
@@ -136,7 +149,8 @@ pub(crate) fn resume(cli: &Cli, args: &ResumeArgs) -> Result<ExitCode, Error> {
                 "continued in place".to_owned()
             } else {
                 format!("resumed in fork {}", target.id())
-            }
+            },
+            sandbox.display()
         );
         outln!();
         let from = if target.id() == s.id() {
