@@ -8,9 +8,8 @@ use std::sync::{Arc, Mutex, Weak};
 use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
-use crate::event::Envelope;
 use crate::format::TailDamage;
-use crate::format::{self, DEFAULT_MAX_EVENT_BYTES, ajournal as file};
+use crate::format::{DEFAULT_MAX_EVENT_BYTES, ajournal as file};
 use crate::model::SessionId;
 use crate::snapshot::CheckpointStrategy;
 use crate::state::SliceRegistry;
@@ -325,79 +324,5 @@ impl Journal {
         visit: &mut dyn FnMut(u64, crate::SharedBytes) -> Result<Visit>,
     ) -> Result<()> {
         self.inner.store.scan_shared(id, from, to, visit)
-    }
-
-    /// Writes the given sessions (all if empty) to an exported journal file,
-    /// verifying every frame on the way. Returns the number of records.
-    ///
-    /// # Errors
-    /// [`Error::Corruption`] if a frame is damaged: a damaged journal is not
-    /// exported as if it were sound (use `salvage`).
-    pub fn export_journal(
-        &self,
-        sessions: &[SessionId],
-        path: impl AsRef<Path>,
-        mut progress: impl FnMut(u64),
-    ) -> Result<u64> {
-        let ids = if sessions.is_empty() {
-            self.sessions()?
-        } else {
-            sessions.to_vec()
-        };
-        let mut w = file::FileWriter::create(path.as_ref())?;
-        let limit = self.inner.config.max_event_bytes;
-        for id in ids {
-            let len = self
-                .inner
-                .store
-                .len(id)?
-                .ok_or(Error::SessionNotFound(id))?;
-            let mut expect = 0u64;
-            self.inner.store.scan(id, 0, len, &mut |seq, frame| {
-                let env: Envelope = format::decode_frame(frame, limit)
-                    .map_err(|e| Error::corruption(Some(id), Some(seq), None, e.to_string()))?;
-                if env.seq != seq || env.session != id || seq != expect {
-                    return Err(Error::corruption(
-                        Some(id),
-                        Some(seq),
-                        None,
-                        "record out of place",
-                    ));
-                }
-                expect += 1;
-                w.write_frame(frame)?;
-                progress(1);
-                Ok(Visit::Continue(()))
-            })?;
-        }
-        w.finish()
-    }
-
-    /// Imports every session of an exported journal file, keeping their ids.
-    /// Each session is written in one atomic batch; returns the ids.
-    ///
-    /// # Errors
-    /// [`Error::Corruption`] if the file is damaged before its end (nothing
-    /// is written then); [`Error::InvalidInput`] if a session already exists
-    /// here (nothing of it is written).
-    pub fn import_journal(
-        &self,
-        path: impl AsRef<Path>,
-    ) -> Result<(Vec<SessionId>, Option<TailDamage>)> {
-        let contents = file::read_file(path.as_ref(), self.inner.config.max_event_bytes)?;
-        for id in contents.streams.keys() {
-            if self.inner.store.len(*id)?.is_some() {
-                return Err(Error::InvalidInput(format!(
-                    "session {id} already exists in this journal; nothing was imported"
-                )));
-            }
-        }
-        let mut ids = Vec::new();
-        for (id, frames) in contents.streams {
-            self.inner.store.append(id, 0, &frames)?;
-            ids.push(id);
-        }
-        self.inner.store.flush(self.inner.config.durability)?;
-        Ok((ids, contents.tail))
     }
 }

@@ -12,6 +12,7 @@ use crate::journal::{Journal, JournalConfig};
 use crate::model::SessionId;
 use crate::store::Durability;
 use crate::store::Visit;
+use crate::transfer::atomic;
 use crate::verify::{Problem, ProblemKind};
 
 /// What `compact_to` did.
@@ -43,19 +44,10 @@ pub struct SalvageReport {
 /// Kind of the marker event salvage puts where records were lost.
 pub const SALVAGE_GAP_KIND: &str = "agent_journal.salvage_gap";
 
-fn fresh_destination(dest: &Path) -> Result<Journal> {
-    if dest.exists()
-        && std::fs::read_dir(dest)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(true)
-    {
-        return Err(Error::InvalidInput(format!(
-            "{} already exists; give a new path",
-            dest.display()
-        )));
-    }
+/// Opens the new database being built in the temporary directory `dir`.
+fn open_new(dir: &Path) -> Result<Journal> {
     Journal::open_with(
-        dest,
+        dir,
         JournalConfig {
             durability: Durability::Buffered,
             ..JournalConfig::default()
@@ -98,75 +90,132 @@ impl Journal {
     /// into a new database at `dest`, which reclaims the space sled never
     /// gives back. The source is not changed.
     ///
+    /// The new database is built in a temporary directory beside `dest`,
+    /// synced, and renamed to `dest` only when it is whole: a compaction
+    /// that fails or is killed leaves no `dest` (a temporary directory left
+    /// by a kill is removed by the next compaction to `dest`). The sessions
+    /// of an import that a crash interrupted are left out: the next import
+    /// rolls them back.
+    ///
     /// # Errors
-    /// [`Error::InvalidInput`] if `dest` exists; [`Error::Corruption`] if a
-    /// frame is damaged (use [`Journal::salvage_to`]).
+    /// [`Error::InvalidInput`] if `dest` exists (an empty directory is
+    /// taken); [`Error::Corruption`] if a frame is damaged (use
+    /// [`Journal::salvage_to`]).
     pub fn compact_to(&self, dest: &Path, mut progress: impl FnMut(u64)) -> Result<CompactReport> {
-        let out = fresh_destination(dest)?;
+        atomic::check_new_dir(dest)?;
+        let skip = self.unfinished_import()?;
+        let bytes_before = self.size_on_disk()?;
+        atomic::build_dir(dest, |tmp| {
+            let out = open_new(tmp)?;
+            let mut report = CompactReport {
+                sessions: 0,
+                events: 0,
+                bytes_before,
+                bytes_after: 0,
+            };
+            for id in self.sessions()? {
+                if skip.contains(&id) {
+                    continue;
+                }
+                report.events += self.copy_session(&out, id, &mut progress)?;
+                report.sessions += 1;
+            }
+            out.inner.store.flush(Durability::Synced)?;
+            report.bytes_after = out.size_on_disk()?;
+            Ok(report)
+        })
+    }
+
+    /// Copies session `id`'s verified frames, and its latest snapshot, into
+    /// `out`; returns the number of events.
+    fn copy_session(
+        &self,
+        out: &Journal,
+        id: SessionId,
+        progress: &mut impl FnMut(u64),
+    ) -> Result<u64> {
         let limit = self.inner.config.max_event_bytes;
-        let mut report = CompactReport {
-            sessions: 0,
-            events: 0,
-            bytes_before: self.size_on_disk()?,
-            bytes_after: 0,
-        };
-        for id in self.sessions()? {
-            let len = self.inner.store.len(id)?.unwrap_or(0);
-            let mut chunk: Vec<Vec<u8>> = Vec::with_capacity(CHUNK);
-            let mut written = 0u64;
-            let mut failure: Option<Error> = None;
-            self.inner.store.scan(id, 0, len, &mut |seq, frame| {
-                let env: Envelope = format::decode_frame(frame, limit)
-                    .map_err(|e| Error::corruption(Some(id), Some(seq), None, e.to_string()))?;
-                if env.seq != seq || env.session != id || seq != written + chunk.len() as u64 {
-                    return Err(Error::corruption(
-                        Some(id),
-                        Some(seq),
-                        None,
-                        "record out of place",
-                    ));
-                }
-                chunk.push(frame.to_vec());
-                if chunk.len() == CHUNK {
-                    if let Err(e) = out.inner.store.append(id, written, &chunk) {
-                        failure = Some(e);
-                        return Ok(Visit::Break(()));
-                    }
-                    written += chunk.len() as u64;
-                    progress(chunk.len() as u64);
-                    chunk.clear();
-                }
-                Ok(Visit::Continue(()))
-            })?;
-            if let Some(e) = failure {
-                return Err(e);
+        let len = self.inner.store.len(id)?.unwrap_or(0);
+        let mut chunk: Vec<Vec<u8>> = Vec::with_capacity(CHUNK);
+        let mut written = 0u64;
+        let mut failure: Option<Error> = None;
+        self.inner.store.scan(id, 0, len, &mut |seq, frame| {
+            let env: Envelope = format::decode_frame(frame, limit)
+                .map_err(|e| Error::corruption(Some(id), Some(seq), None, e.to_string()))?;
+            if env.seq != seq || env.session != id || seq != written + chunk.len() as u64 {
+                return Err(Error::corruption(
+                    Some(id),
+                    Some(seq),
+                    None,
+                    "record out of place",
+                ));
             }
-            out.inner.store.append(id, written, &chunk)?;
-            written += chunk.len() as u64;
-            progress(chunk.len() as u64);
-            if let Ok(Some((seq, frame))) = self.inner.store.latest_snapshot(id)
-                && format::verify_frame(&frame).is_ok()
-                && seq < written
-            {
-                out.inner.store.put_snapshot(id, seq, frame.to_vec())?;
+            chunk.push(frame.to_vec());
+            if chunk.len() == CHUNK {
+                if let Err(e) = out.inner.store.append(id, written, &chunk) {
+                    failure = Some(e);
+                    return Ok(Visit::Break(()));
+                }
+                written += chunk.len() as u64;
+                progress(chunk.len() as u64);
+                chunk.clear();
             }
-            report.sessions += 1;
-            report.events += written;
+            Ok(Visit::Continue(()))
+        })?;
+        if let Some(e) = failure {
+            return Err(e);
         }
-        out.inner.store.flush(Durability::Synced)?;
-        report.bytes_after = out.size_on_disk()?;
-        Ok(report)
+        out.inner.store.append(id, written, &chunk)?;
+        written += chunk.len() as u64;
+        progress(chunk.len() as u64);
+        if let Ok(Some((seq, frame))) = self.inner.store.latest_snapshot(id)
+            && format::verify_frame(&frame).is_ok()
+            && seq < written
+        {
+            out.inner.store.put_snapshot(id, seq, frame.to_vec())?;
+        }
+        Ok(written)
     }
 
     /// Copies every readable record into a new database at `dest` and
     /// reports what it dropped. Each session stays gap-free: after a lost
     /// record, a `Custom` event of kind [`SALVAGE_GAP_KIND`] marks the place
     /// and the following records get new seqs. The source is not changed.
+    ///
+    /// The new database is built in a temporary directory beside `dest` and
+    /// renamed to `dest` only when it is whole, as by
+    /// [`compact_to`](Journal::compact_to). The sessions of an import that a
+    /// crash interrupted are left out, and reported as dropped.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if `dest` exists (an empty directory is
+    /// taken).
     pub fn salvage_to(&self, dest: &Path) -> Result<SalvageReport> {
+        atomic::check_new_dir(dest)?;
         let limit = self.inner.config.max_event_bytes;
         let mut records: Vec<(Option<u64>, Envelope)> = Vec::new();
         let mut dropped = Vec::new();
+        // A damaged intent file leaves the decision to the user: everything
+        // readable is copied, and the problem reported.
+        let skip = self.unfinished_import().unwrap_or_else(|e| {
+            dropped.push(problem(
+                SessionId::from_bytes([0; 16]),
+                None,
+                None,
+                e.to_string(),
+            ));
+            Vec::new()
+        });
         for id in self.sessions()? {
+            if skip.contains(&id) {
+                dropped.push(problem(
+                    id,
+                    None,
+                    None,
+                    "left by an interrupted import, which the next import rolls back".into(),
+                ));
+                continue;
+            }
             let len = self.inner.store.len(id)?.unwrap_or(0);
             self.inner.store.scan(id, 0, len, &mut |seq, frame| {
                 // A readable record goes back where it says it belongs, even
@@ -215,7 +264,16 @@ fn group(
 }
 
 /// Salvages an exported journal file that may be damaged anywhere.
+///
+/// The new database is built in a temporary directory beside `dest` and
+/// renamed to `dest` only when it is whole, as by
+/// [`Journal::compact_to`].
+///
+/// # Errors
+/// [`Error::InvalidInput`] if `dest` exists (an empty directory is taken);
+/// [`Error::Io`] if the file cannot be read.
 pub fn salvage_file(path: &Path, dest: &Path, limit: u64) -> Result<SalvageReport> {
+    atomic::check_new_dir(dest)?;
     let bytes =
         std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
     let (records, skipped) = file::parse_lenient(&bytes, limit)?;
@@ -247,12 +305,24 @@ fn write_salvaged(
     dropped: Vec<Problem>,
     list_gaps: bool,
 ) -> Result<SalvageReport> {
-    let out = fresh_destination(dest)?;
+    atomic::build_dir(dest, |tmp| {
+        let out = open_new(tmp)?;
+        let report = SalvageReport {
+            dropped,
+            ..SalvageReport::default()
+        };
+        fill_salvaged(&out, sessions, report, list_gaps)
+    })
+}
+
+/// Writes the salvaged sessions into `out`, a new database.
+fn fill_salvaged(
+    out: &Journal,
+    sessions: BTreeMap<SessionId, Vec<Envelope>>,
+    mut report: SalvageReport,
+    list_gaps: bool,
+) -> Result<SalvageReport> {
     let limit = out.inner.config.max_event_bytes;
-    let mut report = SalvageReport {
-        dropped,
-        ..SalvageReport::default()
-    };
     for (id, envs) in sessions {
         if envs.is_empty() {
             continue;

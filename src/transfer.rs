@@ -1,5 +1,8 @@
-//! Conversations in and out of a journal: an imported conversation becomes
-//! a session; a session's latest conversation is exported.
+//! Sessions in and out of a journal: an imported conversation becomes a
+//! session; a session's latest conversation is exported; whole sessions
+//! go to and come from exported journal files (`journal_file.rs`, with the
+//! import's intent file in `intent.rs`). Every file and database written
+//! here or by `maintenance` is written whole or not at all (`atomic.rs`).
 
 use std::collections::BTreeMap;
 
@@ -9,6 +12,10 @@ use crate::journal::Journal;
 use crate::model::{EvaluationId, InnerMessage, SessionId};
 use crate::provider::ConversationFormat;
 use crate::session::Session;
+
+pub(crate) mod atomic;
+mod intent;
+mod journal_file;
 
 impl Journal {
     /// Imports a conversation as a new session, in one atomic append:
@@ -24,6 +31,11 @@ impl Journal {
         prompt_ns: &str,
         prompt_key: &str,
     ) -> Result<Session> {
+        // What an interrupted import of an exported journal left goes first.
+        {
+            let _no_import_running = intent::one_import_at_a_time();
+            self.roll_back_interrupted_import()?;
+        }
         let messages = format.parse(text, EvaluationId::new(), prompt_ns, prompt_key)?;
         if messages.is_empty() {
             return Err(Error::InvalidInput(

@@ -21,6 +21,14 @@
 //! on recovered data again and again), then a fresh one starts, so that disk
 //! use and the time to verify a round stay bounded.
 //!
+//! `kill/maintenance.rs` (its source in `kill/fixture.rs`) kills the
+//! binary during `compact`, `salvage`, `import` and `export` instead: the source must be intact and the target
+//! absent (or the older file unchanged) or whole. Its knobs:
+//! `AJ_MAINT_KILL_ROUNDS` (rounds per command), `AJ_MAINT_SESSIONS` and
+//! `AJ_MAINT_EVENTS` (the source), `AJ_MAINT_ONLY=import,export` (only
+//! those commands), `AJ_KILL_SEED`, `AJ_KILL_TIMING`; the long run:
+//! `AJ_MAINT_KILL_ROUNDS=100 cargo test --release --test integration kill::maintenance_kills_long -- --ignored --nocapture`
+//!
 //! Knobs: `AJ_KILL_ROUNDS` (rounds), `AJ_KILL_SEED` (the seed of every random
 //! choice: kill time, batch sizes, sessions), `AJ_KILL_FRESH_EVERY`, and
 //! `AJ_KILL_TIMING` (print the time of each round).
@@ -30,6 +38,8 @@
 
 mod child;
 mod content;
+mod fixture;
+mod maintenance;
 mod rounds;
 
 use std::path::{Path, PathBuf};
@@ -202,4 +212,30 @@ fn a_database_killed_before_sled_created_its_db_file_opens_again() {
         false,
         false,
     ));
+}
+
+/// Kills during `compact`, `salvage`, `import` and `export` leave the old
+/// state or the whole new one (see `kill/maintenance.rs`).
+#[test]
+fn sigkill_during_maintenance_leaves_the_old_state_or_the_whole_new_one() {
+    let t = maintenance::run_maintenance_kills(
+        env_u64("AJ_MAINT_KILL_ROUNDS", 6),
+        env_u64("AJ_KILL_SEED", DEFAULT_SEED ^ 0x3A1),
+        env_u64("AJ_MAINT_SESSIONS", 5) as usize,
+        env_u64("AJ_MAINT_EVENTS", 300),
+    );
+    t.assert_clean();
+}
+
+/// The long run of the maintenance kills: 100 per command by default.
+#[test]
+#[ignore = "long: AJ_MAINT_KILL_ROUNDS=100 cargo test --release --test integration kill::maintenance_kills_long -- --ignored --nocapture"]
+fn maintenance_kills_long() {
+    let t = maintenance::run_maintenance_kills(
+        env_u64("AJ_MAINT_KILL_ROUNDS", 100),
+        env_u64("AJ_KILL_SEED", DEFAULT_SEED ^ 0x3A2),
+        env_u64("AJ_MAINT_SESSIONS", 6) as usize,
+        env_u64("AJ_MAINT_EVENTS", 600),
+    );
+    t.assert_clean();
 }

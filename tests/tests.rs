@@ -2,6 +2,7 @@
 
 mod common;
 
+mod atomic;
 mod bad_input;
 mod cli;
 mod codec;

@@ -14,7 +14,8 @@ use crate::cli::output::{print_json, progress};
 /// The arguments of `compact` and `salvage`.
 #[derive(Args, Debug)]
 pub(crate) struct NewDatabase {
-    /// The new database (must not exist).
+    /// The new database (must not exist, or be an empty directory). It is
+    /// built under a temporary name beside it and renamed when whole.
     #[arg(long)]
     pub(crate) to: PathBuf,
 }

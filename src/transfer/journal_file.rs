@@ -1,0 +1,145 @@
+//! Sessions out to and in from an exported journal file (`.ajournal`),
+//! each whole or not at all: an export is written under a temporary name
+//! and renamed over its target; an import of several sessions is recorded
+//! in an intent file first, and rolled back if it does not finish.
+
+use std::path::Path;
+
+use super::{atomic, intent};
+use crate::error::{Error, Result};
+use crate::event::Envelope;
+use crate::format::TailDamage;
+use crate::format::{self, ajournal as file};
+use crate::journal::Journal;
+use crate::model::SessionId;
+use crate::store::{Durability, Visit};
+
+impl Journal {
+    /// Writes the given sessions (all if empty) to an exported journal file,
+    /// verifying every frame on the way. Returns the number of records.
+    ///
+    /// The file is written whole or not at all: under a temporary name
+    /// beside `path`, synced, then renamed over `path`. An export that fails
+    /// or is killed leaves a file that was at `path` unchanged (a temporary
+    /// left by a kill is removed by the next export to `path`). All
+    /// sessions (`sessions` empty) leaves out those of an import that a
+    /// crash interrupted: the next import rolls them back.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] if a frame is damaged: a damaged journal is not
+    /// exported as if it were sound (use `salvage`);
+    /// [`Error::SessionNotFound`]; [`Error::Io`].
+    pub fn export_journal(
+        &self,
+        sessions: &[SessionId],
+        path: impl AsRef<Path>,
+        mut progress: impl FnMut(u64),
+    ) -> Result<u64> {
+        let ids = if sessions.is_empty() {
+            let skip = self.unfinished_import()?;
+            let mut ids = self.sessions()?;
+            ids.retain(|id| !skip.contains(id));
+            ids
+        } else {
+            sessions.to_vec()
+        };
+        let mut lens = Vec::with_capacity(ids.len());
+        for id in ids {
+            let len = self
+                .inner
+                .store
+                .len(id)?
+                .ok_or(Error::SessionNotFound(id))?;
+            lens.push((id, len));
+        }
+        let limit = self.inner.config.max_event_bytes;
+        atomic::replace_file(path.as_ref(), |tmp| {
+            let mut w = file::FileWriter::create(tmp)?;
+            for &(id, len) in &lens {
+                let mut expect = 0u64;
+                self.inner.store.scan(id, 0, len, &mut |seq, frame| {
+                    let env: Envelope = format::decode_frame(frame, limit)
+                        .map_err(|e| Error::corruption(Some(id), Some(seq), None, e.to_string()))?;
+                    if env.seq != seq || env.session != id || seq != expect {
+                        return Err(Error::corruption(
+                            Some(id),
+                            Some(seq),
+                            None,
+                            "record out of place",
+                        ));
+                    }
+                    expect += 1;
+                    w.write_frame(frame)?;
+                    progress(1);
+                    Ok(Visit::Continue(()))
+                })?;
+            }
+            w.finish()
+        })
+    }
+
+    /// Imports every session of an exported journal file, keeping their ids.
+    /// Returns the ids, and the damaged tail cut off the file, if any.
+    ///
+    /// All or nothing: into a database, the sessions are first named in the
+    /// intent file `agent-journal.importing` (`docs/format.md`), then
+    /// written, then made durable (a `Synced` flush), and only then is the
+    /// intent file removed. An import interrupted by a crash leaves the
+    /// intent file, and the next import rolls back (deletes) the sessions it
+    /// names before anything else; one that fails with an error rolls back
+    /// what it wrote itself.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] if the file is damaged before its end (nothing
+    /// is written then); [`Error::InvalidInput`] if a session already exists
+    /// here (nothing of the file is written).
+    pub fn import_journal(
+        &self,
+        path: impl AsRef<Path>,
+    ) -> Result<(Vec<SessionId>, Option<TailDamage>)> {
+        let _one_at_a_time = intent::one_import_at_a_time();
+        self.roll_back_interrupted_import()?;
+        let contents = file::read_file(path.as_ref(), self.inner.config.max_event_bytes)?;
+        for id in contents.streams.keys() {
+            if self.inner.store.len(*id)?.is_some() {
+                return Err(Error::InvalidInput(format!(
+                    "session {id} already exists in this journal; nothing was imported"
+                )));
+            }
+        }
+        let ids: Vec<SessionId> = contents.streams.keys().copied().collect();
+        if ids.is_empty() {
+            return Ok((ids, contents.tail));
+        }
+        let intent = intent::intent_path(self);
+        if let Some(p) = &intent {
+            intent::write(p, &ids)?;
+        }
+        let mut written = Vec::with_capacity(ids.len());
+        let result = contents
+            .streams
+            .into_iter()
+            .try_for_each(|(id, frames)| {
+                // Marked before the append: a failed append may still have
+                // written something.
+                written.push(id);
+                self.inner.store.append(id, 0, &frames)
+            })
+            // Durable before the intent goes, whatever the configuration.
+            .and_then(|()| self.inner.store.flush(Durability::Synced));
+        if let Err(e) = result {
+            // Undo what was written; if that fails too, the intent file
+            // stays and the next import rolls it back.
+            if self.remove_imported(&written).is_ok()
+                && let Some(p) = &intent
+            {
+                let _ = intent::remove(p);
+            }
+            return Err(e);
+        }
+        if let Some(p) = &intent {
+            intent::remove(p)?;
+        }
+        Ok((ids, contents.tail))
+    }
+}
