@@ -1,5 +1,7 @@
 //! The journal: the user's handle over a store.
 
+pub(crate) mod intent;
+
 use std::any::Any;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -7,7 +9,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use chrono::{DateTime, Utc};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::TailDamage;
 use crate::format::{DEFAULT_MAX_EVENT_BYTES, ajournal as file};
 use crate::model::SessionId;
@@ -122,7 +124,7 @@ pub(crate) struct Inner {
 impl Inner {
     /// Runs a write on the store: the one gate of every write path
     /// (appends, flushes, deletions, imports). Refused with
-    /// [`Error::Poisoned`] once a write has failed; a failure of the disk or
+    /// [`Error::Poisoned`](crate::Error::Poisoned) once a write has failed; a failure of the disk or
     /// the store (I/O, storage, a failed flush) poisons the journal.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&dyn Store) -> Result<T>) -> Result<T> {
         self.poison.check()?;
@@ -143,7 +145,7 @@ impl Inner {
 /// file (read-only), or memory. Cheap to clone; `Send + Sync`.
 ///
 /// Only one process may open a sled database at a time: a second one gets
-/// [`Error::Locked`].
+/// [`Error::Locked`](crate::Error::Locked).
 #[derive(Clone)]
 pub struct Journal {
     pub(crate) inner: Arc<Inner>,
@@ -166,9 +168,9 @@ impl Journal {
     /// read-only).
     ///
     /// # Errors
-    /// [`Error::Locked`] if another process has the database open;
-    /// [`Error::NotAJournal`] if the path holds something else;
-    /// [`Error::Corruption`] if an exported file is damaged before its end.
+    /// [`Error::Locked`](crate::Error::Locked) if another process has the database open;
+    /// [`Error::NotAJournal`](crate::Error::NotAJournal) if the path holds something else;
+    /// [`Error::Corruption`](crate::Error::Corruption) if an exported file is damaged before its end.
     pub fn open(path: impl AsRef<Path>) -> Result<Journal> {
         Self::open_with(path, JournalConfig::default())
     }
@@ -195,13 +197,21 @@ impl Journal {
             config.durability == Durability::Synced,
             poison.clone(),
         )?);
-        Ok(Self::build(
-            store,
-            config,
-            Some(path.to_owned()),
-            None,
-            poison,
-        ))
+        let journal = Self::build(store, config, Some(path.to_owned()), None, poison);
+        // An import of an exported journal that a crash interrupted is
+        // rolled back before anything reads the database.
+        // An intent file that does not read whole is left as it is, for the
+        // next import to report (the database still opens for reading).
+        {
+            let _one_at_a_time = intent::one_import_at_a_time();
+            match journal.roll_back_interrupted_import() {
+                Err(e) if e.is_corruption() => {}
+                other => {
+                    other?;
+                }
+            }
+        }
+        Ok(journal)
     }
 
     /// A journal in memory, with `Durability::Buffered` semantics: nothing
@@ -286,7 +296,7 @@ impl Journal {
     /// Makes everything appended so far survive power loss (a `Synced` flush).
     ///
     /// # Errors
-    /// [`Error::Poisoned`] after an earlier failed write; a failure here
+    /// [`Error::Poisoned`](crate::Error::Poisoned) after an earlier failed write; a failure here
     /// poisons the journal.
     pub fn flush(&self) -> Result<()> {
         self.inner.write(|store| store.flush(Durability::Synced))

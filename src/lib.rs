@@ -95,7 +95,9 @@ pub use crate::event::{
 };
 pub use crate::format::{DEFAULT_MAX_EVENT_BYTES, SharedBytes, TailDamage, TailUnit};
 pub use crate::journal::{AfterAppend, Journal, JournalConfig, SessionInfo, SessionStatus};
-pub use crate::maintenance::{CompactReport, SALVAGE_GAP_KIND, SalvageReport, salvage_file};
+pub use crate::maintenance::{
+    CompactReport, SALVAGE_GAP_KIND, SalvageReport, salvage_database, salvage_file,
+};
 pub use crate::model::{
     CallId, EvaluationId, INTERRUPTED_ERROR, INTERRUPTED_RESULT, InnerMessage, MessageId, Role,
     SessionId, ToolCallRecord, ToolStatus, now, ts,

@@ -12,7 +12,8 @@ use crate::journal::{Journal, JournalConfig};
 use crate::model::SessionId;
 use crate::store::Durability;
 use crate::store::Visit;
-use crate::transfer::atomic;
+use crate::store::atomic;
+use crate::store::sled::raw;
 use crate::verify::{Problem, ProblemKind};
 
 /// What `compact_to` did.
@@ -82,8 +83,10 @@ impl Journal {
             }
         }
         self.forget(id);
-        self.inner.store.delete_session(id)?;
-        self.inner.store.flush(self.inner.config.durability)
+        self.inner.write(|store| {
+            store.delete_session(id)?;
+            store.flush(self.inner.config.durability)
+        })
     }
 
     /// Rewrites every session (verified frames, and their latest snapshot)
@@ -120,7 +123,7 @@ impl Journal {
                 report.events += self.copy_session(&out, id, &mut progress)?;
                 report.sessions += 1;
             }
-            out.inner.store.flush(Durability::Synced)?;
+            out.inner.write(|store| store.flush(Durability::Synced))?;
             report.bytes_after = out.size_on_disk()?;
             Ok(report)
         })
@@ -152,7 +155,7 @@ impl Journal {
             }
             chunk.push(frame.to_vec());
             if chunk.len() == CHUNK {
-                if let Err(e) = out.inner.store.append(id, written, &chunk) {
+                if let Err(e) = out.inner.write(|store| store.append(id, written, &chunk)) {
                     failure = Some(e);
                     return Ok(Visit::Break(()));
                 }
@@ -165,14 +168,15 @@ impl Journal {
         if let Some(e) = failure {
             return Err(e);
         }
-        out.inner.store.append(id, written, &chunk)?;
+        out.inner.write(|store| store.append(id, written, &chunk))?;
         written += chunk.len() as u64;
         progress(chunk.len() as u64);
         if let Ok(Some((seq, frame))) = self.inner.store.latest_snapshot(id)
             && format::verify_frame(&frame).is_ok()
             && seq < written
         {
-            out.inner.store.put_snapshot(id, seq, frame.to_vec())?;
+            out.inner
+                .write(|store| store.put_snapshot(id, seq, frame.to_vec()))?;
         }
         Ok(written)
     }
@@ -191,9 +195,28 @@ impl Journal {
     /// [`Error::InvalidInput`] if `dest` exists (an empty directory is
     /// taken).
     pub fn salvage_to(&self, dest: &Path) -> Result<SalvageReport> {
+        // Acknowledged events sled lost (reported at open) may still be
+        // whole in the bytes of its files: an older page, the log.
+        let losses = self.losses();
+        let mut extra = Vec::new();
+        if !losses.is_empty()
+            && let Some(dir) = self.path().filter(|p| p.is_dir())
+        {
+            let raw = raw::scan_dir(dir, self.inner.config.max_event_bytes)?;
+            extra = lost_events(&losses, raw);
+        }
+        self.salvage_with(dest, extra)
+    }
+
+    /// [`Journal::salvage_to`], with `extra` records found elsewhere.
+    fn salvage_with(
+        &self,
+        dest: &Path,
+        extra: Vec<(Option<u64>, Envelope)>,
+    ) -> Result<SalvageReport> {
         atomic::check_new_dir(dest)?;
         let limit = self.inner.config.max_event_bytes;
-        let mut records: Vec<(Option<u64>, Envelope)> = Vec::new();
+        let mut records: Vec<(Option<u64>, Envelope)> = extra;
         let mut dropped = Vec::new();
         // A damaged intent file leaves the decision to the user: everything
         // readable is copied, and the problem reported.
@@ -231,6 +254,73 @@ impl Journal {
         dropped.extend(duplicates);
         write_salvaged(dest, sessions, dropped, true)
     }
+}
+
+/// Salvages the sled database at `path`: every readable record into a new
+/// database at `dest`, as [`Journal::salvage_to`] does, also when the
+/// database cannot be opened. Its files are read first, without sled (which
+/// rewrites a damaged log when it opens one): every event whose frame is
+/// still whole in sled's `db` file or blob files, and every record of the
+/// write-ahead log that checks (`store/sled/raw.rs`). If the database then
+/// opens, that fills in what it lost below its acknowledged heads; if sled
+/// refuses it, or fails on its damaged pages, the files alone give the
+/// copy. The new database is written whole or not at all, gaps marked.
+///
+/// # Errors
+/// [`Error::InvalidInput`] if `dest` exists (an empty directory is taken);
+/// [`Error::Io`] if `path` or its `db` file cannot be read;
+/// [`Error::Locked`] if another process has the database open.
+pub fn salvage_database(path: &Path, dest: &Path, limit: u64) -> Result<SalvageReport> {
+    atomic::check_new_dir(dest)?;
+    let raw = raw::scan_dir(path, limit)?;
+    let config = JournalConfig {
+        create_if_missing: false,
+        max_event_bytes: limit,
+        ..JournalConfig::default()
+    };
+    match Journal::open_with(path, config) {
+        Ok(journal) => {
+            let losses = journal.losses();
+            journal.salvage_with(dest, lost_events(&losses, raw))
+        }
+        Err(e) if e.is_corruption() => {
+            let dropped: Vec<Problem> = raw
+                .conflicts
+                .iter()
+                .map(|(session, seq)| {
+                    problem(
+                        *session,
+                        Some(*seq),
+                        None,
+                        "another copy of this event was found with other contents; the first was kept".into(),
+                    )
+                })
+                .chain(std::iter::once(problem(
+                    SessionId::from_bytes([0; 16]),
+                    None,
+                    None,
+                    format!("the database does not open ({e}): copied from the bytes of its files"),
+                )))
+                .collect();
+            let records = raw.events.into_values().map(|e| (None, e)).collect();
+            let (sessions, _) = group(records);
+            write_salvaged(dest, sessions, dropped, true)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The events of a raw scan that fall in the lost ranges.
+fn lost_events(losses: &[crate::store::Loss], raw: raw::RawScan) -> Vec<(Option<u64>, Envelope)> {
+    raw.events
+        .into_iter()
+        .filter(|((session, seq), _)| {
+            losses
+                .iter()
+                .any(|l| l.session == *session && (l.held..l.acknowledged).contains(seq))
+        })
+        .map(|(_, env)| (None, env))
+        .collect()
 }
 
 /// Groups readable records by their own session and seq, in order; a second
@@ -374,9 +464,9 @@ fn fill_salvaged(
             report.renumbered += u64::from(renumbered);
             next += 1;
         }
-        out.inner.store.append(id, 0, &frames)?;
+        out.inner.write(|store| store.append(id, 0, &frames))?;
         report.sessions += 1;
     }
-    out.inner.store.flush(Durability::Synced)?;
+    out.inner.write(|store| store.flush(Durability::Synced))?;
     Ok(report)
 }

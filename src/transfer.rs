@@ -1,8 +1,9 @@
 //! Sessions in and out of a journal: an imported conversation becomes a
 //! session; a session's latest conversation is exported; whole sessions
 //! go to and come from exported journal files (`journal_file.rs`, with the
-//! import's intent file in `intent.rs`). Every file and database written
-//! here or by `maintenance` is written whole or not at all (`atomic.rs`).
+//! import's intent file in `journal/intent.rs`). Every file and database
+//! written here or by `maintenance` is written whole or not at all
+//! (`store/atomic.rs`).
 
 use std::collections::BTreeMap;
 
@@ -13,8 +14,6 @@ use crate::model::{EvaluationId, InnerMessage, SessionId};
 use crate::provider::ConversationFormat;
 use crate::session::Session;
 
-pub(crate) mod atomic;
-mod intent;
 mod journal_file;
 
 impl Journal {
@@ -31,11 +30,6 @@ impl Journal {
         prompt_ns: &str,
         prompt_key: &str,
     ) -> Result<Session> {
-        // What an interrupted import of an exported journal left goes first.
-        {
-            let _no_import_running = intent::one_import_at_a_time();
-            self.roll_back_interrupted_import()?;
-        }
         let messages = format.parse(text, EvaluationId::new(), prompt_ns, prompt_key)?;
         if messages.is_empty() {
             return Err(Error::InvalidInput(

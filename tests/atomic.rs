@@ -352,21 +352,17 @@ fn an_interrupted_import_is_rolled_back_and_the_rerun_imports_everything() {
     interrupted_import(&case);
     let own_events = contents(&case.target)[&case.own].clone();
 
-    // Copies leave the half-imported session out.
+    // Opening the database rolls the half-imported session back before
+    // anything reads it: copies hold only what was there before.
     let j = Journal::open(&case.target).expect("open");
+    assert!(!case.target.join(INTENT).exists(), "rolled back at open");
+    assert_eq!(j.sessions().expect("sessions"), vec![case.own]);
     let compacted = case.dir.join("compacted");
     let r = j.compact_to(&compacted, |_| {}).expect("compact");
     assert_eq!(r.sessions, 1);
     let salvaged = case.dir.join("salvaged");
     let r = j.salvage_to(&salvaged).expect("salvage");
     assert_eq!(r.sessions, 1);
-    assert!(
-        r.dropped
-            .iter()
-            .any(|p| p.session == case.foreign[0] && p.message.contains("interrupted import")),
-        "{:?}",
-        r.dropped
-    );
     let all = case.dir.join("all.ajournal");
     j.export_journal(&[], &all, |_| {}).expect("export");
     drop(j);
@@ -526,8 +522,15 @@ fn an_import_that_fails_half_way_rolls_back_what_it_wrote() {
     let j = Journal::with_store(store.clone(), JournalConfig::default());
     let e = j.import_journal(&case.file).unwrap_err();
     assert!(matches!(&e, Error::Io { .. }), "{e:?}");
-    assert_eq!(j.sessions().expect("sessions"), Vec::<SessionId>::new());
-    // The store comes back: the same import goes through.
+    // A failed write poisons the journal: nothing more is written to a
+    // store in doubt, not even the undo (on disk, the intent file stays and
+    // the next open rolls the import back), and the re-run is refused.
+    let e = j.import_journal(&case.file).unwrap_err();
+    assert!(matches!(&e, Error::Poisoned(_)), "{e:?}");
+    // A store that did not fail: an error before any write changes nothing
+    // and the import goes through.
+    let store = Arc::new(Flaky::default());
+    let j = Journal::with_store(store.clone(), JournalConfig::default());
     let (ids, tail) = j.import_journal(&case.file).expect("import");
     assert_eq!((ids, tail), (case.foreign.clone(), None));
 
@@ -538,5 +541,5 @@ fn an_import_that_fails_half_way_rolls_back_what_it_wrote() {
     store.fail_flush.store(true, Ordering::SeqCst);
     let e = j.import_journal(&case.file).unwrap_err();
     assert!(matches!(&e, Error::Io { .. }), "{e:?}");
-    assert_eq!(j.sessions().expect("sessions"), vec![keep]);
+    assert!(j.sessions().expect("sessions").contains(&keep));
 }

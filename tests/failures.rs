@@ -293,12 +293,22 @@ fn a_failed_flush_is_an_error_and_everything_acknowledged_before_survives() {
     assert_eq!(s.head(), head, "the head did not move");
     assert_eq!(s.state_cloned(), state, "the state has none of it");
     assert_eq!(s.events(..).expect("events"), acknowledged);
-    // Every later write is refused, a flush too: the journal is poisoned.
+    // Every later write is refused, a flush, a deletion and an import too:
+    // the journal is poisoned.
     let e = j.flush().expect_err("poisoned");
     assert!(
         matches!(&e, Error::Poisoned(reason) if reason.contains("flushing")),
         "{e:?}"
     );
+    let e = j.delete_session(s.id(), true).expect_err("poisoned");
+    assert!(matches!(&e, Error::Poisoned(_)), "{e:?}");
+    let other = Journal::memory();
+    other.create_session().expect("create");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("other.ajournal");
+    other.export_journal(&[], &file, |_| {}).expect("export");
+    let e = j.import_journal(&file).expect_err("poisoned");
+    assert!(matches!(&e, Error::Poisoned(_)), "{e:?}");
 
     // A crash now: every acknowledged event is there, gap-free; the one
     // whose append failed is not (it was never made durable).

@@ -163,3 +163,84 @@ fn removing_sleds_own_snapshot_files_never_loses_events_silently() {
         );
     }
 }
+
+#[test]
+fn salvage_recovers_every_event_of_a_database_sled_refuses_to_open() {
+    // One flipped byte in sled's own log can make it refuse the database
+    // (or fail on its pages). Salvage reads the files before sled does (sled
+    // rewrites a damaged log when it opens one) and copies every event whose
+    // frame is still whole: here, all of them. The database is one a kill
+    // left (demo runs, the last killed), so sled's log is not checkpointed.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let sandbox = dir.path().join("sandbox");
+    for _ in 0..6 {
+        let out = run_cli(
+            &path,
+            &["demo", "--sandbox", crate::common::path_str(&sandbox)],
+        );
+        assert!(out.status.success(), "{out:?}");
+    }
+    let out = run_cli(
+        &path,
+        &[
+            "demo",
+            "--sandbox",
+            crate::common::path_str(&sandbox),
+            "--crash-after",
+            "15",
+            "--crash-with",
+            "kill",
+        ],
+    );
+    assert!(!out.status.success(), "{out:?}");
+    let truth = {
+        let probe = dir.path().join("truth");
+        crate::common::copy_dir(&path, &probe);
+        let j = Journal::open(&probe).expect("the killed database opens");
+        j.sessions()
+            .expect("sessions")
+            .into_iter()
+            .map(|id| (id, j.stream_len(id).expect("len").expect("there")))
+            .collect::<Vec<_>>()
+    };
+    let pristine = std::fs::read(path.join("db")).expect("read db");
+    let used: Vec<usize> = (0..pristine.len()).filter(|&i| pristine[i] != 0).collect();
+    let mut rng = crate::common::Rng::new(7);
+    let mut refused = 0;
+    for case in 0..12 {
+        let copy = dir.path().join(format!("copy-{case}"));
+        crate::common::copy_dir(&path, &copy);
+        let mut bytes = pristine.clone();
+        for _ in 0..3 {
+            let i = used[rng.below(used.len())];
+            bytes[i] ^= 0x5a;
+        }
+        std::fs::write(copy.join("db"), &bytes).expect("write db");
+        // Whether sled refuses it, tried on a second copy (an open rewrites).
+        let probe = dir.path().join(format!("probe-{case}"));
+        crate::common::copy_dir(&copy, &probe);
+        let opens = Journal::open(&probe).is_ok();
+        let dest = dir.path().join(format!("salvaged-{case}"));
+        let r =
+            agent_journal::salvage_database(&copy, &dest, agent_journal::DEFAULT_MAX_EVENT_BYTES)
+                .expect("salvage runs whether sled opens the database or not");
+        let j = Journal::open(&dest).expect("the salvaged database opens");
+        assert!(
+            j.verify(None, |_| {}).expect("verify").is_clean(),
+            "case {case}"
+        );
+        if !opens {
+            refused += 1;
+            for (id, head) in &truth {
+                assert_eq!(j.stream_len(*id).expect("len"), Some(*head), "case {case}");
+            }
+            assert_eq!(
+                r.copied,
+                truth.iter().map(|t| t.1).sum::<u64>(),
+                "case {case}"
+            );
+        }
+    }
+    assert!(refused > 0, "no case made sled refuse the database");
+}

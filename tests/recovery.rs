@@ -470,8 +470,10 @@ fn a_torn_log_gives_back_every_whole_record_and_never_blocks_the_open() {
         } else {
             assert_eq!(j.losses().len(), 1, "cut {cut}");
             assert!(
-                report.problems.iter().any(|p| p.seq == Some(held)
-                    && p.message.contains(&format!("{held}..{head}"))),
+                report
+                    .problems
+                    .iter()
+                    .any(|p| p.seq == Some(held) && p.message.contains(&format!("{held}..{head}"))),
                 "cut {cut}: {:?}",
                 report.problems
             );

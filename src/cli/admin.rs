@@ -70,10 +70,14 @@ pub(crate) fn compact(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
 
 /// `salvage --to NEW`.
 pub(crate) fn salvage(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
+    let limit = agent_journal::DEFAULT_MAX_EVENT_BYTES;
     let r = if cli.db.is_file() {
-        agent_journal::salvage_file(&cli.db, to, agent_journal::DEFAULT_MAX_EVENT_BYTES)?
+        agent_journal::salvage_file(&cli.db, to, limit)?
     } else {
-        open_existing(&cli.db)?.salvage_to(to)?
+        // The database's files are read before sled opens it (sled rewrites
+        // a damaged log when it opens one); a missing one is named, and
+        // nothing is created.
+        agent_journal::salvage_database(&cli.db, to, limit)?
     };
     if cli.json {
         print_json(&serde_json::json!({

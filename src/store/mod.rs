@@ -12,6 +12,7 @@
 //! the session or the state.
 
 pub(crate) mod applier;
+pub(crate) mod atomic;
 pub(crate) mod fs;
 pub(crate) mod group_commit;
 pub(crate) mod heads;

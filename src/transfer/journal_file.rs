@@ -5,13 +5,14 @@
 
 use std::path::Path;
 
-use super::{atomic, intent};
 use crate::error::{Error, Result};
 use crate::event::Envelope;
 use crate::format::TailDamage;
 use crate::format::{self, ajournal as file};
 use crate::journal::Journal;
+use crate::journal::intent;
 use crate::model::SessionId;
+use crate::store::atomic;
 use crate::store::{Durability, Visit};
 
 impl Journal {
@@ -97,6 +98,8 @@ impl Journal {
         &self,
         path: impl AsRef<Path>,
     ) -> Result<(Vec<SessionId>, Option<TailDamage>)> {
+        // A write path: refused at once by a poisoned journal.
+        self.inner.poison.check()?;
         let _one_at_a_time = intent::one_import_at_a_time();
         self.roll_back_interrupted_import()?;
         let contents = file::read_file(path.as_ref(), self.inner.config.max_event_bytes)?;
@@ -116,20 +119,23 @@ impl Journal {
             intent::write(p, &ids)?;
         }
         let mut written = Vec::with_capacity(ids.len());
-        let result = contents
-            .streams
-            .into_iter()
-            .try_for_each(|(id, frames)| {
+        let result = self.inner.write(|store| {
+            for (id, frames) in contents.streams {
                 // Marked before the append: a failed append may still have
                 // written something.
                 written.push(id);
-                self.inner.store.append(id, 0, &frames)
-            })
+                store.append(id, 0, &frames)?;
+            }
             // Durable before the intent goes, whatever the configuration.
-            .and_then(|()| self.inner.store.flush(Durability::Synced));
+            store.flush(Durability::Synced)
+        });
         if let Err(e) = result {
-            // Undo what was written; if that fails too, the intent file
-            // stays and the next import rolls it back.
+            // Undo what was written; if that fails too (a poisoned journal
+            // refuses it), the intent file stays and the next open rolls it
+            // back.
+            for &id in &written {
+                self.forget(id);
+            }
             if self.remove_imported(&written).is_ok()
                 && let Some(p) = &intent
             {

@@ -32,6 +32,7 @@ use crate::store::{SharedBytes, Store, Visit};
 
 mod contain;
 mod open;
+pub(crate) mod raw;
 
 pub(crate) use contain::{Guarded, panic_message};
 

@@ -118,7 +118,11 @@ pub(crate) fn scan_dir(dir: &Path, limit: u64) -> Result<RawScan> {
         for blob in blobs {
             if let Ok(bytes) = std::fs::read(&blob) {
                 let n = frames_in(&bytes, limit, &mut scan);
-                let name = blob.strip_prefix(dir).unwrap_or(&blob).display().to_string();
+                let name = blob
+                    .strip_prefix(dir)
+                    .unwrap_or(&blob)
+                    .display()
+                    .to_string();
                 scan.files.push((name, n));
             }
         }

@@ -17,11 +17,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use super::atomic;
 use crate::error::{Error, Result};
 use crate::journal::Journal;
 use crate::model::SessionId;
 use crate::store::Durability;
+use crate::store::atomic;
 use crate::store::fs::sync_dir;
 
 /// The intent file's name in the database directory.
@@ -133,11 +133,12 @@ impl Journal {
     /// Deletes sessions `ids` (those an import wrote before it failed),
     /// durably: they survive neither a crash nor power loss after this.
     pub(crate) fn remove_imported(&self, ids: &[SessionId]) -> Result<()> {
-        for &id in ids {
-            self.forget(id);
-            self.inner.store.delete_session(id)?;
-        }
-        self.inner.store.flush(Durability::Synced)
+        self.inner.write(|store| {
+            for &id in ids {
+                store.delete_session(id)?;
+            }
+            store.flush(Durability::Synced)
+        })
     }
 
     /// Rolls back an import that a crash interrupted: if the intent file is
