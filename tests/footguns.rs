@@ -632,3 +632,30 @@ fn warnings_about_a_torn_tail_go_to_stderr_in_every_mode() {
     let out = d.run(&["pending", id]);
     assert!(out.stderr.contains(id), "{out:?}");
 }
+
+#[test]
+fn an_endless_input_is_refused_not_read_until_memory_runs_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let out = crate::common::run_cli(
+        &db,
+        &[
+            "import",
+            "/dev/zero",
+            "--format",
+            "openai",
+            "--max-bytes",
+            "100000",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("larger than the limit of 100000 bytes"),
+        "{err}"
+    );
+    assert!(!db.exists(), "bad input creates nothing");
+    let out = crate::common::run_cli(&db, &["import", "/dev/zero", "--format", "journal"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+}

@@ -40,6 +40,11 @@ pub(crate) struct ImportArgs {
     /// Its format.
     #[arg(long, value_enum)]
     format: ImportFormat,
+    /// Refuse a conversation larger than this many bytes (it is read whole
+    /// into memory): an endless input such as /dev/zero is refused, not read
+    /// until memory runs out.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+    max_bytes: u64,
 }
 
 /// What `export --format` writes.
@@ -128,18 +133,17 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
 
 /// `import FILE --format F`.
 pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
-    let journal = Journal::open(&cli.db)?;
     let file = &args.file;
     let f = match args.format {
         ImportFormat::Openai => ConversationFormat::OpenAi,
         ImportFormat::Anthropic => ConversationFormat::Anthropic,
         ImportFormat::Jsonl => ConversationFormat::Jsonl,
-        ImportFormat::Journal => return import_journal(cli, &journal, file),
+        ImportFormat::Journal => return import_journal(cli, &Journal::open(&cli.db)?, file),
     };
-    let text = std::fs::read_to_string(file).map_err(|e| Error::Io {
-        context: format!("reading {}", file.display()),
-        source: e,
-    })?;
+    // Read before the database is opened (or created): bad input creates
+    // nothing.
+    let text = read_bounded(file, args.max_bytes)?;
+    let journal = Journal::open(&cli.db)?;
     let name = file
         .file_stem()
         .map(|n| n.to_string_lossy().into_owned())
@@ -266,4 +270,25 @@ fn remove_stale(dir: &Path, name: &str) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
+}
+
+/// Reads `file` as UTF-8 text, refusing it past `limit` bytes (read no
+/// further than that, so an endless input costs `limit` at most).
+fn read_bounded(file: &Path, limit: u64) -> Result<String, Error> {
+    use std::io::Read;
+    let io = |e| Error::Io {
+        context: format!("reading {}", file.display()),
+        source: e,
+    };
+    let mut text = String::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(limit.saturating_add(1)).read_to_string(&mut text))
+        .map_err(io)?;
+    if text.len() as u64 > limit {
+        return Err(Error::InvalidInput(format!(
+            "{}: larger than the limit of {limit} bytes (--max-bytes); nothing was imported",
+            file.display()
+        )));
+    }
+    Ok(text)
 }

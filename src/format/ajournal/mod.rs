@@ -187,6 +187,14 @@ pub(crate) fn looks_like_journal_file(path: &Path) -> bool {
 
 /// Reads and verifies a whole exported journal.
 pub(crate) fn read_file(path: &Path, limit: u64) -> Result<FileContents> {
+    // An endless input (a device, a pipe) is no exported journal: it is
+    // refused rather than read until memory runs out.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) && path.exists() {
+        return Err(Error::NotAJournal {
+            path: path.to_owned(),
+            reason: "not a regular file".into(),
+        });
+    }
     let bytes =
         std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
     parse_frames(&bytes, limit).map_err(|e| match e {
