@@ -1,31 +1,51 @@
 //! The corruption campaign: seeded random damage to a real exported journal
-//! and a real database of demo-like sessions, many cases per kind of damage.
+//! and to two real databases of demo-like sessions, many cases per kind of
+//! damage: one closed cleanly, and one whose writer was killed (SIGKILL) in
+//! the middle of `Synced` appends (its truth is what was acknowledged; its
+//! write-ahead log still holds the records of its current generation).
 //!
-//! Every case must end in one of two ways: the input opens and reads with
-//! the damage reported at its place (a torn tail, `file_damage()` with its
-//! byte offset) and everything returned is a prefix of the original, event
-//! for event; or it fails with `Error::Corruption` carrying the seq or the
-//! byte offset. Never a panic (each case runs under `catch_unwind`), never
-//! wrong data. `verify` through the binary exits 3 naming the place, and
-//! `salvage --to` writes a database that verifies clean and holds every
-//! record that was not damaged.
+//! Every case must end in one of these ways: the input opens and reads with
+//! the damage reported at its place (a torn tail, `Journal::losses()`,
+//! `file_damage()` with its byte offset) and everything returned is a
+//! prefix of the original, event for event; or it fails with
+//! `Error::Corruption` carrying the seq or the byte offset; or nothing is
+//! lost (the write-ahead log gave back what sled lost, or the damage
+//! touched nothing needed). Never a panic (each case runs under
+//! `catch_unwind`, or in a child process), never wrong data, and never a
+//! silent loss: an acknowledged event missing that nothing reports. `verify`
+//! through the binary exits 3 naming the place, and `salvage --to` writes a
+//! database that verifies clean and holds every record that was not
+//! damaged.
+//!
+//! Each kind prints one line, `[kind] damaged inputs: N / detected or
+//! recovered: N / panics: 0 / silent losses: 0 (detail)`, and fails on any
+//! panic, silent loss, wrong data or other broken promise; the long run
+//! ends with the grand total over all kinds.
 //!
 //! This file makes the damage (one function per kind) and holds the tests.
 //! The rest, under `corruption/`: `fixture.rs` (the sessions and their
-//! export), `file_cases.rs` and `db_cases.rs` (what a damaged export or
-//! database must give), `sled_file.rs` (damage to sled's own file, read in
-//! a child process), `verdict.rs` (judging and counting the outcomes),
+//! export), `killed.rs` (the killed database, built once per test run by a
+//! child process that is killed), `file_cases.rs`, `db_cases.rs` and
+//! `killed_cases.rs` (what a damaged export or database must give),
+//! `sled_file.rs` (damage to sled's own file, read in a child process),
+//! `observe.rs` (what the library shows of a database, judged against what
+//! was acknowledged), `verdict.rs` (judging and counting the outcomes),
 //! `process.rs` (runs with a time limit) and `bugs.rs` (one small
 //! deterministic test per finding of the campaign).
 //!
 //! `AJ_CORRUPT_CASES` sets the cases per kind (the defaults keep the suite
-//! fast), `AJ_CORRUPT_SEED` the seed. The long variant is ignored:
+//! fast), `AJ_CORRUPT_SEED` the seed (the killed database also depends on
+//! the moment of the kill: what it holds is printed). The long variant is
+//! ignored:
 //! `AJ_CORRUPT_CASES=2000 cargo test --release --test integration -- --ignored --nocapture corruption::long`.
 
 mod bugs;
 mod db_cases;
 mod file_cases;
 mod fixture;
+mod killed;
+mod killed_cases;
+mod observe;
 mod process;
 mod sled_file;
 mod verdict;
@@ -36,6 +56,8 @@ use crate::common::Rng;
 use db_cases::{DbDamage, apply, check_db};
 use file_cases::{Depth, check_file};
 use fixture::Fixture;
+use killed::Killed;
+use sled_file::Target;
 use verdict::Tally;
 
 /// Cases per damage kind: `AJ_CORRUPT_CASES`, else `default`.
@@ -254,17 +276,17 @@ fn truncations(fx: &Fixture) -> Tally {
     tally
 }
 
+/// Picks the damage of one database case among the frames sled holds:
+/// each session with how many events sled holds of it.
+type MakeDb = fn(&[(SessionId, u64)], &mut Rng) -> Vec<DbDamage>;
+
 /// Runs `n` database cases, each on a fresh copy of the fixture database.
-fn db_campaign(
-    fx: &Fixture,
-    kind: &str,
-    n: usize,
-    make: fn(&Fixture, &mut Rng) -> Vec<DbDamage>,
-) -> Tally {
+fn db_campaign(fx: &Fixture, kind: &str, n: usize, make: MakeDb) -> Tally {
     let mut rng = rng_for(kind);
     let mut tally = Tally::new(kind);
+    let stored = sessions(fx);
     for case in 0..n {
-        let damages = make(fx, &mut rng);
+        let damages = make(&stored, &mut rng);
         let db = fx.copy_db(&format!("db-case-{case}"));
         apply(&db, &damages, &mut rng);
         tally.case(
@@ -277,6 +299,61 @@ fn db_campaign(
     tally
 }
 
+/// The same kinds of damage to copies of the killed database (`kind` is
+/// prefixed with "killed database: "). Half the cases also salvage.
+fn killed_db_campaign(kind: &str, n: usize, make: MakeDb) -> Tally {
+    let kf = Killed::get();
+    let kind = format!("killed database: {kind}");
+    let mut rng = rng_for(&kind);
+    let mut tally = Tally::new(&kind);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    // Sessions with at least 3 frames in sled (the makers pick a seq below
+    // the last one, or the last two).
+    let stored = kf.stored(3);
+    for case in 0..n {
+        let damages = make(&stored, &mut rng);
+        let db = scratch.path().join(format!("case-{case}"));
+        kf.copy_db(&db);
+        apply(&db, &damages, &mut rng);
+        tally.case(
+            || format!("{kind} #{case}: {damages:?}"),
+            |notes| killed_cases::check_killed_db(kf, &db, &damages, case % 2 == 0, notes),
+        );
+        let _ = std::fs::remove_dir_all(&db);
+        let _ = std::fs::remove_dir_all(db.with_extension("work"));
+    }
+    tally
+}
+
+/// The last records of the killed database's write-ahead log damaged: a
+/// byte of the last or the second-to-last record flipped, the file cut
+/// inside it, or the record zeroed from a point to its end (a torn write).
+/// One case in three also salvages.
+fn wal_campaign(n: usize) -> Tally {
+    let kf = Killed::get();
+    let kind = "killed database: last write-ahead-log records damaged";
+    let mut rng = rng_for(kind);
+    let mut tally = Tally::new(kind);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    for case in 0..n {
+        let db = scratch.path().join(format!("wal-case-{case}"));
+        kf.copy_db(&db);
+        let mut notes = verdict::Notes::default();
+        let what = killed_cases::damage_wal(kf, &db, &mut rng, &mut notes);
+        tally.case(
+            || format!("{kind} #{case}: {what}"),
+            |n| {
+                n.sled.append(&mut notes.sled);
+                killed_cases::check_wal(kf, &db, case % 3 == 0)
+            },
+        );
+        let _ = std::fs::remove_dir_all(&db);
+        let _ = std::fs::remove_dir_all(db.with_extension("work"));
+    }
+    tally
+}
+
+/// Every session of the fixture with its length.
 fn sessions(fx: &Fixture) -> Vec<(SessionId, u64)> {
     fx.truth
         .iter()
@@ -284,15 +361,14 @@ fn sessions(fx: &Fixture) -> Vec<(SessionId, u64)> {
         .collect()
 }
 
-fn pick_session(fx: &Fixture, rng: &mut Rng) -> (SessionId, u64) {
-    let s = sessions(fx);
-    s[rng.below(s.len())]
+fn pick_session(stored: &[(SessionId, u64)], rng: &mut Rng) -> (SessionId, u64) {
+    stored[rng.below(stored.len())]
 }
 
-fn middle_flips(fx: &Fixture, rng: &mut Rng) -> Vec<DbDamage> {
+fn middle_flips(stored: &[(SessionId, u64)], rng: &mut Rng) -> Vec<DbDamage> {
     let mut out: Vec<DbDamage> = Vec::new();
     for _ in 0..rng.between(1, 3) {
-        let (id, len) = pick_session(fx, rng);
+        let (id, len) = pick_session(stored, rng);
         let seq = rng.below(len as usize - 1) as u64;
         if !out
             .iter()
@@ -304,9 +380,9 @@ fn middle_flips(fx: &Fixture, rng: &mut Rng) -> Vec<DbDamage> {
     out
 }
 
-fn last_flips(fx: &Fixture, rng: &mut Rng) -> Vec<DbDamage> {
+fn last_flips(stored: &[(SessionId, u64)], rng: &mut Rng) -> Vec<DbDamage> {
     let mut out = Vec::new();
-    for (id, len) in sessions(fx) {
+    for &(id, len) in stored {
         if rng.below(2) == 0 {
             continue;
         }
@@ -316,21 +392,21 @@ fn last_flips(fx: &Fixture, rng: &mut Rng) -> Vec<DbDamage> {
         }
     }
     if out.is_empty() {
-        let (id, len) = pick_session(fx, rng);
+        let (id, len) = pick_session(stored, rng);
         out.push(DbDamage::Flip(id, len - 1));
     }
     out
 }
 
-fn gaps(fx: &Fixture, rng: &mut Rng) -> Vec<DbDamage> {
-    let (id, len) = pick_session(fx, rng);
+fn gaps(stored: &[(SessionId, u64)], rng: &mut Rng) -> Vec<DbDamage> {
+    let (id, len) = pick_session(stored, rng);
     vec![DbDamage::Remove(id, rng.below(len as usize - 1) as u64)]
 }
 
-fn swaps(fx: &Fixture, rng: &mut Rng) -> Vec<DbDamage> {
+fn swaps(stored: &[(SessionId, u64)], rng: &mut Rng) -> Vec<DbDamage> {
     loop {
-        let (a, la) = pick_session(fx, rng);
-        let (b, lb) = pick_session(fx, rng);
+        let (a, la) = pick_session(stored, rng);
+        let (b, lb) = pick_session(stored, rng);
         let x = (a, rng.below(la as usize) as u64);
         let y = (b, rng.below(lb as usize) as u64);
         if x != y {
@@ -339,17 +415,41 @@ fn swaps(fx: &Fixture, rng: &mut Rng) -> Vec<DbDamage> {
     }
 }
 
-fn sled_file_campaign(fx: &Fixture, n: usize) -> Tally {
-    let kind = "database: flipped bytes in sled's db file";
+fn sled_file_campaign(kind: &str, t: &Target, n: usize) -> Tally {
     let mut rng = rng_for(kind);
     let mut tally = Tally::new(kind);
     for case in 0..n {
         tally.case(
             || format!("{kind} #{case}"),
-            |notes| sled_file::sled_file_case(fx, &mut rng, case, notes),
+            |notes| sled_file::sled_file_case(t, &mut rng, case, notes),
         );
     }
     tally
+}
+
+/// Flipped bytes in the clean fixture's sled file: every event of it was
+/// acknowledged (flushed, then the journal closed).
+fn clean_sled_file_campaign(fx: &Fixture, n: usize) -> Tally {
+    let acked = sessions(fx).into_iter().collect();
+    let t = Target {
+        db: &fx.db,
+        scratch: fx.dir.path(),
+        truth: &fx.truth,
+        acked: &acked,
+    };
+    sled_file_campaign("database: flipped bytes in sled's db file", &t, n)
+}
+
+fn killed_sled_file_campaign(n: usize) -> Tally {
+    let kf = Killed::get();
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let t = Target {
+        db: &kf.db,
+        scratch: scratch.path(),
+        truth: &kf.truth,
+        acked: &kf.acked,
+    };
+    sled_file_campaign("killed database: flipped bytes in sled's db file", &t, n)
 }
 
 #[test]
@@ -442,7 +542,42 @@ fn database_swapped_values() {
 #[test]
 fn sled_db_file_flips() {
     let fx = Fixture::new();
-    sled_file_campaign(&fx, cases(6)).finish();
+    clean_sled_file_campaign(&fx, cases(6)).finish();
+}
+
+#[test]
+fn killed_database_flipped_middle_frames() {
+    killed_db_campaign("flipped middle frames", cases(4), middle_flips).finish();
+}
+
+#[test]
+fn killed_database_flipped_last_frames() {
+    killed_db_campaign("flipped last frames", cases(4), last_flips).finish();
+}
+
+#[test]
+fn killed_database_gaps() {
+    killed_db_campaign("a middle key removed", cases(4), gaps).finish();
+}
+
+#[test]
+fn killed_database_swapped_values() {
+    killed_db_campaign("two values swapped", cases(4), swaps).finish();
+}
+
+#[test]
+fn killed_database_sled_db_file_flips() {
+    killed_sled_file_campaign(cases(4)).finish();
+}
+
+/// Ignored while `bugs::a_damaged_wal_record_followed_by_an_intact_one_is_reported`,
+/// `bugs::a_damaged_last_wal_record_is_reported` and
+/// `bugs::a_wal_cut_inside_its_last_record_is_reported` fail: un-ignore it
+/// with them. The long campaign runs it regardless.
+#[test]
+#[ignore = "bug: damage to the last write-ahead-log records loses acknowledged events without a report (see corruption::bugs)"]
+fn killed_database_last_wal_records_damaged() {
+    wal_campaign(cases(12)).finish();
 }
 
 /// The child process of `sled_db_file_flips` (see `corruption/sled_file.rs`),
@@ -458,18 +593,34 @@ fn child_reads_a_damaged_database() {
         return;
     };
     crate::common::quiet_sled_panics();
-    let report = sled_file::read_everything(std::path::Path::new(&db));
-    std::fs::write(out, report.to_string()).expect("write the child's report");
+    let seen = observe::observe(std::path::Path::new(&db));
+    let json = serde_json::to_string(&seen).expect("the child's report as JSON");
+    std::fs::write(out, json).expect("write the child's report");
+}
+
+/// The writer of the killed database (see `corruption/killed.rs`), which
+/// its parent kills; runs it with `--ignored --exact`. Does nothing unless
+/// started by it.
+#[test]
+#[ignore = "the child process of the killed database fixture; runs only when started by it"]
+fn child_records_until_killed() {
+    let (Some(db), Some(acks)) = (
+        std::env::var_os(killed::CHILD_DB),
+        std::env::var_os(killed::CHILD_ACKS),
+    ) else {
+        return;
+    };
+    killed::child(std::path::Path::new(&db), std::path::Path::new(&acks));
 }
 
 /// Every kind at once, many cases (`AJ_CORRUPT_CASES`, default 2000 per
-/// file kind and 1/10 of it per database kind); run in release.
+/// file kind and 1/10 of it per database kind); run in release. Prints
+/// each kind's summary line, then the grand total over all kinds.
 #[test]
 #[ignore = "long: run explicitly, in release"]
 fn long_campaign() {
     let n = cases(2000);
     let fx = Fixture::new();
-    let mut total = Tally::new("long campaign, all kinds");
     let mut parts = vec![
         truncations(&fx),
         file_campaign(&fx, "ajournal: bit flips", n, bit_flips),
@@ -493,10 +644,19 @@ fn long_campaign() {
     ));
     parts.push(db_campaign(&fx, "database: a middle key removed", m, gaps));
     parts.push(db_campaign(&fx, "database: two values swapped", m, swaps));
-    parts.push(sled_file_campaign(&fx, m));
+    parts.push(clean_sled_file_campaign(&fx, m));
+    parts.push(killed_db_campaign("flipped middle frames", m, middle_flips));
+    parts.push(killed_db_campaign("flipped last frames", m, last_flips));
+    parts.push(killed_db_campaign("a middle key removed", m, gaps));
+    parts.push(killed_db_campaign("two values swapped", m, swaps));
+    parts.push(killed_sled_file_campaign(m));
+    parts.push(wal_campaign(m));
+    let mut total = Tally::new("grand total, all kinds");
+    total.kinds = 0;
     for p in parts {
         eprintln!("{}", p.summary());
         total.add(p);
     }
+    total.kind = format!("grand total, {} kinds", total.kinds);
     total.finish();
 }

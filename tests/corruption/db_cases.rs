@@ -62,9 +62,9 @@ pub fn apply(db: &Path, damages: &[DbDamage], rng: &mut Rng) {
 
 /// What the damages did, per `(session, seq)`.
 #[derive(Default)]
-struct Damaged {
+pub struct Damaged {
     /// Every damaged seq of each session (flipped, removed, swapped).
-    bad: BTreeMap<SessionId, BTreeSet<u64>>,
+    pub bad: BTreeMap<SessionId, BTreeSet<u64>>,
     /// Frames whose bytes were changed.
     flipped: BTreeSet<(SessionId, u64)>,
     /// Keys removed.
@@ -73,7 +73,7 @@ struct Damaged {
     misplaced: BTreeSet<(SessionId, u64)>,
 }
 
-fn damaged(damages: &[DbDamage]) -> Damaged {
+pub fn damaged(damages: &[DbDamage]) -> Damaged {
     let mut d = Damaged::default();
     for x in damages {
         match *x {
@@ -107,6 +107,9 @@ pub fn check_db(fx: &Fixture, db: &Path, damages: &[DbDamage]) -> Verdict {
     };
     let dir = db.with_extension("work");
     let out = aj(db, &["verify"], &dir.join("verify"));
+    if out.panicked() {
+        return Verdict::Panicked(format!("verify of a damaged db: {out:?}"));
+    }
     if out.code != Some(3) || !out.stderr.starts_with("error: corruption") {
         return Verdict::Fail(format!("verify of a damaged db: {out:?}"));
     }
@@ -195,7 +198,7 @@ fn open_db(fx: &Fixture, db: &Path, dmg: &Damaged) -> Result<Verdict, Verdict> {
                     )));
                 }
                 if tail.is_none() && (first.is_some() || events.len() != t.len()) {
-                    return Err(Verdict::Fail(format!(
+                    return Err(Verdict::SilentLoss(format!(
                         "session {id}: {} of {} events and nothing reported (damage at {first:?})",
                         events.len(),
                         t.len()
@@ -256,6 +259,7 @@ fn salvage(
     );
     let v: serde_json::Value = match (out.code, serde_json::from_str(&out.stdout)) {
         (Some(0), Ok(v)) => v,
+        _ if out.panicked() => return Err(Verdict::Panicked(format!("salvage --to: {out:?}"))),
         _ => return Err(Verdict::Fail(format!("salvage --to: {out:?}"))),
     };
     let dropped: BTreeSet<(String, u64)> = v["dropped"]

@@ -58,14 +58,17 @@ pub fn check_file(
     let path = dir.join("case.ajournal");
     std::fs::write(&path, damaged).expect("write case");
     let (verdict, seen) = judge(fx, open_file(&path), damaged, first);
-    if matches!(verdict, Verdict::Wrong(_) | Verdict::Fail(_)) || depth == Depth::Open {
+    let judged_ok = matches!(
+        verdict,
+        Verdict::Recovered | Verdict::Detected | Verdict::Harmless
+    );
+    if !judged_ok || depth == Depth::Open {
         return verdict;
     }
     if let Err(v) = cli_verify(&path, seen, &dir) {
         return v;
     }
-    let undetectable = matches!(verdict, Verdict::Undetectable(_));
-    if let Err(v) = salvage(fx, &path, first, intact, undetectable, depth) {
+    if let Err(v) = salvage(fx, &path, first, intact, depth) {
         return v;
     }
     verdict
@@ -153,7 +156,7 @@ fn judge(fx: &Fixture, read: Read, damaged: &[u8], first: usize) -> (Verdict, Se
         // The trailer (format 2) tells a file cut short, even exactly
         // between two records, from a whole one.
         None => (
-            Verdict::Fail(format!(
+            Verdict::SilentLoss(format!(
                 "{} of {} records returned and no damage reported",
                 returned.len(),
                 fx.total()
@@ -167,8 +170,11 @@ fn judge(fx: &Fixture, read: Read, damaged: &[u8], first: usize) -> (Verdict, Se
 /// that is not a journal any more, 0 when nothing can be seen.
 fn cli_verify(path: &Path, seen: Seen, dir: &Path) -> Result<(), Verdict> {
     let out = aj(path, &["verify"], &dir.join("verify"));
-    if out.panicked() || out.timed_out {
-        return Err(Verdict::Fail(format!("verify crashed: {out:?}")));
+    if out.panicked() {
+        return Err(Verdict::Panicked(format!("verify: {out:?}")));
+    }
+    if out.timed_out {
+        return Err(Verdict::Fail(format!("verify hung: {out:?}")));
     }
     let ok = match seen {
         Seen::Tail(o) => out.code == Some(3) && out.stdout.contains(&format!("byte offset {o}")),
@@ -195,7 +201,6 @@ fn salvage(
     path: &Path,
     first: usize,
     intact: &[(SessionId, u64)],
-    undetectable: bool,
     depth: Depth,
 ) -> Result<(), Verdict> {
     let dir = path.parent().expect("dir");
@@ -229,7 +234,7 @@ fn salvage(
             "salvage_file missed {missed:?}, a record still whole in the file"
         )));
     }
-    if present.len() < fx.total() && report.dropped.is_empty() && !undetectable {
+    if present.len() < fx.total() && report.dropped.is_empty() {
         return Err(Verdict::Fail(format!(
             "{} of {} records salvaged and nothing listed as dropped",
             present.len(),
@@ -248,6 +253,7 @@ fn salvage(
         );
         let v: serde_json::Value = match (out.code, serde_json::from_str(&out.stdout)) {
             (Some(0), Ok(v)) => v,
+            _ if out.panicked() => return Err(Verdict::Panicked(format!("salvage --to: {out:?}"))),
             _ => return Err(Verdict::Fail(format!("salvage --to: {out:?}"))),
         };
         if v["copied"] != report.copied

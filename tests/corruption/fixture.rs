@@ -45,11 +45,22 @@ pub struct Fixture {
 const SYSTEM: &str =
     "You are a careful file assistant. Use the tools to work in the sandbox folder.";
 
+/// The runs of the fixture, in order, and of the killed database's child
+/// (run `n` has the shape `RUNS[n % 4]`): whether it crashes with a tool
+/// call in doubt, the stream length at which it writes a snapshot, the
+/// length of its long tool result.
+pub const RUNS: [(bool, Option<u64>, usize); 4] = [
+    (false, None, 0),
+    (false, Some(9), 0),
+    (true, None, 0),
+    (false, None, 2048),
+];
+
 /// One run of the demo's shape, recorded with the `Evaluation` recorder:
 /// two turns of two tool calls each, then the answer. `crash` stops it with
 /// a tool call in doubt instead; `snapshot_at` writes a snapshot when the
-/// stream reaches that length.
-fn record_run(
+/// stream reaches that length. The session is labelled `run` = `n`.
+pub fn record_run(
     journal: &Journal,
     n: usize,
     crash: bool,
@@ -137,12 +148,7 @@ impl Fixture {
             durability: Durability::Buffered,
             ..JournalConfig::default()
         };
-        let runs: [(bool, Option<u64>, usize); 4] = [
-            (false, None, 0),
-            (false, Some(9), 0),
-            (true, None, 0),
-            (false, None, 2048),
-        ];
+        let runs = RUNS;
         let mut truth = Truth::new();
         let mut exported = Truth::new();
         let mut snapshots = BTreeMap::new();

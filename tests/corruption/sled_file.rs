@@ -5,63 +5,33 @@
 //! panic, an abort, a hang) is observed, and fails the case, instead of
 //! taking the campaign down with it.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use agent_journal::{Error, Journal, JournalConfig};
-use serde_json::{Value, json};
+use agent_journal::SessionId;
 
-use super::fixture::Fixture;
+use super::fixture::Truth;
+use super::observe::{Expect, Seen, judge};
 use super::process::{Out, aj, run_limited};
 use super::verdict::{Notes, Verdict};
-use crate::common::{Rng, path_str};
+use crate::common::{Rng, copy_dir, path_str};
 
 pub const CHILD_DB: &str = "AJ_CORRUPT_CHILD_DB";
 pub const CHILD_OUT: &str = "AJ_CORRUPT_CHILD_OUT";
 pub const CHILD_TEST: &str = "corruption::child_reads_a_damaged_database";
 
-fn error_json(e: &Error) -> Value {
-    let (seq, offset) = match e {
-        Error::Corruption { seq, offset, .. } => (*seq, *offset),
-        _ => (None, None),
-    };
-    json!({"error": e.to_string(), "corruption": e.is_corruption(), "seq": seq, "offset": offset,
-        "variant": format!("{e:?}").split([' ', '(', '{']).next().unwrap_or_default()})
-}
-
-/// In the child: everything the library reads from `db`, as JSON.
-pub fn read_everything(db: &Path) -> Value {
-    let config = JournalConfig {
-        create_if_missing: false,
-        ..JournalConfig::default()
-    };
-    let j = match Journal::open_with(db, config) {
-        Ok(j) => j,
-        Err(e) => return json!({"open": error_json(&e)}),
-    };
-    let ids = match j.sessions() {
-        Ok(ids) => ids,
-        Err(e) => return json!({"open": "ok", "sessions": error_json(&e)}),
-    };
-    let mut sessions = Vec::new();
-    for id in ids {
-        let r = j.session(id).and_then(|s| {
-            let tail = s.torn_tail().map(|t| t.to_string());
-            s.events(..).map(|e| (e, tail))
-        });
-        sessions.push(match r {
-            Ok((events, tail)) => {
-                json!({"id": id.to_string(), "events": events, "torn_tail": tail})
-            }
-            Err(e) => json!({"id": id.to_string(), "failed": error_json(&e)}),
-        });
-    }
-    let verify = match j.verify(None, |_| {}) {
-        Ok(r) => json!({"damage": r.has_damage(), "problems": r.problems.len()}),
-        Err(e) => error_json(&e),
-    };
-    json!({"open": "ok", "sessions": sessions, "verify": verify})
+/// The database a case damages a copy of, and what it must give back.
+pub struct Target<'a> {
+    /// The database (not changed: cases copy it).
+    pub db: &'a Path,
+    /// Where the cases' copies go.
+    pub scratch: &'a Path,
+    /// Every event the database may hold.
+    pub truth: &'a Truth,
+    /// Events acknowledged per session.
+    pub acked: &'a BTreeMap<SessionId, u64>,
 }
 
 /// Where a crash happened: sled's source or ours.
@@ -83,11 +53,12 @@ fn crash_site(out: &Out) -> String {
 }
 
 /// One case: flip 1 to 4 random bytes of the `db` file of a copy of the
-/// fixture, then read it in a child process, verify it and salvage it
+/// target, then read it in a child process, verify it and salvage it
 /// through the binary.
-pub fn sled_file_case(fx: &Fixture, rng: &mut Rng, case: usize, notes: &mut Notes) -> Verdict {
-    let db = fx.copy_db(&format!("sled-file-{case}"));
-    let work = fx.path(&format!("sled-file-{case}.work"));
+pub fn sled_file_case(t: &Target, rng: &mut Rng, case: usize, notes: &mut Notes) -> Verdict {
+    let db = t.scratch.join(format!("sled-file-{case}"));
+    copy_dir(t.db, &db);
+    let work = t.scratch.join(format!("sled-file-{case}.work"));
     let file = db.join("db");
     let mut bytes = std::fs::read(&file).expect("read db file");
     // Half the flips land in the part of the file sled has written (its
@@ -129,28 +100,51 @@ pub fn sled_file_case(fx: &Fixture, rng: &mut Rng, case: usize, notes: &mut Note
             "opening rewrote a few bytes of the db file".into()
         });
     }
-    let v: Option<Value> = std::fs::read(&report)
+    let seen: Option<Seen> = std::fs::read(&report)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
-    let verdict = match v {
+    let (verdict, missing) = match seen {
         // sled's own panics are contained by the library (a corruption
         // error): any panic, hang or signal is a failure.
-        _ if out.panicked() || out.timed_out || out.signal.is_some() => {
+        _ if out.panicked() => {
+            return Verdict::Panicked(format!("flips at {flipped:?}: {}", crash_site(&out)));
+        }
+        _ if out.timed_out || out.signal.is_some() => {
             return Verdict::Fail(format!("flips at {flipped:?}: {}", crash_site(&out)));
         }
         None => return Verdict::Fail(format!("the child wrote no report: {out:?}")),
-        Some(v) => match judge(fx, &v, notes) {
-            Ok(verdict) => verdict,
-            Err(v) => return v,
-        },
+        Some(seen) => {
+            note(&seen, notes);
+            let j = judge(t.truth, t.acked, &seen, Expect::default());
+            (j.verdict, j.missing)
+        }
     };
-    // The binary on the same damaged copy: no crash of ours; a clean exit
-    // code; a salvage that opens and verifies, when there is one.
+    if !matches!(
+        verdict,
+        Verdict::Recovered | Verdict::Detected | Verdict::Harmless
+    ) {
+        return verdict;
+    }
+    // The binary on the same damaged copy (as the child's open left it):
+    // no crash of ours; a clean exit code; every session with acknowledged
+    // events missing still reported; a salvage that opens and verifies,
+    // when there is one.
     let out = aj(&db, &["verify"], &work.join("verify"));
-    if out.panicked() || out.timed_out || out.signal.is_some() {
+    if out.panicked() {
+        return Verdict::Panicked(format!("verify: {}", crash_site(&out)));
+    } else if out.timed_out || out.signal.is_some() {
         return Verdict::Fail(format!("verify: {}", crash_site(&out)));
     } else if !matches!(out.code, Some(0 | 1 | 3)) {
         return Verdict::Fail(format!("verify: {out:?}"));
+    } else if let Some((id, seq)) = missing
+        .iter()
+        .find(|(id, _)| out.code != Some(3) || !out.stdout.contains(&id.to_string()))
+    {
+        return Verdict::SilentLoss(format!(
+            "the library found acknowledged events of {id} missing from seq {seq}; verify, \
+             opening the database again, exits {:?} without naming it: {}",
+            out.code, out.stdout
+        ));
     } else if matches!(verdict, Verdict::Recovered | Verdict::Detected) && out.code == Some(0) {
         notes
             .sled
@@ -162,7 +156,9 @@ pub fn sled_file_case(fx: &Fixture, rng: &mut Rng, case: usize, notes: &mut Note
         &["salvage", "--to", path_str(&dest)],
         &work.join("salvage"),
     );
-    if out.panicked() || out.timed_out || out.signal.is_some() {
+    if out.panicked() {
+        return Verdict::Panicked(format!("salvage: {}", crash_site(&out)));
+    } else if out.timed_out || out.signal.is_some() {
         return Verdict::Fail(format!("salvage: {}", crash_site(&out)));
     } else if out.code == Some(0) {
         let out = aj(&dest, &["verify"], &work.join("verify-salvaged"));
@@ -179,62 +175,41 @@ pub fn sled_file_case(fx: &Fixture, rng: &mut Rng, case: usize, notes: &mut Note
     verdict
 }
 
-/// Judges what the child read against the original.
-fn judge(fx: &Fixture, v: &Value, notes: &mut Notes) -> Result<Verdict, Verdict> {
-    if v["open"] != "ok" {
-        let e = &v["open"];
-        notes.sled.push(format!(
-            "refused to open: {}",
-            e["variant"].as_str().unwrap_or("?")
-        ));
-        return Ok(Verdict::Detected);
-    }
-    let Some(sessions) = v["sessions"].as_array() else {
-        notes.sled.push("listing sessions failed".into());
-        return Ok(Verdict::Detected);
+/// Notes how sled took the damage (what the library saw), for the summary.
+fn note(seen: &Seen, notes: &mut Notes) {
+    let opened = match &seen.open {
+        Ok(o) => o,
+        Err(e) => {
+            notes.sled.push(format!("refused to open: {}", e.variant));
+            return;
+        }
     };
-    let (mut complete, mut reported) = (sessions.len() == fx.truth.len(), false);
-
-    for s in sessions {
-        let id: agent_journal::SessionId = s["id"]
-            .as_str()
-            .and_then(|t| t.parse().ok())
-            .ok_or_else(|| Verdict::Fail(format!("bad session id in {s}")))?;
-        let Some(t) = fx.truth.get(&id) else {
-            return Err(Verdict::Wrong(format!("unknown session {id}")));
-        };
-        if let Some(e) = s.get("failed") {
-            if e["corruption"] != true || (e["seq"].is_null() && e["offset"].is_null()) {
-                notes.sled.push(format!(
-                    "reading a session fails with {}",
-                    e["variant"].as_str().unwrap_or("?")
-                ));
-            }
-            complete = false;
-            reported = true;
-            continue;
-        }
-        let events = s["events"].as_array().cloned().unwrap_or_default();
-        if events.len() > t.len() {
-            return Err(Verdict::Wrong(format!("{id}: more events than recorded")));
-        }
-        for (got, orig) in events.iter().zip(t) {
-            if *got != serde_json::to_value(orig).expect("json") {
-                return Err(Verdict::Wrong(format!("{id} seq {}: {got}", orig.seq)));
-            }
-        }
-        complete &= events.len() == t.len();
-        reported |= !s["torn_tail"].is_null();
-    }
-    reported |= v["verify"]["damage"] == true;
-    Ok(match (complete, reported) {
-        (true, false) => Verdict::Harmless,
-        (true, true) | (false, true) => Verdict::Recovered,
-        (false, false) => {
+    let sessions = match &opened.sessions {
+        Ok(s) => s,
+        Err(e) => {
             notes
                 .sled
-                .push("opens with events missing and nothing reported (sled recovered to an earlier point)".into());
-            Verdict::Undetectable("sled lost the end of its log")
+                .push(format!("listing sessions failed: {}", e.variant));
+            return;
         }
-    })
+    };
+    if !opened.losses.is_empty() {
+        notes
+            .sled
+            .push("sled lost acknowledged events: reported as losses".into());
+    }
+    for s in sessions {
+        let failed = s
+            .open
+            .as_ref()
+            .or(s.events.as_ref().and_then(|e| e.as_ref().err()));
+        if let Some(e) = failed
+            && (!e.corruption || e.seq.is_none())
+        {
+            notes.sled.push(format!(
+                "reading a session fails with {} without a seq",
+                e.variant
+            ));
+        }
+    }
 }
