@@ -15,6 +15,7 @@ mod golden;
 mod kill;
 mod layers;
 mod losses;
+mod powerloss;
 mod recovery;
 mod resume;
 mod sessions;
