@@ -16,6 +16,7 @@ mod golden;
 mod kill;
 mod layers;
 mod losses;
+mod powerloss;
 mod recovery;
 mod resume;
 mod sandbox;
