@@ -116,8 +116,15 @@ impl SnapFiles {
         frame: &[u8],
         durable: bool,
     ) -> Result<Vec<u8>> {
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| Error::io(format!("creating {}", self.dir.display()), e))?;
+        if !self.dir.is_dir() {
+            std::fs::create_dir_all(&self.dir)
+                .map_err(|e| Error::io(format!("creating {}", self.dir.display()), e))?;
+            // The folder's own name, durable in the database directory
+            // before a pointer can name a file in it.
+            if durable && let Some(parent) = self.dir.parent() {
+                crate::store::fs::sync_dir(parent)?;
+            }
+        }
         let n = self.tmp.fetch_add(1, Ordering::Relaxed);
         let tmp = self.dir.join(format!(
             ".{}.{}.{n}.tmp",

@@ -104,17 +104,13 @@ fn known_bug_blob_files_are_synced_after_the_sled_log_that_points_to_them() {
 }
 
 /// sled writes its `conf` file with two `write`s (the settings, then their
-/// crc) and never syncs it; nor does `finish_creating` (it syncs `db` and
-/// the directory). A power cut that finds the first write on the disk and
-/// not the second (the page was written back between them) leaves a
-/// `conf` over 8 bytes whose crc and last line are missing: sled refuses
-/// the database ("sled reports corruption"), with every acknowledged event
-/// in it. (An empty `conf`, the likelier outcome, is harmless: sled takes it
-/// as missing, and writes it again, unsynced again.) Fix: sync `conf` in
-/// `finish_creating` and after every open.
+/// crc) and never syncs it. A power cut that found the first on the disk and
+/// not the second left a `conf` whose crc is missing, and sled refused the
+/// database with every acknowledged event in it. The journal now syncs
+/// `conf` when it finishes creating a database and after every open: none of
+/// its writes is left unsynced.
 #[test]
-#[ignore = "known bug: sled's conf file is never synced"]
-fn known_bug_sled_conf_is_never_synced() {
+fn sled_conf_is_synced_so_a_power_cut_cannot_tear_it() {
     let run = ChildRun {
         ms: 200,
         snapshot_every: 100,
@@ -126,16 +122,9 @@ fn known_bug_sled_conf_is_never_synced() {
     };
     let writes = r.timeline.unsynced_writes("db/conf", r.len());
     assert!(
-        writes.len() >= 2,
-        "sled wrote its conf in {} unsynced writes, not two",
+        writes.is_empty(),
+        "{} unsynced writes of conf",
         writes.len()
-    );
-    // After the child closed the journal; all kept but conf's second write.
-    let last = *writes.last().expect("a write");
-    assert_all_pass(
-        &r,
-        "the end, conf's crc write lost",
-        [(r.len(), Policy::DropWrite(last))],
     );
 }
 
@@ -151,8 +140,7 @@ fn known_bug_sled_conf_is_never_synced() {
 /// new ones") does not hold. Fix: sync the database directory after
 /// creating `snapshots/`.
 #[test]
-#[ignore = "known bug: the snapshots directory's name is never synced"]
-fn known_bug_snapshots_directory_is_never_synced_into_the_database_directory() {
+fn the_snapshots_directory_is_synced_into_the_database_directory() {
     // A database with no snapshot file yet, closed (so its heads log and
     // write-ahead log exist)...
     let short = ChildRun {

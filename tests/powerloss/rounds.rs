@@ -28,11 +28,6 @@ pub const KNOWN_BUGS: &[(&str, &[Policy], &str)] = &[
         "sled's blob files are synced after (or never with) the sled log that points to them",
     ),
     (
-        "conf",
-        &Policy::ALL,
-        "sled's `conf` is never synced: a torn one makes sled refuse the database",
-    ),
-    (
         "sled log",
         &[Policy::PerOp, Policy::PerSector],
         "sled cannot recover its log when a power cut keeps a later unsynced write and drops an earlier one",

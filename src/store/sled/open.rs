@@ -109,12 +109,24 @@ fn finish_creating(path: &Path, creating: &Path) -> Result<()> {
     File::open(path.join("db"))
         .and_then(|f| f.sync_data())
         .map_err(|e| Error::io(format!("fdatasync of {}/db", path.display()), e))?;
+    sync_conf(path)?;
     match std::fs::remove_file(creating) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(Error::io(format!("removing {}", creating.display()), e)),
     }
     sync_dir(path)
+}
+
+/// Syncs sled's `conf` file, which sled writes (at creation, and again when
+/// it finds it empty) and never syncs: a power loss could leave it cut
+/// short, and sled then refuses the database.
+fn sync_conf(path: &Path) -> Result<()> {
+    match File::open(path.join("conf")).and_then(|f| f.sync_all()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(format!("fsync of {}/conf", path.display()), e)),
+    }
 }
 
 impl SledStore {
@@ -194,6 +206,8 @@ impl SledStore {
             }
             other => other?,
         };
+        // sled rewrites `conf` when it finds it empty, and never syncs it.
+        sync_conf(path)?;
         // Look before touching: a database that is not ours must be left
         // exactly as it was, so no tree is opened before the marker is checked.
         let names: Vec<Vec<u8>> = db.tree_names().into_iter().map(|n| n.to_vec()).collect();
