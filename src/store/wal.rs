@@ -141,8 +141,7 @@ fn encode(
 
 impl Wal {
     /// Opens (creating and preallocating it if needed) the log in `dir` and
-    /// returns it with the records of its current generation (and what the
-    /// damaged ones of it still say of themselves: [`damaged_in`]). Call
+    /// returns it with the records of its current generation. Call
     /// [`checkpoint`](Self::checkpoint) once they are in sled, before the
     /// first [`commit`](Self::commit).
     ///
@@ -154,7 +153,7 @@ impl Wal {
         dir: &Path,
         preallocate: bool,
         poison: Poison,
-    ) -> Result<(Wal, Vec<Record>, Vec<Unverified>)> {
+    ) -> Result<(Wal, Vec<Record>)> {
         let path = dir.join(FILE);
         let created = !path.exists();
         let mut options = File::options();
@@ -196,7 +195,6 @@ impl Wal {
             crate::store::fs::sync_dir(dir)?;
         }
         let (generation, records) = parse(&bytes);
-        let damaged = damaged_in(&bytes, generation);
         let wal = Wal {
             path,
             file,
@@ -212,7 +210,7 @@ impl Wal {
             commit: GroupCommit::new(poison),
             stats: Mutex::new(SyncStats::default()),
         };
-        Ok((wal, records, damaged))
+        Ok((wal, records))
     }
 
     fn lock(&self) -> MutexGuard<'_, Open> {
@@ -431,92 +429,6 @@ fn find_magic(bytes: &[u8], from: usize) -> Option<usize> {
         i += 1;
     }
     None
-}
-
-/// What a damaged record of the log still says of itself: its header's
-/// session, first seq and frame count, read without its checksum's warrant.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Unverified {
-    pub(crate) session: SessionId,
-    pub(crate) first_seq: u64,
-    pub(crate) count: u64,
-}
-
-/// The records of `generation` that fail their checksum but whose header
-/// still reads (a body flipped or cut short: a record written whole and
-/// damaged since, or the torn write of an append that never returned).
-/// Their events may have been acknowledged: the store reports them lost
-/// rather than say nothing.
-pub(crate) fn damaged_in(bytes: &[u8], generation: u64) -> Vec<Unverified> {
-    // Where the current generation's last whole record ends: a damaged
-    // record before it is of this generation whatever its own field says.
-    let mut current_end = 0;
-    let mut at = 0;
-    while at + HEADER <= bytes.len() {
-        match record_at(bytes, at) {
-            Some((r, next)) => {
-                if r.generation == generation {
-                    current_end = next;
-                }
-                at = next;
-            }
-            None => match find_magic(bytes, at + 1) {
-                Some(next) => at = next,
-                None => break,
-            },
-        }
-    }
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at + HEADER <= bytes.len() {
-        if let Some((_, next)) = record_at(bytes, at) {
-            at = next;
-            continue;
-        }
-        if let Some(d) = unverified_at(bytes, at, generation, at < current_end) {
-            out.push(d);
-        }
-        match find_magic(bytes, at + 1) {
-            Some(next) => at = next,
-            None => break,
-        }
-    }
-    out
-}
-
-/// The header of the damaged record at `at`, if it reads and belongs to
-/// `generation` (or lies inside it: `inside`). Its frame count is only
-/// what the bytes there can hold: frame lengths are walked as far as the
-/// record (cut to the file) reaches.
-fn unverified_at(bytes: &[u8], at: usize, generation: u64, inside: bool) -> Option<Unverified> {
-    if bytes.get(at..at + 4)? != MAGIC {
-        return None;
-    }
-    let len = (u32_at(bytes, at + 4)? as usize).min(bytes.len().saturating_sub(at + HEADER));
-    let body = bytes.get(at + HEADER..at + HEADER + len)?;
-    let head = body.get(..BODY_MIN)?;
-    let gen_of = u64::from_le_bytes(head[..8].try_into().ok()?);
-    if gen_of != generation && !inside {
-        return None;
-    }
-    let claimed = u64::from(u32_at(head, 32)?);
-    let (mut p, mut count) = (BODY_MIN, 0u64);
-    while count < claimed {
-        let n = u32_at(body, p)? as usize;
-        if p + 4 + n > body.len() {
-            // The frame the record was cut (or damaged) in: counted, it
-            // may have been acknowledged.
-            count += 1;
-            break;
-        }
-        p += 4 + n;
-        count += 1;
-    }
-    (count > 0).then(|| Unverified {
-        session: SessionId::from_bytes(head[8..24].try_into().unwrap_or_default()),
-        first_seq: u64::from_le_bytes(head[24..32].try_into().unwrap_or_default()),
-        count,
-    })
 }
 
 /// Every record of a log that checks, of any generation, in file order.

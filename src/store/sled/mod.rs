@@ -335,31 +335,6 @@ impl SledStore {
         Ok(())
     }
 
-    /// Damaged records of the log's current generation may hold
-    /// acknowledged events: each one whose header names a session this
-    /// database knows, at a seq within reach of its stream, raises that
-    /// session's acknowledged head, so that what sled does not hold of it
-    /// is reported lost. (A header damaged too says nothing trustworthy
-    /// and is passed over.)
-    fn note_damaged_log_records(&self, damaged: &[wal::Unverified]) -> Result<()> {
-        if damaged.is_empty() {
-            return Ok(());
-        }
-        let acked = self.acked.acknowledged();
-        for d in damaged {
-            let end = acked
-                .get(&d.session)
-                .copied()
-                .unwrap_or(0)
-                .max(self.read_head(d.session)?);
-            if end > 0 && d.first_seq <= end {
-                self.acked
-                    .raise(d.session, d.first_seq.saturating_add(d.count));
-            }
-        }
-        Ok(())
-    }
-
     fn loss(&self, session: SessionId) -> Option<Loss> {
         self.losses
             .lock()

@@ -265,7 +265,7 @@ impl SledStore {
             .read(true)
             .open(path.join("db"))
             .map_err(|e| Error::io(format!("opening {}/db for syncing", path.display()), e))?;
-        let (wal, records, damaged) = Wal::open(path, wal_appends, poison.clone())?;
+        let (wal, records) = Wal::open(path, wal_appends, poison.clone())?;
         // What was acknowledged: the heads recorded, raised by the log's
         // records (each one a `Synced` append that may have been
         // acknowledged since the last record).
@@ -292,7 +292,6 @@ impl SledStore {
             losses: Mutex::new(HashMap::new()),
         };
         store.replay_wal(records)?;
-        store.note_damaged_log_records(&damaged)?;
         store.find_losses()?;
         // Blobs that exist at open were written by an earlier process: sync them once.
         store.sync_blobs()?;

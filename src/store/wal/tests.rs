@@ -44,7 +44,7 @@ fn records(generation: u64, appends: &[Append]) -> Vec<Record> {
 /// appends committed; the file's bytes and how many of them were written.
 fn written(appends: &[Append]) -> (Vec<u8>, usize) {
     let dir = tempfile_dir();
-    let (wal, old, _) = Wal::open(&dir, true, Poison::default()).expect("open");
+    let (wal, old) = Wal::open(&dir, true, Poison::default()).expect("open");
     assert!(old.is_empty());
     wal.checkpoint(&|| Ok(())).expect("checkpoint");
     for (s, seq, frames) in appends {
@@ -100,7 +100,7 @@ fn a_flipped_byte_loses_at_most_its_record() {
 #[test]
 fn a_checkpoint_starts_a_generation_that_hides_the_records_before_it() {
     let dir = tempfile_dir();
-    let (wal, _, _) = Wal::open(&dir, true, Poison::default()).expect("open");
+    let (wal, _) = Wal::open(&dir, true, Poison::default()).expect("open");
     wal.checkpoint(&|| Ok(())).expect("checkpoint");
     for (s, seq, frames) in sample() {
         wal.enqueue(s, seq, &frames);
@@ -111,12 +111,12 @@ fn a_checkpoint_starts_a_generation_that_hides_the_records_before_it() {
     assert!(failed.is_err());
     drop(wal);
     // A failed sled flush keeps the log as it was.
-    let (wal, got, _) = Wal::open(&dir, true, Poison::default()).expect("reopen");
+    let (wal, got) = Wal::open(&dir, true, Poison::default()).expect("reopen");
     assert_eq!(got, records(1, &sample()));
     wal.checkpoint(&|| Ok(())).expect("checkpoint");
     drop(wal);
     // The old records are still in the file, behind the new start.
-    let (wal, got, _) = Wal::open(&dir, true, Poison::default()).expect("reopen");
+    let (wal, got) = Wal::open(&dir, true, Poison::default()).expect("reopen");
     assert!(got.is_empty(), "{got:?}");
     let bytes = std::fs::read(dir.join(FILE)).expect("read");
     assert!(bytes.windows(5).any(|w| w == b"three"));
@@ -125,7 +125,7 @@ fn a_checkpoint_starts_a_generation_that_hides_the_records_before_it() {
     wal.enqueue(sid(4), 9, &[b"new".to_vec()]);
     wal.commit(&|| Ok(())).expect("commit");
     drop(wal);
-    let (_, got, _) = Wal::open(&dir, true, Poison::default()).expect("reopen");
+    let (_, got) = Wal::open(&dir, true, Poison::default()).expect("reopen");
     assert_eq!(got, records(3, &[(sid(4), 9, vec![b"new".to_vec()])]));
     std::fs::remove_dir_all(&dir).expect("cleanup");
 }
@@ -133,7 +133,7 @@ fn a_checkpoint_starts_a_generation_that_hides_the_records_before_it() {
 #[test]
 fn concurrent_appenders_share_syncs_and_every_record_is_written() {
     let dir = tempfile_dir();
-    let (wal, _, _) = Wal::open(&dir, true, Poison::default()).expect("open");
+    let (wal, _) = Wal::open(&dir, true, Poison::default()).expect("open");
     wal.checkpoint(&|| Ok(())).expect("checkpoint");
     let wal = std::sync::Arc::new(wal);
     let threads: Vec<_> = (0..16u8)
