@@ -89,7 +89,6 @@ impl Demo {
         aj(&self.db, args)
     }
 
-    /// A path in the demo's temporary directory.
     /// Exports the demo session to `name` (an `.ajournal` file) and checks
     /// the command succeeded.
     fn export_journal(&self, name: &str) -> PathBuf {
@@ -106,6 +105,7 @@ impl Demo {
         file
     }
 
+    /// A path in the demo's temporary directory.
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
