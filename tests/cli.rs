@@ -15,19 +15,34 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::common::{path_str, run_cli};
+use crate::common::{cli_command, path_str};
 
-/// What a run of the binary produced.
+/// What a run of the binary produced (shared with `footguns`).
 #[derive(Debug)]
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Out {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl Out {
+    /// Runs `c` to completion.
+    pub(crate) fn of(c: &mut std::process::Command) -> Out {
+        let o = c.output().expect("run agent-journal");
+        Out {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8(o.stdout).expect("utf-8 stdout"),
+            stderr: String::from_utf8(o.stderr).expect("utf-8 stderr"),
+        }
+    }
+
+    /// stderr lines.
+    pub(crate) fn stderr_lines(&self) -> Vec<&str> {
+        self.stderr.lines().collect()
+    }
+
     /// stdout parsed as JSON (the output of `--json`).
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout))
     }
@@ -41,9 +56,9 @@ impl Out {
     }
 
     /// Asserts the run failed with `code` and exactly one `error:` line on stderr.
-    fn assert_error(&self, code: i32) -> &str {
+    pub(crate) fn assert_error(&self, code: i32) -> &str {
         assert_eq!(self.code, code, "{self:?}");
-        let lines: Vec<&str> = self.stderr.lines().collect();
+        let lines = self.stderr_lines();
         assert_eq!(lines.len(), 1, "one line on stderr: {self:?}");
         assert!(lines[0].starts_with("error: "), "{self:?}");
         lines[0]
@@ -51,28 +66,23 @@ impl Out {
 }
 
 /// Runs `agent-journal --db DB ARGS...` to completion.
-fn aj(db: &Path, args: &[&str]) -> Out {
-    let o = run_cli(db, args);
-    Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(o.stdout).expect("utf-8 stdout"),
-        stderr: String::from_utf8(o.stderr).expect("utf-8 stderr"),
-    }
+pub(crate) fn aj(db: &Path, args: &[&str]) -> Out {
+    Out::of(cli_command(db).args(args))
 }
 
-/// A database holding one demo session.
-struct Demo {
-    dir: TempDir,
+/// A database holding one demo session (shared with `footguns`).
+pub(crate) struct Demo {
+    pub(crate) dir: TempDir,
     /// The database.
-    db: PathBuf,
+    pub(crate) db: PathBuf,
     /// The session's id, as the binary prints it.
-    id: String,
+    pub(crate) id: String,
 }
 
 impl Demo {
     /// Runs `demo` (23 events, a finished session) in a new temporary
     /// directory.
-    fn new() -> Demo {
+    pub(crate) fn new() -> Demo {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("db");
         let sb = dir.path().join("sb");
@@ -85,13 +95,13 @@ impl Demo {
     }
 
     /// Runs the binary on the demo's database.
-    fn run(&self, args: &[&str]) -> Out {
+    pub(crate) fn run(&self, args: &[&str]) -> Out {
         aj(&self.db, args)
     }
 
     /// Exports the demo session to `name` (an `.ajournal` file) and checks
     /// the command succeeded.
-    fn export_journal(&self, name: &str) -> PathBuf {
+    pub(crate) fn export_journal(&self, name: &str) -> PathBuf {
         let file = self.path(name);
         let out = self.run(&[
             "export",
@@ -106,8 +116,25 @@ impl Demo {
     }
 
     /// A path in the demo's temporary directory.
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
+    }
+
+    /// `sessions --json` of the demo's database: (id, events) of each.
+    pub(crate) fn sessions(&self) -> Vec<(String, u64)> {
+        let out = self.run(&["sessions", "--json"]);
+        assert_eq!(out.code, 0, "{out:?}");
+        out.json()
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|s| {
+                (
+                    s["id"].as_str().expect("id").to_owned(),
+                    s["events"].as_u64().expect("events"),
+                )
+            })
+            .collect()
     }
 
     /// `log --json` of the session as parsed events.

@@ -18,97 +18,15 @@ use agent_journal::{
     EvaluationId, Event, Journal, Outcome, ResumeState, Session, SessionStatus, ToolCallRecord,
 };
 use serde_json::Value;
-use tempfile::TempDir;
 
-use crate::common::{cli_command, path_str, raw_sled, record_offsets, tree};
+use crate::cli::{Demo, Out, aj};
+use crate::common::{path_str, raw_sled, record_offsets, tree};
 
-/// What a run of the binary produced.
-#[derive(Debug)]
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn of(c: &mut Command) -> Out {
-        let o = c.output().expect("run agent-journal");
-        Out {
-            code: o.status.code().unwrap_or(-1),
-            stdout: String::from_utf8(o.stdout).expect("utf-8 stdout"),
-            stderr: String::from_utf8(o.stderr).expect("utf-8 stderr"),
-        }
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
-    }
-
-    fn stderr_lines(&self) -> Vec<&str> {
-        self.stderr.lines().collect()
-    }
-
-    /// Asserts exit `code` with exactly one `error:` line on stderr and
-    /// nothing on stdout; returns the line.
-    fn assert_error(&self, code: i32) -> &str {
-        assert_eq!(self.code, code, "{self:?}");
-        let lines = self.stderr_lines();
-        assert_eq!(lines.len(), 1, "one line on stderr: {self:?}");
-        assert!(lines[0].starts_with("error: "), "{self:?}");
-        assert!(self.stdout.is_empty(), "nothing on stdout: {self:?}");
-        lines[0]
-    }
-}
-
-fn aj(db: &Path, args: &[&str]) -> Out {
-    Out::of(cli_command(db).args(args))
-}
-
-/// A database with one finished demo session (23 events).
-struct Demo {
-    dir: TempDir,
-    db: PathBuf,
-    id: String,
-}
-
-impl Demo {
-    fn new() -> Demo {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("db");
-        let sb = dir.path().join("sb");
-        let out = aj(&db, &["demo", "--json", "--sandbox", path_str(&sb)]);
-        assert_eq!(out.code, 0, "{out:?}");
-        let v = out.json();
-        assert_eq!(v["events"], 23, "{v}");
-        let id = v["session"].as_str().expect("session id").to_owned();
-        Demo { dir, db, id }
-    }
-
-    fn run(&self, args: &[&str]) -> Out {
-        aj(&self.db, args)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// `sessions --json` of the demo's database: (id, events) of each.
-    fn sessions(&self) -> Vec<(String, u64)> {
-        let out = self.run(&["sessions", "--json"]);
-        assert_eq!(out.code, 0, "{out:?}");
-        out.json()
-            .as_array()
-            .expect("array")
-            .iter()
-            .map(|s| {
-                (
-                    s["id"].as_str().expect("id").to_owned(),
-                    s["events"].as_u64().expect("events"),
-                )
-            })
-            .collect()
-    }
+/// [`Out::assert_error`], and nothing on stdout.
+fn assert_only_error(out: &Out, code: i32) -> &str {
+    let line = out.assert_error(code);
+    assert!(out.stdout.is_empty(), "nothing on stdout: {out:?}");
+    line
 }
 
 /// Every command that takes a session, with `id` in the session's place.
@@ -134,10 +52,8 @@ fn commands_with_a_session(id: &str) -> Vec<Vec<&str>> {
 #[test]
 fn sessions_delete_of_an_empty_id_deletes_nothing() {
     let d = Demo::new();
-    let line = d
-        .run(&["sessions", "--delete", ""])
-        .assert_error(2)
-        .to_owned();
+    let out = d.run(&["sessions", "--delete", ""]);
+    let line = assert_only_error(&out, 2).to_owned();
     assert!(line.contains("empty"), "{line}");
     assert_eq!(d.sessions(), vec![(d.id.clone(), 23)]);
 }
@@ -154,7 +70,7 @@ fn an_empty_or_blank_session_id_is_a_usage_error_everywhere() {
                     args.push("--json");
                 }
                 let out = d.run(&args);
-                let line = out.assert_error(2);
+                let line = assert_only_error(&out, 2);
                 assert!(
                     line.contains("session id") && line.contains("empty or blank"),
                     "{args:?}: {line}"
@@ -169,7 +85,7 @@ fn an_empty_or_blank_session_id_is_a_usage_error_everywhere() {
     // On a database that does not exist: still a usage error, and nothing created.
     let missing = d.path("missing");
     for args in commands_with_a_session("") {
-        aj(&missing, &args).assert_error(2);
+        assert_only_error(&aj(&missing, &args), 2);
         assert!(!missing.exists(), "{args:?} created {}", missing.display());
     }
 }
@@ -197,16 +113,7 @@ fn listing(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn a_mistyped_db_is_created_only_by_demo_and_import() {
     let d = Demo::new();
-    let file = d.path("run.ajournal");
-    let out = d.run(&[
-        "export",
-        &d.id,
-        "--format",
-        "journal",
-        "-o",
-        path_str(&file),
-    ]);
-    assert_eq!(out.code, 0, "{out:?}");
+    let file = d.export_journal("run.ajournal");
     let empty_dir = d.path("empty-dir");
     std::fs::create_dir(&empty_dir).expect("mkdir");
     let before = listing(d.dir.path());
@@ -226,7 +133,7 @@ fn a_mistyped_db_is_created_only_by_demo_and_import() {
                     args.push("--json");
                 }
                 let out = aj(&typo, &args);
-                let line = out.assert_error(1);
+                let line = assert_only_error(&out, 1);
                 assert!(line.contains(path_str(&typo)), "{args:?}: {line}");
                 assert_eq!(
                     listing(d.dir.path()),
@@ -247,7 +154,7 @@ fn a_mistyped_db_is_created_only_by_demo_and_import() {
                 .current_dir(cwd.path())
                 .env_remove("AGENT_JOURNAL_DB"),
         );
-        let line = out.assert_error(1);
+        let line = assert_only_error(&out, 1);
         assert!(line.contains("agent-journal.db"), "{args:?}: {line}");
         assert!(
             listing(cwd.path()).is_empty(),
@@ -540,16 +447,7 @@ fn assert_one_warning(db: &Path, args: &[&str], needles: &[&str]) -> [Out; 2] {
 #[test]
 fn warnings_about_a_cut_exported_journal_go_to_stderr_in_every_mode() {
     let d = Demo::new();
-    let file = d.path("run.ajournal");
-    let out = d.run(&[
-        "export",
-        &d.id,
-        "--format",
-        "journal",
-        "-o",
-        path_str(&file),
-    ]);
-    assert_eq!(out.code, 0, "{out:?}");
+    let file = d.export_journal("run.ajournal");
     let bytes = std::fs::read(&file).expect("read");
     let last = record_offsets(&bytes)[22];
     let cut = d.path("cut.ajournal");
