@@ -137,6 +137,44 @@ pub enum Error {
     /// An error of the storage engine that is not I/O or corruption.
     #[error("storage error: {0}")]
     Storage(String),
+    /// The session exists but holds no conversation of the conversation engine.
+    #[error("no conversation {0} (the session is missing or holds no conversation)")]
+    NotAConversation(SessionId),
+    /// A conversation with this id already exists.
+    #[error("conversation {0} already exists")]
+    ConversationExists(SessionId),
+    /// The conversation has no turn with this id.
+    #[error("conversation {conversation} has no turn {turn}")]
+    TurnNotFound {
+        /// The conversation.
+        conversation: SessionId,
+        /// The turn asked for.
+        turn: uuid::Uuid,
+    },
+    /// A turn failed (its provider call failed, or it was interrupted); the
+    /// turn is recorded as failed with the same error.
+    #[error("turn {turn} of conversation {conversation} failed: {message}")]
+    TurnFailed {
+        /// The conversation.
+        conversation: SessionId,
+        /// The turn.
+        turn: uuid::Uuid,
+        /// The error, as recorded in the turn.
+        message: String,
+    },
+    /// The turn already finished; there is nothing to resume.
+    #[error("turn {turn} of conversation {conversation} already {status}; nothing to resume")]
+    TurnFinished {
+        /// The conversation.
+        conversation: SessionId,
+        /// The turn.
+        turn: uuid::Uuid,
+        /// Its status (`"succeeded"`).
+        status: String,
+    },
+    /// No provider adapter is configured under this id.
+    #[error("no provider adapter {0:?} is configured")]
+    UnknownProvider(String),
 }
 
 /// The crate's result type.

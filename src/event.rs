@@ -11,6 +11,10 @@ use uuid::Uuid;
 
 use crate::model::{CallId, EvaluationId, InnerMessage, SessionId, ToolStatus};
 
+pub mod conversation;
+
+use conversation::ConversationEvent;
+
 /// How an evaluation ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -170,6 +174,9 @@ pub enum Event {
         /// Its payload, in whatever encoding the application chooses.
         payload: Vec<u8>,
     },
+    /// A change made by the conversation engine: a conversation, a message,
+    /// a turn or a provider call (see [`ConversationEvent`]).
+    Conversation(Box<ConversationEvent>),
 }
 
 impl Event {
@@ -186,6 +193,7 @@ impl Event {
             Event::EvaluationFinished { .. } => "EvaluationFinished",
             Event::Forked { .. } => "Forked",
             Event::Custom { .. } => "Custom",
+            Event::Conversation(c) => c.kind(),
         }
     }
 
@@ -199,7 +207,10 @@ impl Event {
             Event::Message(m) => Some(m.evaluation_id),
             Event::ProviderCall(p) => Some(p.evaluation_id),
             Event::AdapterState(a) => a.evaluation_id,
-            Event::SessionOpened { .. } | Event::Forked { .. } | Event::Custom { .. } => None,
+            Event::SessionOpened { .. }
+            | Event::Forked { .. }
+            | Event::Custom { .. }
+            | Event::Conversation(_) => None,
         }
     }
 }

@@ -85,6 +85,8 @@ mod verify;
 pub use crate::engine::adapter::{
     AdapterState, ResumeValidation, SdkSessionState, validate_sdk_state,
 };
+/// The conversation engine: conversations, turns, provider adapters, stores.
+pub use crate::engine::conversation;
 pub use crate::engine::inner_loop::{InnerLoop, LoopResult, ResumeMode, ResumeOptions};
 pub use crate::engine::provider::{Provider, ProviderRequest, ProviderResponse};
 pub use crate::engine::scripted::{ScriptStep, ScriptedProvider};
@@ -108,9 +110,9 @@ pub use crate::session::recorder::Evaluation;
 pub use crate::session::{LoadStats, Session, StateGuard};
 pub use crate::snapshot::{CheckpointStrategy, JsonOptions};
 pub use crate::state::{
-    AdapterStates, Conversation, ConversationView, EvaluationInfo, Evaluations, Messages,
-    SessionState, Slice, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, TurnIds, TurnView,
-    Usage, UsageTotals,
+    AdapterStates, Conversation, ConversationLog, ConversationView, EvaluationInfo, Evaluations,
+    Messages, SessionState, Slice, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, TurnIds,
+    TurnView, Usage, UsageTotals,
 };
 pub use crate::store::{Durability, Loss, Store, SyncStats, Visit};
 pub use crate::verify::{Problem, ProblemKind, VerifyReport};

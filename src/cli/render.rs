@@ -1,5 +1,6 @@
 //! Text rendering of timelines, states and session lists.
 
+use agent_journal::conversation::ConversationEvent;
 use agent_journal::{
     Envelope, Error, Event, InnerMessage, Outcome, Session, SessionInfo, SessionState,
     SessionStatus,
@@ -52,6 +53,74 @@ fn message_line(m: &InnerMessage) -> String {
         line.push_str(&format!(" <- {id}"));
     }
     line
+}
+
+fn conversation_line(c: &ConversationEvent) -> String {
+    match c {
+        ConversationEvent::Created(c) | ConversationEvent::Updated(c) => format!(
+            "conversation {:?} agent={}{}",
+            c.title.as_deref().unwrap_or(""),
+            c.agent,
+            c.subject_id
+                .as_deref()
+                .map(|s| format!(" subject={s}"))
+                .unwrap_or_default()
+        ),
+        ConversationEvent::Message(m) => {
+            let mut line = format!("{:<9} {:?}", m.role.as_str(), clip(&m.text(), 70));
+            for c in &m.tool_calls {
+                line.push_str(&format!(
+                    " -> {}({}) [{}]",
+                    c.name,
+                    clip(&c.arguments, 40),
+                    c.call_id
+                ));
+            }
+            if let Some(id) = &m.tool_call_id {
+                line.push_str(&format!(" <- {id}"));
+            }
+            if let Some(t) = m.turn_id {
+                line.push_str(&format!(" (turn {})", short(t)));
+            }
+            line
+        }
+        ConversationEvent::Turn(t) => {
+            let mut line = format!(
+                "turn {} {} agent={}",
+                short(t.id),
+                t.status.as_str(),
+                t.agent
+            );
+            if let Some(e) = &t.error {
+                line.push_str(&format!(": {}", clip(&e.message, 60)));
+            }
+            line
+        }
+        ConversationEvent::ProviderCall(p) => {
+            let state = match &p.outcome {
+                None => "started".to_owned(),
+                Some(o) if o.ok => "ok".to_owned(),
+                Some(o) => format!("failed: {}", clip(o.error.as_deref().unwrap_or(""), 50)),
+            };
+            let tokens = p
+                .usage
+                .as_ref()
+                .map(|u| {
+                    format!(
+                        ", {} in / {} out tokens",
+                        u.tokens.input_tokens, u.tokens.output_tokens
+                    )
+                })
+                .unwrap_or_default();
+            format!(
+                "provider call {} {}/{} (turn {}) {state}{tokens}",
+                short(p.id),
+                p.provider,
+                p.model,
+                short(p.turn_id)
+            )
+        }
+    }
 }
 
 /// One line describing an event.
@@ -117,6 +186,7 @@ pub(crate) fn event_line(e: &Envelope) -> String {
         }
         Event::Forked { parent, at } => format!("forked from {parent} at seq {at}"),
         Event::Custom { kind, payload } => format!("custom {kind} ({} bytes)", payload.len()),
+        Event::Conversation(c) => conversation_line(c),
     };
     format!(
         "{:>5}  {}  {:<18} {}",

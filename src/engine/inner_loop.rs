@@ -204,7 +204,7 @@ impl<'a> InnerLoop<'a> {
 
     /// Provider round trips and tool calls until a final answer.
     fn drive(&self, eval: &Evaluation, mut history: Vec<InnerMessage>) -> Result<LoopResult> {
-        let tools: Vec<String> = self.tools.iter().map(|t| t.name().to_owned()).collect();
+        let tools: Vec<_> = self.tools.iter().map(|t| t.spec()).collect();
         loop {
             if eval.turn() >= self.max_turns {
                 let outcome = Outcome::Failed {

@@ -3,6 +3,7 @@
 //! its resume, adapter states, and a scripted provider.
 
 pub(crate) mod adapter;
+pub mod conversation;
 pub(crate) mod inner_loop;
 pub(crate) mod provider;
 pub(crate) mod scripted;

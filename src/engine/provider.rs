@@ -1,6 +1,7 @@
 //! The provider trait: one model round trip.
 
 use crate::event::TokenUsage;
+use crate::event::conversation::ToolSpec;
 use crate::model::{InnerMessage, ToolCallRecord};
 
 /// What the engine sends: the evaluation's messages so far and the tools.
@@ -8,8 +9,8 @@ use crate::model::{InnerMessage, ToolCallRecord};
 pub struct ProviderRequest<'a> {
     /// The conversation, ordered by sequence.
     pub messages: &'a [InnerMessage],
-    /// The names of the tools available.
-    pub tools: Vec<String>,
+    /// The tools available: name, description and parameters schema.
+    pub tools: Vec<ToolSpec>,
     /// The turn this response will start.
     pub turn: u32,
 }

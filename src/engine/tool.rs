@@ -1,5 +1,6 @@
 //! Tools and their idempotency.
 
+use crate::event::conversation::ToolSpec;
 use crate::model::{CallId, EvaluationId};
 
 /// What running a tool twice does, which decides what resume does with a
@@ -33,6 +34,27 @@ pub struct ToolContext {
 pub trait Tool: Send + Sync {
     /// The name the model calls it by.
     fn name(&self) -> &str;
+
+    /// What it does, for the model. Default: empty.
+    fn description(&self) -> &str {
+        ""
+    }
+
+    /// The JSON schema of its arguments. Default: any object
+    /// (`{"type": "object"}`).
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+
+    /// The tool as a provider request offers it: name, description and
+    /// parameters schema.
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name().to_owned(),
+            description: self.description().to_owned(),
+            parameters: self.parameters(),
+        }
+    }
 
     /// What running it twice does. Default: [`Idempotency::Safe`].
     fn idempotency(&self) -> Idempotency {

@@ -12,8 +12,8 @@ use crate::event::{AdapterStateSnapshot, TokenUsage};
 use crate::model::{EvaluationId, InnerMessage, MessageId, SessionId, now};
 use crate::snapshot::JsonOptions;
 use crate::state::{
-    AdapterStates, Conversation, DynSlice, EvaluationInfo, Evaluations, Messages, SessionState,
-    SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, TurnIds, Usage, UsageTotals,
+    AdapterStates, Conversation, ConversationLog, DynSlice, EvaluationInfo, Evaluations, Messages,
+    SessionState, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, TurnIds, Usage, UsageTotals,
 };
 
 const MESSAGES: &str = "agent_journal:InnerMessage";
@@ -25,6 +25,10 @@ const USAGE: &str = "agent_journal:Usage";
 const SESSION_INFO: &str = "agent_journal:SessionInfo";
 
 /// The built-in slice types and their policies, in document order.
+/// The conversation engine's records: in a document only when the session
+/// holds a conversation, so older readers' documents lack it.
+const CONVERSATION_LOG: &str = "agent_journal:ConversationLog";
+
 const BUILT_INS: [(&str, SlicePolicy); 7] = [
     (MESSAGES, SlicePolicy::State),
     (TOOL_CALLS, SlicePolicy::State),
@@ -191,6 +195,13 @@ pub(super) fn to_value(s: &SessionState, opts: &JsonOptions) -> Value {
     };
     slices.push(slice(SESSION_INFO, vec![val(&info)]));
     let mut policies = Map::new();
+    if s.conversations.is_conversation() {
+        slices.push(slice(CONVERSATION_LOG, vec![val(&s.conversations)]));
+        policies.insert(
+            CONVERSATION_LOG.into(),
+            Value::String(SlicePolicy::State.as_str().into()),
+        );
+    }
     for (name, policy) in BUILT_INS {
         if policy == SlicePolicy::State || opts.include_logs {
             policies.insert(name.into(), Value::String(policy.as_str().into()));
@@ -285,6 +296,7 @@ fn policy_of(name: &str, registry: &SliceRegistry) -> Option<SlicePolicy> {
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, p)| *p)
+        .or_else(|| (name == CONVERSATION_LOG).then_some(SlicePolicy::State))
         .or_else(|| registry.find(name).map(|f| f.policy))
 }
 
@@ -556,6 +568,20 @@ pub(super) fn from_str(text: &str, registry: &SliceRegistry) -> Result<SessionSt
         }
     };
 
+    let conversations = match found.get(CONVERSATION_LOG) {
+        None => ConversationLog::default(),
+        Some(f) => match f.items {
+            [one] => parse(one, &f.loc(0))?,
+            _ => {
+                return Err(err(format!(
+                    "slices[{}].items: expected exactly one item, found {}",
+                    f.index,
+                    f.items.len()
+                )));
+            }
+        },
+    };
+
     let mut app: Vec<Box<dyn DynSlice>> = Vec::with_capacity(registry.len());
     for factory in registry.factories() {
         match (found.get(factory.name), factory.policy) {
@@ -578,6 +604,7 @@ pub(super) fn from_str(text: &str, registry: &SliceRegistry) -> Result<SessionSt
     }
 
     Ok(SessionState {
+        conversations,
         messages,
         tool_calls,
         evaluations,

@@ -38,6 +38,12 @@ mod tests;
 /// tell which evaluation was started last once the clock stepped back.
 const SNAPSHOT_FORMAT: u32 = 3;
 
+/// The name under which the head's `app` list holds the
+/// [`ConversationLog`](crate::state::ConversationLog), when the session has
+/// a conversation: a snapshot without it (format 3 from before the
+/// conversation engine included) has none.
+const CONVERSATIONS: &str = "agent_journal:ConversationLog";
+
 /// Snapshots from this size on are decoded on two threads.
 const PARALLEL_MIN: usize = 4 << 20;
 
@@ -105,11 +111,17 @@ impl SessionState {
     /// Appends the snapshot body to `out`.
     fn encode_snapshot_into(&self, out: &mut Vec<u8>, limit: u64) -> Result<()> {
         let base = out.len();
-        let app = self
+        let mut app = self
             .app
             .iter()
             .map(|s| Ok((s.name(), s.encode(limit)?)))
             .collect::<Result<Vec<_>>>()?;
+        if self.conversations.is_conversation() {
+            let bytes = codec(limit)
+                .serialize(&self.conversations)
+                .map_err(|e| Error::InvalidInput(format!("cannot encode snapshot: {e}")))?;
+            app.push((CONVERSATIONS, bytes));
+        }
         let head = HeadRef {
             format: SNAPSHOT_FORMAT,
             labels: &self.labels,
@@ -322,7 +334,14 @@ impl SessionState {
                 Error::SnapshotRestore(format!("application slice {:?}: {e}", f.name))
             })?);
         }
+        let conversations = match s.app.iter().find(|(name, _)| name == CONVERSATIONS) {
+            Some((_, bytes)) => codec(limit).deserialize(bytes).map_err(|e| {
+                Error::SnapshotRestore(format!("undecodable snapshot: conversation: {e}"))
+            })?,
+            None => crate::state::ConversationLog::default(),
+        };
         Ok(SessionState {
+            conversations,
             messages,
             tool_calls: s.tool_calls,
             evaluations: s.evaluations,

@@ -11,6 +11,7 @@
 mod adapter_states;
 mod binary;
 mod conversation;
+mod conversations;
 mod dyn_slice;
 mod evaluations;
 mod hash;
@@ -30,6 +31,7 @@ use crate::event::Envelope;
 
 pub use adapter_states::AdapterStates;
 pub use conversation::{Conversation, ConversationView, TurnIds, TurnView};
+pub use conversations::ConversationLog;
 pub(crate) use dyn_slice::DynSlice;
 pub use dyn_slice::SliceRegistry;
 pub use evaluations::{EvaluationInfo, Evaluations};

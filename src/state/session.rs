@@ -3,12 +3,13 @@
 
 use std::fmt;
 
+use crate::event::conversation::ConversationEvent;
 use crate::event::{Envelope, Event};
 use crate::model::{EvaluationId, SessionId};
 use crate::state::messages::{PeekedMessage, PlainBytes};
 use crate::state::{
-    AdapterStates, Conversation, ConversationView, DynSlice, Evaluations, Messages, Slice,
-    SlicePolicy, SliceRegistry, ToolCalls, Usage,
+    AdapterStates, Conversation, ConversationLog, ConversationView, DynSlice, Evaluations,
+    Messages, Slice, SlicePolicy, SliceRegistry, ToolCalls, Usage,
 };
 
 /// The state of a session: every slice folded from its events.
@@ -35,6 +36,7 @@ pub struct SessionState {
     pub(crate) tool_calls: ToolCalls,
     pub(crate) evaluations: Evaluations,
     pub(crate) conversation: Conversation,
+    pub(crate) conversations: ConversationLog,
     pub(crate) adapter_states: AdapterStates,
     pub(crate) usage: Usage,
     pub(crate) labels: Vec<(String, String)>,
@@ -58,6 +60,7 @@ impl SessionState {
             tool_calls: ToolCalls::default(),
             evaluations: Evaluations::default(),
             conversation: Conversation::default(),
+            conversations: ConversationLog::default(),
             adapter_states: AdapterStates::default(),
             usage: Usage::default(),
             labels: Vec::new(),
@@ -208,6 +211,21 @@ impl SessionState {
             }
             Event::Forked { .. } => {}
             Event::Custom { .. } => {}
+            Event::Conversation(c) => {
+                if self.conversations.apply(c) {
+                    if let ConversationEvent::Message(m) = &**c {
+                        if let Some(turn) = m.turn_id {
+                            self.tool_calls.on_calls(
+                                turn.as_evaluation(),
+                                m.created_at,
+                                m.id,
+                                &m.tool_calls,
+                                m.tool_call_id.as_ref(),
+                            );
+                        }
+                    }
+                }
+            }
         }
         new_message
     }
@@ -240,6 +258,12 @@ impl SessionState {
     /// The conversation view (message ids by turn).
     pub fn conversation(&self) -> &Conversation {
         &self.conversation
+    }
+
+    /// The conversation engine's records (empty unless the session holds a
+    /// conversation the engine made).
+    pub fn conversation_log(&self) -> &ConversationLog {
+        &self.conversations
     }
 
     /// One evaluation's conversation with its messages.
@@ -285,6 +309,7 @@ impl SessionState {
             tool_calls,
             evaluations,
             conversation,
+            conversations,
             adapter_states: _,
             usage,
             labels,
@@ -297,6 +322,7 @@ impl SessionState {
         self.tool_calls = tool_calls;
         self.evaluations = evaluations;
         self.conversation = conversation;
+        self.conversations = conversations;
         self.usage = usage;
         self.labels = labels;
         self.forked_from = forked_from;
@@ -329,6 +355,7 @@ impl Clone for SessionState {
             tool_calls: self.tool_calls.clone(),
             evaluations: self.evaluations.clone(),
             conversation: self.conversation.clone(),
+            conversations: self.conversations.clone(),
             adapter_states: self.adapter_states.clone(),
             usage: self.usage.clone(),
             labels: self.labels.clone(),

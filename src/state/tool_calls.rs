@@ -6,7 +6,7 @@ use std::hash::BuildHasher;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, ToolStatus};
+use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, ToolCallRecord, ToolStatus};
 use crate::state::hash::{FastMap, FastState};
 
 /// One tool call of an evaluation and what became of it.
@@ -178,10 +178,30 @@ impl ToolCalls {
 
     /// Folds a (new, not duplicate) message.
     pub(crate) fn on_message(&mut self, m: &InnerMessage) {
-        for record in &m.tool_calls {
-            let info = self.entry(m.evaluation_id, &record.call_id);
+        self.on_calls(
+            m.evaluation_id,
+            m.created_at,
+            m.message_id,
+            &m.tool_calls,
+            m.tool_call_id.as_ref(),
+        );
+    }
+
+    /// Folds the calls a message makes (`calls`) or answers (`answers`):
+    /// of an inner-loop message, or of a conversation message, whose turn
+    /// id is its `eval`.
+    pub(crate) fn on_calls(
+        &mut self,
+        eval: EvaluationId,
+        created_at: DateTime<Utc>,
+        message_id: MessageId,
+        calls: &[ToolCallRecord],
+        answers: Option<&CallId>,
+    ) {
+        for record in calls {
+            let info = self.entry(eval, &record.call_id);
             if info.requested_at.is_none() {
-                info.requested_at = Some(m.created_at);
+                info.requested_at = Some(created_at);
                 info.name.clone_from(&record.name);
                 info.arguments.clone_from(&record.arguments);
             }
@@ -189,10 +209,10 @@ impl ToolCalls {
                 info.status = record.status;
             }
         }
-        if let Some(call_id) = &m.tool_call_id {
-            let info = self.entry(m.evaluation_id, call_id);
+        if let Some(call_id) = answers {
+            let info = self.entry(eval, call_id);
             if info.result.is_none() {
-                info.result = Some(m.message_id);
+                info.result = Some(message_id);
             }
         }
     }

@@ -1,0 +1,71 @@
+//! The conversation engine (agent-conversation-core spec): conversations,
+//! turns with a status lifecycle, provider call records with correlation
+//! ids, stores, provider adapters, history builder, turn planner and hooks.
+//!
+//! Built on the journal: a conversation is a session, and every change the
+//! engine makes is an appended event (a turn's status change is a new
+//! record of the turn, never an update in place), so a crash in the middle
+//! of a turn is visible ([`ConversationEngine::interrupted_turns`]) and
+//! recoverable ([`ConversationEngine::resume_turn`]) like a crash in the
+//! middle of a tool.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use agent_journal::Journal;
+//! use agent_journal::conversation::{
+//!     ConversationEngine, ConversationEngineConfig, ConversationMessage, CreateConversation,
+//!     JournalConversationStore, RunTurn, ScriptedAdapter, ScriptedReply, TurnStatus,
+//! };
+//!
+//! # fn main() -> agent_journal::Result<()> {
+//! let store = Arc::new(JournalConversationStore::new(Journal::memory()));
+//! let adapter = Arc::new(ScriptedAdapter::new(vec![vec![ScriptedReply::text("Hello!")]]));
+//! let engine = ConversationEngine::new(
+//!     ConversationEngineConfig::new("greeter", store).provider(adapter, "scripted-1"),
+//! );
+//! let conversation = engine.create_conversation(CreateConversation {
+//!     initial_messages: vec![ConversationMessage::user("Hi")],
+//!     ..Default::default()
+//! })?;
+//! let turn = engine.run_turn(conversation.id, RunTurn::default())?;
+//! assert_eq!(turn.status, TurnStatus::Succeeded);
+//! assert_eq!(turn.output_messages[0].text(), "Hello!");
+//! # Ok(())
+//! # }
+//! ```
+
+// A provider error carries the provider's whole story (message, code,
+// status, category, raw body, request id); it comes once per failed network
+// call, where boxing it would only make adapters harder to write.
+#![allow(clippy::result_large_err)]
+
+mod adapter;
+mod engine;
+mod journal_store;
+mod memory;
+mod plan;
+mod records;
+mod resume;
+mod scripted;
+mod store;
+
+pub use crate::event::conversation::{
+    CallOutcome, CallUsage, Conversation, ConversationEvent, ConversationId, ConversationMessage,
+    MessageRole, Metadata, ProviderCallRecord, ProviderOperation, ToolSpec, TurnError, TurnId,
+    TurnRecord, TurnStatus,
+};
+pub use crate::state::ConversationLog;
+pub use adapter::{
+    AgentContext, ChatInputMessage, ProviderAdapter, ProviderCallOptions, ProviderChatRequest,
+    ProviderChatResult, ProviderError, ProviderStreamChunk,
+};
+pub use engine::{ConversationEngine, ConversationEngineConfig, CreateConversation, RunTurn};
+pub use journal_store::{CONVERSATION_LABEL, JournalConversationStore};
+pub use memory::InMemoryConversationStore;
+pub use plan::{
+    ConversationHooks, DefaultHistoryBuilder, HistoryBuilder, HistoryContext, PlanInput,
+    PlannedTurn, TurnPlanner, approximate_tokens,
+};
+pub use resume::{INTERRUPTED_CALL, ResumeTurn};
+pub use scripted::{ScriptedAdapter, ScriptedReply};
+pub use store::{ConversationStore, ConversationTurn, Order, Page};

@@ -1,0 +1,221 @@
+//! Turns left running by a process that died: found, resumed with the
+//! inner loop's exactly-once rules, or recorded as failed.
+
+use crate::engine::tool::Idempotency;
+use crate::error::{Error, Result};
+use crate::event::conversation::{
+    CallOutcome, Conversation, ConversationId, MessageRole, Metadata, TurnError, TurnId,
+};
+use crate::model::{INTERRUPTED_ERROR, ToolStatus, now};
+
+use super::engine::ConversationEngine;
+use super::plan::PlannedTurn;
+use super::store::{ConversationTurn, Page};
+
+/// Options of [`ConversationEngine::resume_turn`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResumeTurn {
+    /// Record in-doubt calls of [`Idempotency::Never`] tools as failed
+    /// ("interrupted") and go on, instead of stopping with
+    /// [`Error::ToolIdempotency`]. Default: false.
+    pub interrupt_never_tools: bool,
+}
+
+/// The error message of a provider call that was in flight when its
+/// process died.
+pub const INTERRUPTED_CALL: &str =
+    "interrupted: the process stopped before the call's response was recorded";
+
+impl ConversationEngine {
+    /// The turns of conversation `id` recorded as pending or running that
+    /// this engine is not running: left so by a process that died.
+    pub fn interrupted_turns(&self, id: ConversationId) -> Result<Vec<ConversationTurn>> {
+        let running = self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let turns = self.store().list_turns(id, Page::all())?;
+        Ok(turns
+            .into_iter()
+            .filter(|t| !t.status.is_finished() && !running.contains(&t.id))
+            .collect())
+    }
+
+    fn interrupted(
+        &self,
+        id: ConversationId,
+        turn: TurnId,
+    ) -> Result<(Conversation, ConversationTurn)> {
+        let conversation = self
+            .store()
+            .get_conversation(id)?
+            .ok_or(Error::NotAConversation(id))?;
+        let t = self
+            .store()
+            .get_turn(id, turn)?
+            .ok_or(Error::TurnNotFound {
+                conversation: id,
+                turn: turn.0,
+            })?;
+        let running = self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&turn);
+        if t.status.is_finished() || running {
+            return Err(Error::TurnFinished {
+                conversation: id,
+                turn: turn.0,
+                status: if running {
+                    "running here".into()
+                } else {
+                    t.status.as_str().into()
+                },
+            });
+        }
+        Ok((conversation, t))
+    }
+
+    /// Finishes an interrupted turn: a provider call left in flight is
+    /// recorded as interrupted; completed tool calls are not run again;
+    /// pending ones run; in-doubt ones (started, no result) follow their
+    /// tool's [`Idempotency`]; then, unless the model had already answered,
+    /// provider calls go on (each a new call record) as in
+    /// [`run_turn`](Self::run_turn).
+    ///
+    /// Nothing is written before every check has passed.
+    ///
+    /// # Errors
+    /// [`Error::TurnFinished`], [`Error::TurnNotFound`],
+    /// [`Error::ToolIdempotency`], and those of `run_turn`.
+    pub fn resume_turn(
+        &self,
+        id: ConversationId,
+        turn: TurnId,
+        options: ResumeTurn,
+    ) -> Result<ConversationTurn> {
+        let (conversation, mut turn) = self.interrupted(id, turn)?;
+        let _running = self.mark_running(turn.id);
+        let in_doubt: Vec<_> = turn
+            .tool_calls
+            .iter()
+            .filter(|c| c.status == ToolStatus::Started)
+            .cloned()
+            .collect();
+        let never = |name: &str| {
+            self.tool(name)
+                .is_some_and(|t| t.idempotency() == Idempotency::Never)
+        };
+        if let Some(c) = in_doubt.iter().find(|c| never(&c.name)) {
+            if !options.interrupt_never_tools {
+                return Err(Error::ToolIdempotency {
+                    call_id: c.call_id.to_string(),
+                    tool: c.name.clone(),
+                });
+            }
+        }
+        close_calls(&mut turn);
+        self.store().update_turn(&turn)?;
+        for c in &in_doubt {
+            if never(&c.name) {
+                self.record_tool_result(&mut turn, c, Err(INTERRUPTED_ERROR.to_owned()))?;
+            } else {
+                self.run_tool(&mut turn, &c.call_id, true)?;
+            }
+        }
+        let pending: Vec<_> = turn
+            .tool_calls
+            .iter()
+            .filter(|c| c.status == ToolStatus::Pending)
+            .map(|c| c.call_id.clone())
+            .collect();
+        for call_id in &pending {
+            self.run_tool(&mut turn, call_id, false)?;
+        }
+        let answered = turn
+            .output_messages
+            .last()
+            .is_some_and(|m| m.role == MessageRole::Assistant && m.tool_calls.is_empty());
+        if answered {
+            return self.succeed(&conversation, &mut turn);
+        }
+        let plan = match turn.provider_calls.last() {
+            Some(c) => PlannedTurn {
+                provider: c.provider.clone(),
+                model: c.model.clone(),
+                parameters: c.parameters.clone(),
+            },
+            None => {
+                let hints: Metadata = turn
+                    .metadata
+                    .get("hints")
+                    .and_then(|h| h.as_object())
+                    .map(|o| o.clone().into_iter().collect())
+                    .unwrap_or_default();
+                self.plan(&conversation, &turn, &hints)?
+            }
+        };
+        if turn.provider_calls.is_empty() {
+            if let Some(h) = &self.config.hooks {
+                h.before_turn(&turn, &conversation);
+            }
+        }
+        self.drive(&conversation, &mut turn, &plan)
+    }
+
+    /// Records an interrupted turn as failed without running anything: a
+    /// provider call in flight and every tool call without a result are
+    /// recorded as interrupted (the tool calls with an
+    /// [`INTERRUPTED_ERROR`] result, so the history stays valid for a
+    /// provider), then the turn as failed with code `"interrupted"` and
+    /// `message`. The hooks are told as for a failed turn.
+    pub fn fail_turn(
+        &self,
+        id: ConversationId,
+        turn: TurnId,
+        message: &str,
+    ) -> Result<ConversationTurn> {
+        let (conversation, mut turn) = self.interrupted(id, turn)?;
+        let _running = self.mark_running(turn.id);
+        close_calls(&mut turn);
+        let open: Vec<_> = turn
+            .tool_calls
+            .iter()
+            .filter(|c| !c.status.is_terminal())
+            .cloned()
+            .collect();
+        for c in &open {
+            self.record_tool_result(&mut turn, c, Err(INTERRUPTED_ERROR.to_owned()))?;
+        }
+        let error = TurnError {
+            message: message.to_owned(),
+            code: Some("interrupted".into()),
+            provider: None,
+            raw: None,
+        };
+        match self.fail::<()>(&conversation, &mut turn, error) {
+            Err(Error::TurnFailed { .. }) => Ok(turn),
+            Err(e) => Err(e),
+            Ok(()) => Ok(turn),
+        }
+    }
+}
+
+/// Records every provider call of `turn` still in flight as interrupted.
+fn close_calls(turn: &mut ConversationTurn) {
+    for c in turn
+        .provider_calls
+        .iter_mut()
+        .filter(|c| c.finished_at.is_none())
+    {
+        c.finished_at = Some(now());
+        c.outcome = Some(CallOutcome {
+            ok: false,
+            status: None,
+            error_category: Some("interrupted".into()),
+            error: Some(INTERRUPTED_CALL.into()),
+            attempts: 1,
+        });
+    }
+}
