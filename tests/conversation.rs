@@ -17,6 +17,8 @@ use agent_journal::conversation::{
 use agent_journal::{Error, Journal, ToolStatus};
 use serde_json::json;
 
+mod cli;
+mod kill;
 mod store_suite;
 mod turns;
 
@@ -162,6 +164,7 @@ fn conversation_lifecycle_with_and_without_initial_messages() {
         metadata.insert("cohort".into(), json!("b"));
         let with = engine
             .create_conversation(CreateConversation {
+                id: None,
                 agent: Some("other".into()),
                 subject_id: Some("user-7".into()),
                 title: Some("Trip".into()),

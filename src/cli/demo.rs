@@ -13,6 +13,7 @@
 //! refused before anything is written (see [`resume`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use agent_journal::{
     Error, Idempotency, InnerLoop, Journal, LoopResult, ResumeMode, ResumeOptions, ResumePlan,
@@ -68,12 +69,31 @@ fn arg<'a>(args: &'a serde_json::Value, name: &str) -> Result<&'a str, String> {
         .ok_or_else(|| format!("missing string argument {name:?}"))
 }
 
-/// Writes a file; keyed by call id, so a resumed call returns its first result.
-struct WriteFile<'a>(&'a Sandbox);
+/// The JSON schema of a tool taking a relative `path` (and a `content`).
+fn path_schema(content: Option<&str>) -> serde_json::Value {
+    let mut properties = serde_json::json!({
+        "path": {"type": "string", "description": "A path relative to the sandbox folder."}
+    });
+    let mut required = vec!["path"];
+    if let Some(doc) = content {
+        properties["content"] = serde_json::json!({"type": "string", "description": doc});
+        required.push("content");
+    }
+    serde_json::json!({"type": "object", "properties": properties, "required": required})
+}
 
-impl Tool for WriteFile<'_> {
+/// Writes a file; keyed by call id, so a resumed call returns its first result.
+pub(crate) struct WriteFile(pub(crate) Arc<Sandbox>);
+
+impl Tool for WriteFile {
     fn name(&self) -> &str {
         "write_file"
+    }
+    fn description(&self) -> &str {
+        "Writes a text file in the sandbox folder."
+    }
+    fn parameters(&self) -> serde_json::Value {
+        path_schema(Some("The text to write."))
     }
     fn idempotency(&self) -> Idempotency {
         Idempotency::Keyed
@@ -100,11 +120,17 @@ impl Tool for WriteFile<'_> {
 }
 
 /// Counts the words of a file (read-only: safe to re-run).
-struct WordCount<'a>(&'a Sandbox);
+pub(crate) struct WordCount(pub(crate) Arc<Sandbox>);
 
-impl Tool for WordCount<'_> {
+impl Tool for WordCount {
     fn name(&self) -> &str {
         "word_count"
+    }
+    fn description(&self) -> &str {
+        "Counts the words of a text file in the sandbox folder."
+    }
+    fn parameters(&self) -> serde_json::Value {
+        path_schema(None)
     }
     fn call(&self, arguments: &str, _ctx: &ToolContext) -> Result<String, String> {
         let a = args(arguments)?;
@@ -114,11 +140,17 @@ impl Tool for WordCount<'_> {
 }
 
 /// Lists the visible files of a folder (read-only: safe to re-run).
-struct ListDir<'a>(&'a Sandbox);
+pub(crate) struct ListDir(pub(crate) Arc<Sandbox>);
 
-impl Tool for ListDir<'_> {
+impl Tool for ListDir {
     fn name(&self) -> &str {
         "list_dir"
+    }
+    fn description(&self) -> &str {
+        "Lists the files of a folder in the sandbox folder."
+    }
+    fn parameters(&self) -> serde_json::Value {
+        path_schema(None)
     }
     fn call(&self, arguments: &str, _ctx: &ToolContext) -> Result<String, String> {
         let a = args(arguments)?;
@@ -132,9 +164,13 @@ impl Tool for ListDir<'_> {
     }
 }
 
-fn with_tools<T>(sandbox: &Sandbox, f: impl FnOnce(&InnerLoop<'_>) -> T) -> T {
+fn with_tools<T>(sandbox: &Arc<Sandbox>, f: impl FnOnce(&InnerLoop<'_>) -> T) -> T {
     let provider = ScriptedProvider::new(script());
-    let (w, c, l) = (WriteFile(sandbox), WordCount(sandbox), ListDir(sandbox));
+    let (w, c, l) = (
+        WriteFile(sandbox.clone()),
+        WordCount(sandbox.clone()),
+        ListDir(sandbox.clone()),
+    );
     let tools: Vec<&dyn Tool> = vec![&w, &c, &l];
     let lp = InnerLoop::new(&provider, tools);
     f(&lp)
@@ -147,7 +183,7 @@ pub(crate) fn run(
     db: &Path,
     sandbox_root: &Path,
 ) -> Result<(LoopResult, PathBuf), Error> {
-    let sandbox = Sandbox::create_under(sandbox_root)?;
+    let sandbox = Arc::new(Sandbox::create_under(sandbox_root)?);
     // The label is for people (`show` prints it); a resume never reads it.
     let labels = vec![
         ("agent".into(), "demo".into()),
@@ -166,7 +202,7 @@ pub(crate) fn run(
 }
 
 /// The `sandbox` label of a session, if it has one (only quoted in errors).
-fn label_of(session: &Session) -> Option<String> {
+pub(crate) fn label_of(session: &Session) -> Option<String> {
     let state = session.state();
     state
         .labels()
@@ -211,10 +247,10 @@ pub(crate) fn resume(
             plan.evaluation_id
         )));
     }
-    let sandbox = match chosen {
+    let sandbox = Arc::new(match chosen {
         Some(dir) => Sandbox::chosen(dir)?,
         None => Sandbox::recorded(db, session.id(), label_of(session).as_deref())?,
-    };
+    });
     let target = match mode {
         ResumeMode::Continue => session.clone(),
         ResumeMode::Fork => session.fork(plan.crash_point)?,

@@ -3,6 +3,8 @@
 //! This file holds the top-level parser and the dispatch; each group of
 //! commands lives in its own file with its arguments and handlers:
 //! `record` (demo, resume), `read` (sessions, log, show, pending), `diff`,
+//! `conversation` (conversations, turns, and the conversation views of show
+//! and pending; `conversation_demo` is `demo --conversation`),
 //! `transfer` (export, import) and `admin` (verify, salvage, compact, fork,
 //! sessions --delete). `open` finds databases and sessions (and warns, on
 //! stderr, of what reading them cut off), `output` prints JSON and progress,
@@ -21,6 +23,8 @@ macro_rules! outln {
 }
 
 mod admin;
+mod conversation;
+mod conversation_demo;
 mod demo;
 mod diff;
 mod open;
@@ -76,6 +80,10 @@ enum Command {
     Demo(record::DemoArgs),
     /// Continue a demo session from its crash point; finished tools are not run again.
     Resume(record::ResumeArgs),
+    /// List the conversations of the conversation engine.
+    Conversations,
+    /// The turns of a conversation: status, agent, provider/model, tokens, duration, error.
+    Turns(conversation::TurnsArgs),
     /// The crash point, and the pending and in-doubt tool calls.
     Pending(read::PendingArgs),
     /// What changed between two points of a session.
@@ -142,6 +150,8 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
     match &cli.command {
         Command::Demo(args) => record::demo(cli, args),
         Command::Resume(args) => record::resume(cli, args),
+        Command::Conversations => conversation::conversations(cli),
+        Command::Turns(args) => conversation::turns(cli, args),
         Command::Pending(args) => read::pending(cli, args),
         Command::Diff(args) => diff::diff(cli, args),
         Command::Sessions(args) => match &args.delete {

@@ -8,7 +8,7 @@ use clap::Args;
 
 use crate::cli::open::{at_or_last, open_for_reading, read_session, session_arg, warn_torn_tail};
 use crate::cli::output::print_json;
-use crate::cli::{Cli, render};
+use crate::cli::{Cli, conversation, render};
 
 /// The arguments of `sessions`.
 #[derive(Args, Debug)]
@@ -44,6 +44,9 @@ pub(crate) struct ShowArgs {
     /// Show the state right after this event (default: the last).
     #[arg(long)]
     at: Option<u64>,
+    /// For a conversation: show this turn (id, or a unique prefix or suffix) in detail.
+    #[arg(long, value_name = "TURN")]
+    turn: Option<String>,
 }
 
 /// The arguments of `pending`.
@@ -102,12 +105,25 @@ pub(crate) fn show(cli: &Cli, args: &ShowArgs) -> Result<ExitCode, Error> {
     let s = read_session(&journal, &args.session)?;
     let at = at_or_last(&s, args.at);
     let state = s.state_at(at)?;
+    if let Some(turn) = &args.turn {
+        if !state.conversation_log().is_conversation() {
+            return Err(Error::NotAConversation(s.id()));
+        }
+        if cli.json {
+            print_json(&conversation::turn_value(&state, turn)?)?;
+        } else {
+            conversation::print_turn(&state, turn)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     if cli.json {
         let text = state.to_json(&JsonOptions {
             include_logs: true,
             ..JsonOptions::default()
         });
         outln!("{text}");
+    } else if state.conversation_log().is_conversation() {
+        conversation::print_conversation(&s, at, &state);
     } else {
         render::print_state(&s, at, &state);
     }
@@ -118,6 +134,9 @@ pub(crate) fn show(cli: &Cli, args: &ShowArgs) -> Result<ExitCode, Error> {
 pub(crate) fn pending(cli: &Cli, args: &PendingArgs) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.session)?;
+    if s.state().conversation_log().is_conversation() {
+        return conversation::pending(cli, &s);
+    }
     let plan = s.resume_plan()?;
     if cli.json {
         print_json(&render::plan_json(&plan))?;

@@ -4,12 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use agent_journal::{Error, Journal, JournalConfig, ResumeMode};
+use agent_journal::conversation::TurnStatus;
+use agent_journal::{Error, Journal, JournalConfig, ResumeMode, Session};
 use clap::{Args, ValueEnum};
 
 use crate::cli::open::{find_session, open_existing};
 use crate::cli::output::print_json;
-use crate::cli::{Cli, demo, render};
+use crate::cli::{Cli, conversation, conversation_demo, demo, render};
 
 /// The arguments of `demo`.
 #[derive(Args, Debug)]
@@ -23,6 +24,10 @@ pub(crate) struct DemoArgs {
     /// How to crash: abort (SIGABRT) or kill (SIGKILL, no cleanup at all).
     #[arg(long, value_enum, default_value = "abort")]
     crash_with: CrashWith,
+    /// Run a multi-turn conversation through the conversation engine instead
+    /// (tools, hooks printing to stderr, and a turn that fails).
+    #[arg(long)]
+    conversation: bool,
 }
 
 /// The arguments of `resume`.
@@ -77,6 +82,9 @@ pub(crate) fn demo(cli: &Cli, args: &DemoArgs) -> Result<ExitCode, Error> {
         .sandbox
         .clone()
         .unwrap_or_else(|| default_sandbox(&cli.db));
+    if args.conversation {
+        return demo_conversation(cli, &journal, &sandbox);
+    }
     let (result, sandbox) = demo::run(&journal, &cli.db, &sandbox)?;
     let session = &result.session;
     if cli.json {
@@ -110,16 +118,107 @@ pub(crate) fn demo(cli: &Cli, args: &DemoArgs) -> Result<ExitCode, Error> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `demo --conversation`: the conversation, then its turns.
+fn demo_conversation(cli: &Cli, journal: &Journal, sandbox: &Path) -> Result<ExitCode, Error> {
+    let (id, sandbox) = conversation_demo::run(journal, &cli.db, sandbox)?;
+    let session = journal.session(id)?;
+    let state = session.state_cloned();
+    let log = state.conversation_log();
+    if cli.json {
+        print_json(&serde_json::json!({
+            "conversation": id.to_string(),
+            "events": session.head(),
+            "turns": log.turns().len(),
+            "failed_turns": log.turns().iter().filter(|t| t.status == TurnStatus::Failed).count(),
+            "sandbox": sandbox.display().to_string(),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "recorded conversation {id} ({} events, {} turns) in {}",
+        session.head(),
+        log.turns().len(),
+        cli.db.display()
+    );
+    outln!("tools worked in {}", sandbox.display());
+    outln!();
+    conversation::print_turns(&state);
+    outln!();
+    outln!("next: agent-journal show {id}                  (messages and turns)");
+    if let Some(t) = log.turns().get(2) {
+        outln!(
+            "      agent-journal show {id} --turn {}   (the failed turn)",
+            t.id
+        );
+    }
+    outln!("      agent-journal log {id}                   (every event)");
+    outln!(
+        "      agent-journal demo --conversation --crash-after 12   (crash mid-turn, then `pending` and `resume`)"
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `resume` of a demo conversation.
+fn resume_conversation(
+    cli: &Cli,
+    args: &ResumeArgs,
+    s: &Session,
+    mode: ResumeMode,
+) -> Result<ExitCode, Error> {
+    let from = s.head();
+    let r = conversation_demo::resume(
+        &cli.db,
+        s,
+        mode,
+        args.interrupt_never,
+        args.sandbox.as_deref(),
+    )?;
+    let target = &r.target;
+    if cli.json {
+        let turns: Vec<serde_json::Value> = r
+            .turns
+            .iter()
+            .map(|t| serde_json::json!({"turn": t.id.to_string(), "status": t.status.as_str()}))
+            .collect();
+        print_json(&serde_json::json!({
+            "conversation": target.id().to_string(),
+            "resumed_from": s.id().to_string(),
+            "crash_point": from.saturating_sub(1),
+            "interrupted_turns": turns,
+            "sandbox": r.sandbox.display().to_string(),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "conversation {} stopped at seq {}; {} interrupted turn(s) finished; {}; tools work in {}",
+        s.id(),
+        from.saturating_sub(1),
+        r.turns.len(),
+        if target.id() == s.id() {
+            "continued in place".to_owned()
+        } else {
+            format!("resumed in fork {}", target.id())
+        },
+        r.sandbox.display()
+    );
+    outln!();
+    conversation::print_turns(&target.state_cloned());
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `resume SESSION [--continue] [--interrupt-never] [--sandbox DIR]`.
 pub(crate) fn resume(cli: &Cli, args: &ResumeArgs) -> Result<ExitCode, Error> {
     let journal = open_existing(&cli.db)?;
     let s = find_session(&journal, &args.session)?;
-    let plan = s.resume_plan()?;
     let mode = if args.continue_in_place {
         ResumeMode::Continue
     } else {
         ResumeMode::Fork
     };
+    if s.state().conversation_log().is_conversation() {
+        return resume_conversation(cli, args, &s, mode);
+    }
+    let plan = s.resume_plan()?;
     let (result, sandbox) = demo::resume(
         &cli.db,
         &s,

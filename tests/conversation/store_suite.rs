@@ -45,9 +45,9 @@ fn suite(store: &dyn ConversationStore) -> (ConversationId, TurnId) {
         Err(Error::NotAConversation(_))
     ));
     let c = conversation(id);
-    store.create_conversation(&c).expect("create");
+    store.create_conversation(&c, &[]).expect("create");
     assert!(matches!(
-        store.create_conversation(&c),
+        store.create_conversation(&c, &[]),
         Err(Error::ConversationExists(_))
     ));
     assert_eq!(store.get_conversation(id).expect("get"), Some(c.clone()));

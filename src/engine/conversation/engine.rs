@@ -13,7 +13,7 @@ use crate::event::conversation::{
     CallOutcome, Conversation, ConversationId, ConversationMessage, MessageRole, Metadata,
     ProviderCallRecord, ProviderOperation, TurnError, TurnId, TurnStatus,
 };
-use crate::model::{CallId, SessionId, ToolCallRecord, ToolStatus, now};
+use crate::model::{CallId, ToolCallRecord, ToolStatus, now};
 
 use super::adapter::{AgentContext, ProviderAdapter, ProviderCallOptions, ProviderChatRequest};
 use super::plan::{
@@ -86,6 +86,10 @@ impl ConversationEngineConfig {
 /// Options of [`ConversationEngine::create_conversation`].
 #[derive(Clone, Debug, Default)]
 pub struct CreateConversation {
+    /// Its id. Default: a new one. Choosing it lets a caller record the id
+    /// elsewhere first (and makes a retried creation fail with
+    /// [`Error::ConversationExists`] instead of creating a second one).
+    pub id: Option<ConversationId>,
     /// The agent. Default: the engine's default agent.
     pub agent: Option<String>,
     /// A human or tenant identifier.
@@ -156,7 +160,7 @@ impl ConversationEngine {
     pub fn create_conversation(&self, options: CreateConversation) -> Result<Conversation> {
         let at = now();
         let conversation = Conversation {
-            id: SessionId::new(),
+            id: options.id.unwrap_or_default(),
             agent: options
                 .agent
                 .unwrap_or_else(|| self.config.default_agent.clone()),
@@ -166,11 +170,8 @@ impl ConversationEngine {
             updated_at: at,
             metadata: options.metadata,
         };
-        self.store().create_conversation(&conversation)?;
-        if !options.initial_messages.is_empty() {
-            self.store()
-                .append_messages(conversation.id, &options.initial_messages)?;
-        }
+        self.store()
+            .create_conversation(&conversation, &options.initial_messages)?;
         if let Some(h) = &self.config.hooks {
             h.on_conversation_created(&conversation);
         }

@@ -14,7 +14,7 @@ use crate::journal::Journal;
 use crate::session::Session;
 use crate::state::SessionState;
 
-use super::records::{conversation_of, message_events, turn_events, turn_of};
+use super::records::{conversation_of, message_events, owned, turn_events, turn_of};
 use super::store::{ConversationStore, ConversationTurn, Page};
 
 /// The label every conversation session carries: `("kind", "conversation")`.
@@ -115,7 +115,11 @@ fn optional<T>(r: Result<T>) -> Result<Option<T>> {
 }
 
 impl ConversationStore for JournalConversationStore {
-    fn create_conversation(&self, conversation: &Conversation) -> Result<()> {
+    fn create_conversation(
+        &self,
+        conversation: &Conversation,
+        initial_messages: &[ConversationMessage],
+    ) -> Result<()> {
         let id = conversation.id;
         if self.journal.stream_len(id)?.is_some() {
             return Err(Error::ConversationExists(id));
@@ -127,10 +131,11 @@ impl ConversationStore for JournalConversationStore {
             ),
             ("agent".to_owned(), conversation.agent.clone()),
         ];
-        let events = vec![
+        let mut events = vec![
             Event::SessionOpened { labels },
             Event::Conversation(Box::new(ConversationEvent::Created(conversation.clone()))),
         ];
+        events.extend(message_events(&SessionState::new(), id, initial_messages));
         let session = match self.journal.create_session_from(id, events) {
             Ok(s) => s,
             Err(Error::Conflict { .. }) => return Err(Error::ConversationExists(id)),
@@ -159,11 +164,15 @@ impl ConversationStore for JournalConversationStore {
     }
 
     fn get_messages(&self, id: ConversationId, page: Page) -> Result<Vec<ConversationMessage>> {
-        self.read(id, |s| page.select(s.conversation_log().messages()))
+        self.read(id, |s| {
+            owned(page.select(s.conversation_log().messages()), id)
+        })
     }
 
     fn unanswered_messages(&self, id: ConversationId) -> Result<Vec<ConversationMessage>> {
-        self.read(id, |s| s.conversation_log().unanswered().to_vec())
+        self.read(id, |s| {
+            owned(s.conversation_log().unanswered().to_vec(), id)
+        })
     }
 
     fn create_turn(&self, turn: &ConversationTurn) -> Result<()> {

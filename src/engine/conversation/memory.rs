@@ -13,7 +13,7 @@ use crate::event::{Envelope, Event};
 use crate::model::now;
 use crate::state::SessionState;
 
-use super::records::{conversation_of, message_events, turn_events, turn_of};
+use super::records::{conversation_of, message_events, owned, turn_events, turn_of};
 use super::store::{ConversationStore, ConversationTurn, Page};
 
 /// Conversations kept in memory: each a state folded from the same events
@@ -53,7 +53,11 @@ fn fold(state: &mut SessionState, id: ConversationId, events: Vec<Event>) {
 }
 
 impl ConversationStore for InMemoryConversationStore {
-    fn create_conversation(&self, conversation: &Conversation) -> Result<()> {
+    fn create_conversation(
+        &self,
+        conversation: &Conversation,
+        initial_messages: &[ConversationMessage],
+    ) -> Result<()> {
         let id = conversation.id;
         let mut all = self.conversations.lock().unwrap_or_else(|p| p.into_inner());
         if all.contains_key(&id) {
@@ -68,6 +72,8 @@ impl ConversationStore for InMemoryConversationStore {
                 Event::Conversation(Box::new(ConversationEvent::Created(conversation.clone()))),
             ],
         );
+        let events = message_events(&state, id, initial_messages);
+        fold(&mut state, id, events);
         all.insert(id, state);
         Ok(())
     }
@@ -96,13 +102,13 @@ impl ConversationStore for InMemoryConversationStore {
 
     fn get_messages(&self, id: ConversationId, page: Page) -> Result<Vec<ConversationMessage>> {
         self.with(id, |state| {
-            Ok(page.select(state.conversation_log().messages()))
+            Ok(owned(page.select(state.conversation_log().messages()), id))
         })
     }
 
     fn unanswered_messages(&self, id: ConversationId) -> Result<Vec<ConversationMessage>> {
         self.with(id, |state| {
-            Ok(state.conversation_log().unanswered().to_vec())
+            Ok(owned(state.conversation_log().unanswered().to_vec(), id))
         })
     }
 

@@ -4,7 +4,8 @@
 
 use crate::event::Event;
 use crate::event::conversation::{
-    Conversation, ConversationEvent, ConversationId, ConversationMessage, TurnRecord,
+    Conversation, ConversationEvent, ConversationId, ConversationMessage, ProviderCallRecord,
+    TurnRecord,
 };
 use crate::model::{ToolCallRecord, ToolStatus};
 use crate::state::SessionState;
@@ -93,6 +94,18 @@ pub(crate) fn message_events(
         .collect()
 }
 
+/// `messages` as messages of conversation `id`: a fork holds copies of
+/// its parent's messages, which name the parent.
+pub(crate) fn owned(
+    mut messages: Vec<ConversationMessage>,
+    id: ConversationId,
+) -> Vec<ConversationMessage> {
+    for m in &mut messages {
+        m.conversation_id = id;
+    }
+    messages
+}
+
 /// The conversation's fields, with the id of the session that holds them.
 pub(crate) fn conversation_of(state: &SessionState, id: ConversationId) -> Option<Conversation> {
     let mut c = state.conversation_log().info()?.clone();
@@ -109,9 +122,8 @@ pub(crate) fn turn_of(
 ) -> ConversationTurn {
     let log = state.conversation_log();
     let messages = |ids: &[crate::model::MessageId]| {
-        ids.iter()
-            .filter_map(|m| log.message(*m).cloned())
-            .collect::<Vec<_>>()
+        let found = ids.iter().filter_map(|m| log.message(*m).cloned());
+        owned(found.collect(), id)
     };
     let tool_calls = state
         .tool_calls()
@@ -129,7 +141,13 @@ pub(crate) fn turn_of(
         agent: record.agent.clone(),
         input_messages: messages(&record.input_messages),
         output_messages: messages(&record.output_messages),
-        provider_calls: log.calls_of(record.id).cloned().collect(),
+        provider_calls: log
+            .calls_of(record.id)
+            .map(|c| ProviderCallRecord {
+                conversation_id: id,
+                ..c.clone()
+            })
+            .collect(),
         tool_calls,
         status: record.status,
         trigger_type: record.trigger_type.clone(),

@@ -124,11 +124,17 @@ impl Page {
 /// and each tool call's new status. Tool statuses and messages are stored
 /// before it returns, so a tool may run once `Started` is stored.
 pub trait ConversationStore: Send + Sync {
-    /// Stores a new conversation.
+    /// Stores a new conversation with its first messages, atomically (the
+    /// spec's `createConversation` then `appendMessages`, as one write: a
+    /// crash never leaves a conversation without its system prompt).
     ///
     /// # Errors
     /// [`Error::ConversationExists`](crate::Error::ConversationExists).
-    fn create_conversation(&self, conversation: &Conversation) -> Result<()>;
+    fn create_conversation(
+        &self,
+        conversation: &Conversation,
+        initial_messages: &[ConversationMessage],
+    ) -> Result<()>;
 
     /// The conversation, if it exists.
     fn get_conversation(&self, id: ConversationId) -> Result<Option<Conversation>>;

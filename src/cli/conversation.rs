@@ -1,0 +1,378 @@
+//! `conversations`, `turns`, and the conversation views of `show` and
+//! `pending`: reading what the conversation engine recorded.
+
+use std::process::ExitCode;
+
+use agent_journal::conversation::{
+    ConversationLog, ConversationStore, JournalConversationStore, ProviderCallRecord, TurnRecord,
+    TurnStatus,
+};
+use agent_journal::{Error, Session, SessionState, ToolStatus};
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::cli::Cli;
+use crate::cli::open::{open_for_reading, read_session, session_arg};
+use crate::cli::output::print_json;
+use crate::cli::render::clip;
+
+/// The arguments of `turns`.
+#[derive(Args, Debug)]
+pub(crate) struct TurnsArgs {
+    /// Conversation (session) id, or a unique prefix of it.
+    #[arg(value_parser = session_arg)]
+    conversation: String,
+}
+
+/// The last 8 digits of an id: UUIDv7 ids made in the same millisecond
+/// share their first ones, never their random last ones.
+fn short(id: impl std::fmt::Display) -> String {
+    let s = id.to_string();
+    s[s.len().saturating_sub(8)..].to_owned()
+}
+
+/// The calls of `turn` in `log`, the last one's provider and model, and
+/// the turn's tokens.
+fn call_summary(log: &ConversationLog, turn: &TurnRecord) -> (String, u64, usize) {
+    let calls: Vec<&ProviderCallRecord> = log.calls_of(turn.id).collect();
+    let who = calls
+        .last()
+        .map(|c| format!("{}/{}", c.provider, c.model))
+        .unwrap_or_else(|| "-".into());
+    let tokens = calls
+        .iter()
+        .filter_map(|c| c.usage.as_ref())
+        .map(|u| u.tokens.total())
+        .sum();
+    (who, tokens, calls.len())
+}
+
+fn duration_ms(turn: &TurnRecord) -> Option<i64> {
+    turn.finished_at
+        .map(|f| (f - turn.started_at).num_milliseconds())
+}
+
+/// One turn as JSON (the `turns` and `show --turn` schema).
+fn turn_json(state: &SessionState, turn: &TurnRecord) -> Value {
+    let log = state.conversation_log();
+    let (_, tokens, _) = call_summary(log, turn);
+    let tools: Vec<Value> = state
+        .tool_calls()
+        .for_evaluation(turn.id.as_evaluation())
+        .map(|c| json!({"call_id": c.call_id.as_str(), "name": c.name, "arguments": c.arguments, "status": c.status.to_string(), "error": c.error}))
+        .collect();
+    json!({
+        "id": turn.id.to_string(),
+        "status": turn.status.as_str(),
+        "agent": turn.agent,
+        "trigger_type": turn.trigger_type,
+        "started_at": turn.started_at.to_rfc3339(),
+        "finished_at": turn.finished_at.map(|f| f.to_rfc3339()),
+        "duration_ms": duration_ms(turn),
+        "tokens": tokens,
+        "error": turn.error,
+        "metadata": turn.metadata,
+        "input_messages": turn.input_messages.iter().filter_map(|m| log.message(*m)).collect::<Vec<_>>(),
+        "output_messages": turn.output_messages.iter().filter_map(|m| log.message(*m)).collect::<Vec<_>>(),
+        "provider_calls": log.calls_of(turn.id).collect::<Vec<_>>(),
+        "tool_calls": tools,
+    })
+}
+
+/// `conversations`: every conversation of the database.
+pub(crate) fn conversations(cli: &Cli) -> Result<ExitCode, Error> {
+    let journal = open_for_reading(&cli.db)?;
+    let store = JournalConversationStore::new(journal);
+    let mut rows = Vec::new();
+    for id in store.list_conversations()? {
+        let session = store.session(id)?;
+        let state = session.state();
+        let log = state.conversation_log();
+        let Some(info) = log.info() else { continue };
+        let last = log.turns().last().map(|t| t.status.as_str()).unwrap_or("-");
+        rows.push(json!({
+            "id": id.to_string(),
+            "title": info.title,
+            "agent": info.agent,
+            "subject_id": info.subject_id,
+            "messages": log.messages().len(),
+            "turns": log.turns().len(),
+            "interrupted": log.unfinished().count(),
+            "last_turn": last,
+            "created_at": info.created_at.to_rfc3339(),
+            "updated_at": info.updated_at.to_rfc3339(),
+        }));
+    }
+    if cli.json {
+        return print_json(&Value::Array(rows)).map(|()| ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
+        outln!("no conversations");
+    }
+    outln!(
+        "{:<36}  {:<18} {:>5} {:>8} {:<10} {:<24} title",
+        "conversation",
+        "agent",
+        "turns",
+        "messages",
+        "last turn",
+        "updated"
+    );
+    for r in &rows {
+        let interrupted = r["interrupted"].as_u64().unwrap_or(0);
+        let last = match interrupted {
+            0 => r["last_turn"].as_str().unwrap_or("-").to_owned(),
+            n => format!("{n} interrupted"),
+        };
+        outln!(
+            "{:<36}  {:<18} {:>5} {:>8} {:<10} {:<24} {}",
+            r["id"].as_str().unwrap_or(""),
+            clip(r["agent"].as_str().unwrap_or(""), 18),
+            r["turns"].as_u64().unwrap_or(0),
+            r["messages"].as_u64().unwrap_or(0),
+            last,
+            r["updated_at"].as_str().unwrap_or(""),
+            r["title"].as_str().unwrap_or("")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `turns CONVERSATION`: one line per turn.
+pub(crate) fn turns(cli: &Cli, args: &TurnsArgs) -> Result<ExitCode, Error> {
+    let journal = open_for_reading(&cli.db)?;
+    let s = read_session(&journal, &args.conversation)?;
+    let state = s.state_cloned();
+    let log = state.conversation_log();
+    if !log.is_conversation() {
+        return Err(Error::NotAConversation(s.id()));
+    }
+    if cli.json {
+        let all: Vec<Value> = log.turns().iter().map(|t| turn_json(&state, t)).collect();
+        return print_json(&Value::Array(all)).map(|()| ExitCode::SUCCESS);
+    }
+    print_turns(&state);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The turns table.
+pub(crate) fn print_turns(state: &SessionState) {
+    let log = state.conversation_log();
+    outln!(
+        "{:<8}  {:<10} {:<18} {:<24} {:>7} {:>8} {:>5}  error",
+        "turn",
+        "status",
+        "agent",
+        "provider/model",
+        "tokens",
+        "ms",
+        "calls"
+    );
+    for t in log.turns() {
+        let (who, tokens, calls) = call_summary(log, t);
+        let status = match t.status {
+            TurnStatus::Running | TurnStatus::Pending => format!("{}!", t.status.as_str()),
+            s => s.as_str().to_owned(),
+        };
+        outln!(
+            "{:<8}  {:<10} {:<18} {:<24} {:>7} {:>8} {:>5}  {}",
+            short(t.id),
+            status,
+            clip(&t.agent, 18),
+            clip(&who, 24),
+            tokens,
+            duration_ms(t)
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "-".into()),
+            calls,
+            t.error
+                .as_ref()
+                .map(|e| clip(&e.message, 60))
+                .unwrap_or_default()
+        );
+    }
+    if log.unfinished().next().is_some() {
+        outln!("(! = interrupted: left running by a process that stopped; `resume` finishes it)");
+    }
+}
+
+/// `show` of a conversation: its messages in full, then its turns.
+pub(crate) fn print_conversation(s: &Session, at: u64, state: &SessionState) {
+    let log = state.conversation_log();
+    let Some(info) = log.info() else { return };
+    outln!(
+        "conversation {} at seq {at} of {}: {:?}, agent {}",
+        s.id(),
+        s.head().saturating_sub(1),
+        info.title.as_deref().unwrap_or(""),
+        info.agent
+    );
+    outln!();
+    for m in log.messages() {
+        let turn = m
+            .turn_id
+            .map(|t| format!(" (turn {})", short(t)))
+            .unwrap_or_default();
+        outln!(
+            "[{}{}]{turn}",
+            m.role.as_str(),
+            m.name
+                .as_deref()
+                .map(|n| format!(" {n}"))
+                .unwrap_or_default()
+        );
+        outln!("{}", m.text());
+        for c in &m.tool_calls {
+            outln!("  -> {} {}({})", c.call_id, c.name, c.arguments);
+        }
+    }
+    outln!();
+    print_turns(state);
+}
+
+/// `show --turn TURN`: one turn in detail.
+pub(crate) fn print_turn(state: &SessionState, prefix: &str) -> Result<(), Error> {
+    let turn = find_turn(state, prefix)?;
+    let log = state.conversation_log();
+    outln!(
+        "turn {} {} (agent {})",
+        turn.id,
+        turn.status.as_str(),
+        turn.agent
+    );
+    outln!(
+        "  trigger {}, started {}, {}",
+        turn.trigger_type.as_deref().unwrap_or("-"),
+        turn.started_at.to_rfc3339(),
+        duration_ms(turn)
+            .map(|d| format!("took {d} ms"))
+            .unwrap_or_else(|| "not finished".into())
+    );
+    if let Some(e) = &turn.error {
+        outln!(
+            "  error: {} (code {})",
+            e.message,
+            e.code.as_deref().unwrap_or("-")
+        );
+        if let Some(raw) = &e.raw {
+            outln!("  provider said: {raw}");
+        }
+    }
+    for (what, ids) in [
+        ("input", &turn.input_messages),
+        ("output", &turn.output_messages),
+    ] {
+        for m in ids.iter().filter_map(|id| log.message(*id)) {
+            outln!("  {what} [{}] {}", m.role.as_str(), m.text());
+        }
+    }
+    for c in log.calls_of(turn.id) {
+        let outcome = match &c.outcome {
+            None => "in flight".to_owned(),
+            Some(o) if o.ok => "ok".to_owned(),
+            Some(o) => format!("failed: {}", o.error.as_deref().unwrap_or("")),
+        };
+        let tokens = c.usage.as_ref().map(|u| u.tokens.total()).unwrap_or(0);
+        let ms = c.finished_at.map(|f| (f - c.started_at).num_milliseconds());
+        outln!(
+            "  call {} {}/{}: {outcome}, {tokens} tokens, {} ms, correlation {}",
+            short(c.id),
+            c.provider,
+            c.model,
+            ms.map(|m| m.to_string()).unwrap_or_else(|| "-".into()),
+            c.correlation_id.as_deref().unwrap_or("-")
+        );
+    }
+    for c in state.tool_calls().for_evaluation(turn.id.as_evaluation()) {
+        outln!(
+            "  tool {} {}({}) {}",
+            c.call_id,
+            c.name,
+            clip(&c.arguments, 60),
+            c.status
+        );
+    }
+    Ok(())
+}
+
+/// `show --turn TURN --json`.
+pub(crate) fn turn_value(state: &SessionState, prefix: &str) -> Result<Value, Error> {
+    Ok(turn_json(state, find_turn(state, prefix)?))
+}
+
+fn find_turn<'a>(state: &'a SessionState, prefix: &str) -> Result<&'a TurnRecord, Error> {
+    let needle = prefix.trim().to_ascii_lowercase();
+    let found: Vec<&TurnRecord> = state
+        .conversation_log()
+        .turns()
+        .iter()
+        .filter(|t| {
+            let id = t.id.to_string();
+            !needle.is_empty() && (id.starts_with(&needle) || id.ends_with(&needle))
+        })
+        .collect();
+    match found.as_slice() {
+        [one] => Ok(one),
+        [] => Err(Error::InvalidInput(format!("no turn matches {prefix:?}"))),
+        many => Err(Error::InvalidInput(format!(
+            "{prefix:?} matches {} turns; give more of the id",
+            many.len()
+        ))),
+    }
+}
+
+/// `pending` of a conversation: its interrupted turns, with their calls in
+/// flight and their tool calls pending or in doubt.
+pub(crate) fn pending(cli: &Cli, s: &Session) -> Result<ExitCode, Error> {
+    let state = s.state_cloned();
+    let log = state.conversation_log();
+    let rows: Vec<Value> = log
+        .unfinished()
+        .map(|t| {
+            let open: Vec<Value> = state
+                .tool_calls()
+                .for_evaluation(t.id.as_evaluation())
+                .filter(|c| !c.status.is_terminal())
+                .map(|c| json!({"call_id": c.call_id.as_str(), "name": c.name, "arguments": c.arguments, "status": if c.status == ToolStatus::Started { "in_doubt" } else { "pending" }}))
+                .collect();
+            let in_flight = log.calls_of(t.id).filter(|c| c.finished_at.is_none()).count();
+            json!({"turn": t.id.to_string(), "status": t.status.as_str(), "agent": t.agent, "provider_calls_in_flight": in_flight, "tool_calls": open})
+        })
+        .collect();
+    let crash_point = s.head().saturating_sub(1);
+    if cli.json {
+        let v = json!({"conversation": s.id().to_string(), "crash_point": crash_point, "interrupted_turns": rows});
+        return print_json(&v).map(|()| ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
+        outln!(
+            "conversation {}: no interrupted turn (last seq {crash_point})",
+            s.id()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "conversation {} stopped at seq {crash_point}; interrupted turns:",
+        s.id()
+    );
+    for r in &rows {
+        outln!(
+            "  turn {} ({}, agent {}): {} provider call(s) in flight",
+            r["turn"].as_str().unwrap_or(""),
+            r["status"].as_str().unwrap_or(""),
+            r["agent"].as_str().unwrap_or(""),
+            r["provider_calls_in_flight"]
+        );
+        for c in r["tool_calls"].as_array().into_iter().flatten() {
+            outln!(
+                "    {} {} {}({})",
+                c["status"].as_str().unwrap_or(""),
+                c["call_id"].as_str().unwrap_or(""),
+                c["name"].as_str().unwrap_or(""),
+                clip(c["arguments"].as_str().unwrap_or(""), 60)
+            );
+        }
+    }
+    outln!("resume with: agent-journal resume {}", s.id());
+    Ok(ExitCode::SUCCESS)
+}

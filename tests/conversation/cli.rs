@@ -1,0 +1,90 @@
+//! The conversation commands as a user runs them: `demo --conversation`,
+//! `conversations`, `turns`, `show` (and `--turn`), `log`, `pending`.
+
+use crate::common::{path_str, run_cli};
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_str(&ok(out)).expect("JSON")
+}
+
+#[test]
+fn the_conversation_commands_show_what_the_demo_recorded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, sb) = (dir.path().join("db"), dir.path().join("sb"));
+    let out = run_cli(&db, &["demo", "--conversation", "--sandbox", path_str(&sb)]);
+    let text = ok(&out);
+    assert!(text.contains("recorded conversation"), "{text}");
+    let hooks = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(hooks.matches("hook: turn").count(), 8, "{hooks}");
+    assert!(hooks.contains("failed: turn"), "{hooks}");
+
+    let list = json(&run_cli(&db, &["--json", "conversations"]));
+    let list = list.as_array().expect("array");
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["turns"], 4);
+    assert_eq!(list[0]["interrupted"], 0);
+    let id = list[0]["id"].as_str().expect("id").to_owned();
+    assert!(ok(&run_cli(&db, &["conversations"])).contains(&id));
+
+    let turns = json(&run_cli(&db, &["--json", "turns", &id]));
+    let turns = turns.as_array().expect("array");
+    let statuses: Vec<&str> = turns
+        .iter()
+        .map(|t| t["status"].as_str().expect("status"))
+        .collect();
+    assert_eq!(statuses, ["succeeded", "succeeded", "failed", "succeeded"]);
+    assert!(turns[0]["tokens"].as_u64().expect("tokens") > 0);
+    assert_eq!(turns[0]["tool_calls"].as_array().map(Vec::len), Some(2));
+    assert_eq!(turns[2]["error"]["code"], "overloaded");
+    assert_eq!(turns[0]["provider_calls"][0]["provider"], "scripted");
+    let table = ok(&run_cli(&db, &["turns", &id]));
+    assert!(table.contains("the model is overloaded"), "{table}");
+
+    let show = ok(&run_cli(&db, &["show", &id]));
+    assert!(
+        show.contains("Acheter du lait, réparer le test instable, appeler la banque."),
+        "{show}"
+    );
+    assert!(show.contains("[tool write_file]"), "{show}");
+    let failed = turns[2]["id"].as_str().expect("id");
+    let detail = ok(&run_cli(
+        &db,
+        &["show", &id, "--turn", &failed[failed.len() - 8..]],
+    ));
+    assert!(detail.contains("failed"), "{detail}");
+    assert!(detail.contains("code overloaded"), "{detail}");
+    let one = json(&run_cli(&db, &["--json", "show", &id, "--turn", failed]));
+    assert_eq!(one["status"], "failed");
+    let missing = run_cli(&db, &["show", &id, "--turn", "zzzz"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no turn matches"));
+
+    // Time travel: at seq 4 the first turn was running.
+    let early = ok(&run_cli(&db, &["show", &id, "--at", "4"]));
+    assert!(early.contains("running!"), "{early}");
+    let log = ok(&run_cli(&db, &["log", &id]));
+    assert!(log.contains("TurnChanged"), "{log}");
+    assert!(log.contains("ProviderCallChanged"), "{log}");
+    let pending = ok(&run_cli(&db, &["pending", &id]));
+    assert!(pending.contains("no interrupted turn"), "{pending}");
+    assert_eq!(run_cli(&db, &["verify"]).status.code(), Some(0));
+
+    // A session that holds no conversation.
+    let demo = json(&run_cli(
+        &db,
+        &["--json", "demo", "--sandbox", path_str(&sb)],
+    ));
+    let plain = demo["session"].as_str().expect("session");
+    let out = run_cli(&db, &["turns", plain]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("holds no conversation"));
+}
