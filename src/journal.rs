@@ -97,12 +97,13 @@ pub struct SessionInfo {
 /// Whether a session's latest evaluation finished.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SessionStatus {
-    /// No evaluation was ever started.
+    /// No evaluation (or conversation turn) was ever started.
     Idle,
-    /// The latest evaluation has not finished: it is running in this process,
-    /// or its process stopped (crashed) before finishing it.
+    /// The latest evaluation (or a conversation turn) has not finished: it
+    /// is running in this process, or its process stopped (crashed) before
+    /// finishing it.
     Unfinished,
-    /// The latest evaluation finished.
+    /// The latest evaluation (or every conversation turn) finished.
     Finished,
 }
 

@@ -62,7 +62,9 @@ impl Session {
     /// The messages of the latest evaluation after event `at` (default: the
     /// last), ordered by sequence: what
     /// [`ConversationFormat::to_text`](crate::ConversationFormat::to_text)
-    /// exports.
+    /// exports. For a session holding a conversation of the conversation
+    /// engine, its messages in order (see
+    /// [`ConversationMessage::to_inner`](crate::conversation::ConversationMessage::to_inner)).
     ///
     /// # Errors
     /// [`Error::ConversationNotFound`] without an evaluation;
@@ -72,6 +74,16 @@ impl Session {
             Some(seq) => self.state_at(seq)?,
             None => self.state_cloned(),
         };
+        let log = state.conversation_log();
+        if log.is_conversation() {
+            let eval = crate::model::EvaluationId(self.id().0);
+            return Ok(log
+                .messages()
+                .iter()
+                .enumerate()
+                .map(|(i, m)| m.to_inner(eval, i as u64))
+                .collect());
+        }
         let eval = state
             .evaluations()
             .latest()

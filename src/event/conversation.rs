@@ -17,7 +17,9 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::event::TokenUsage;
-use crate::model::{CallId, EvaluationId, MessageId, SessionId, ToolCallRecord};
+use crate::model::{
+    CallId, EvaluationId, InnerMessage, MessageId, Role, SessionId, ToolCallRecord,
+};
 
 /// Free-form metadata: a JSON object's members, in key order.
 pub type Metadata = BTreeMap<String, Value>;
@@ -221,6 +223,28 @@ impl ConversationMessage {
     /// An assistant message.
     pub fn assistant(content: impl Into<String>) -> Self {
         Self::new(MessageRole::Assistant, content)
+    }
+
+    /// The message as an [`InnerMessage`] of evaluation `eval` at
+    /// `sequence`, for the exports of the provider formats: `Other` becomes
+    /// a user message, structured content its JSON text; the turn number is
+    /// left at 0 and the prompt empty.
+    pub fn to_inner(&self, eval: EvaluationId, sequence: u64) -> InnerMessage {
+        let role = match self.role {
+            MessageRole::System => Role::System,
+            MessageRole::User | MessageRole::Other => Role::User,
+            MessageRole::Assistant => Role::Assistant,
+            MessageRole::Tool => Role::Tool,
+        };
+        let mut m = InnerMessage::new(role, self.text(), eval, sequence);
+        m.message_id = self.id;
+        m.created_at = self.created_at;
+        m.tool_calls = self.tool_calls.clone();
+        m.tool_call_id = self.tool_call_id.clone();
+        if self.role == MessageRole::Tool {
+            m.tool_name = self.name.clone();
+        }
+        m
     }
 
     /// The content as text: the string itself, or the JSON text of

@@ -502,7 +502,11 @@ impl Session {
         let created = first.first().map(|e| e.at).unwrap_or_else(now);
         let last_activity = last.first().map(|e| e.at).unwrap_or(created);
         let state = self.state();
+        let log = state.conversation_log();
         let status = match state.evaluations().latest() {
+            // A conversation: unfinished while a turn is left running.
+            _ if log.unfinished().next().is_some() => SessionStatus::Unfinished,
+            _ if log.is_conversation() && !log.turns().is_empty() => SessionStatus::Finished,
             None => SessionStatus::Idle,
             Some(e) if e.outcome.is_some() => SessionStatus::Finished,
             Some(_) => SessionStatus::Unfinished,

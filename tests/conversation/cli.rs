@@ -77,6 +77,20 @@ fn the_conversation_commands_show_what_the_demo_recorded() {
     let pending = ok(&run_cli(&db, &["pending", &id]));
     assert!(pending.contains("no interrupted turn"), "{pending}");
     assert_eq!(run_cli(&db, &["verify"]).status.code(), Some(0));
+    let sessions = json(&run_cli(&db, &["--json", "sessions"]));
+    assert_eq!(sessions[0]["status"], "finished", "{sessions}");
+
+    // Exported in a provider's format, the conversation is a valid request.
+    let openai = json(&run_cli(&db, &["export", &id, "--format", "openai"]));
+    let messages = openai.as_array().expect("array");
+    agent_journal::provider::validate::openai(messages).expect("valid OpenAI messages");
+    assert_eq!(messages.len(), 14);
+    assert_eq!(
+        messages[2]["tool_calls"][0]["function"]["name"],
+        "write_file"
+    );
+    let anthropic = json(&run_cli(&db, &["export", &id, "--format", "anthropic"]));
+    agent_journal::provider::validate::anthropic(&anthropic).expect("valid Anthropic request");
 
     // A session that holds no conversation.
     let demo = json(&run_cli(
