@@ -172,6 +172,14 @@ pub enum Error {
         /// Its status (`"succeeded"`).
         status: String,
     },
+    /// A provider call outside a turn failed (a compaction's summary).
+    #[error("provider {provider} failed: {message}")]
+    ProviderFailed {
+        /// The provider id.
+        provider: String,
+        /// Its error.
+        message: String,
+    },
     /// No provider adapter is configured under this id.
     #[error("no provider adapter {0:?} is configured")]
     UnknownProvider(String),

@@ -328,6 +328,7 @@ fn the_default_history_builder_limits_by_count_and_tokens_keeping_system_and_too
     let history = by_tokens.build_history(&HistoryContext {
         conversation: &conversation,
         system: &messages[..1],
+        summary: None,
         messages: &messages,
         next_turn_id: agent_journal::conversation::TurnId::new(),
         agent: "a",

@@ -96,6 +96,17 @@ fn conversation_line(c: &ConversationEvent) -> String {
             }
             line
         }
+        ConversationEvent::Compacted(c) => format!(
+            "history compacted by {}: {} -> {} messages sent{}",
+            c.strategy,
+            c.messages_before,
+            c.messages_after,
+            if c.summary.is_some() {
+                ", with a summary"
+            } else {
+                ""
+            }
+        ),
         ConversationEvent::ProviderCall(p) => {
             let state = match &p.outcome {
                 None => "started".to_owned(),

@@ -439,6 +439,31 @@ pub struct ProviderCallRecord {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
+/// A compaction of a conversation's history: from now on, the messages
+/// before `first_kept` (after the leading system messages) are not sent to
+/// the provider; `summary`, if any, is sent in their place. Nothing is
+/// deleted: the journal keeps every message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionRecord {
+    /// The turn after which it ran (none when made by hand).
+    pub turn_id: Option<TurnId>,
+    /// The first message still sent (a user message).
+    pub first_kept: MessageId,
+    /// The strategy (`"message_limit"`, `"token_limit"`, `"summary"`, ...).
+    pub strategy: String,
+    /// The summary of the dropped span, if the strategy wrote one.
+    pub summary: Option<String>,
+    /// Messages sent before it (leading system messages excluded).
+    pub messages_before: u64,
+    /// Messages sent after it.
+    pub messages_after: u64,
+    /// The tokens the last provider call reported (input + output), if known.
+    pub tokens_before: Option<u64>,
+    /// When it was made.
+    #[serde(with = "crate::model::ts")]
+    pub at: DateTime<Utc>,
+}
+
 /// What the conversation engine appends. Variants are only ever added at
 /// the end, as [`Event`](crate::Event)'s.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -453,6 +478,8 @@ pub enum ConversationEvent {
     Turn(TurnRecord),
     /// A provider call started or ended (the whole record, latest wins).
     ProviderCall(ProviderCallRecord),
+    /// The history sent to the provider was compacted.
+    Compacted(CompactionRecord),
 }
 
 impl ConversationEvent {
@@ -464,6 +491,7 @@ impl ConversationEvent {
             ConversationEvent::Message(_) => "ConversationMessage",
             ConversationEvent::Turn(_) => "TurnChanged",
             ConversationEvent::ProviderCall(_) => "ProviderCallChanged",
+            ConversationEvent::Compacted(_) => "HistoryCompacted",
         }
     }
 }

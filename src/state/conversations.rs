@@ -8,8 +8,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use uuid::Uuid;
 
 use crate::event::conversation::{
-    Conversation, ConversationEvent, ConversationMessage, ProviderCallRecord, TurnId, TurnRecord,
-    TurnStatus,
+    CompactionRecord, Conversation, ConversationEvent, ConversationMessage, MessageRole,
+    ProviderCallRecord, TurnId, TurnRecord, TurnStatus,
 };
 use crate::model::MessageId;
 
@@ -29,6 +29,12 @@ pub struct ConversationLog {
     succeeded: u64,
     /// Messages before this index are inputs or outputs of a turn.
     answered: usize,
+    /// The leading system messages: those before the first other one.
+    leading_system: usize,
+    /// Every compaction, in order.
+    compactions: Vec<CompactionRecord>,
+    /// Messages before this index are not sent (0: none compacted).
+    compacted_from: usize,
 }
 
 #[derive(Serialize)]
@@ -38,6 +44,7 @@ struct RawRef<'a> {
     turns: &'a [TurnRecord],
     calls: &'a [ProviderCallRecord],
     answered: u64,
+    compactions: &'a [CompactionRecord],
 }
 
 #[derive(Deserialize)]
@@ -47,6 +54,7 @@ struct Raw {
     turns: Vec<TurnRecord>,
     calls: Vec<ProviderCallRecord>,
     answered: u64,
+    compactions: Vec<CompactionRecord>,
 }
 
 impl Serialize for ConversationLog {
@@ -57,6 +65,7 @@ impl Serialize for ConversationLog {
             turns: &self.turns,
             calls: &self.calls,
             answered: self.answered as u64,
+            compactions: &self.compactions,
         }
         .serialize(s)
     }
@@ -81,8 +90,23 @@ fn by_turn(calls: &[ProviderCallRecord]) -> BTreeMap<TurnId, Vec<usize>> {
 impl<'de> Deserialize<'de> for ConversationLog {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = Raw::deserialize(d)?;
+        let message_index = index(raw.messages.iter().map(|m| m.id));
+        let leading_system = raw
+            .messages
+            .iter()
+            .take_while(|m| m.role == MessageRole::System)
+            .count();
+        let compacted_from = raw
+            .compactions
+            .iter()
+            .filter_map(|c| message_index.get(&c.first_kept).copied())
+            .max()
+            .unwrap_or(0);
         Ok(Self {
-            message_index: index(raw.messages.iter().map(|m| m.id)),
+            leading_system,
+            compacted_from,
+            compactions: raw.compactions,
+            message_index,
             turn_index: index(raw.turns.iter().map(|t| t.id)),
             call_index: index(raw.calls.iter().map(|c| c.id)),
             calls_by_turn: by_turn(&raw.calls),
@@ -179,6 +203,9 @@ impl ConversationLog {
                     return false;
                 }
                 self.message_index.insert(m.id, self.messages.len());
+                if m.role == MessageRole::System && self.leading_system == self.messages.len() {
+                    self.leading_system += 1;
+                }
                 self.messages.push(m.clone());
                 if m.turn_id.is_some() {
                     self.answered = self.messages.len();
@@ -199,6 +226,12 @@ impl ConversationLog {
                     }
                 }
             }
+            ConversationEvent::Compacted(c) => {
+                if let Some(&i) = self.message_index.get(&c.first_kept) {
+                    self.compacted_from = self.compacted_from.max(i);
+                }
+                self.compactions.push(c.clone());
+            }
             ConversationEvent::ProviderCall(c) => match self.call_index.get(&c.id) {
                 Some(&i) => {
                     let was = u64::from(is_ok(&self.calls[i]));
@@ -217,6 +250,30 @@ impl ConversationLog {
             },
         }
         false
+    }
+
+    /// The leading system messages (before the first other message): sent
+    /// with every request, never compacted.
+    pub fn leading_system(&self) -> &[ConversationMessage] {
+        &self.messages[..self.leading_system]
+    }
+
+    /// The messages still sent to the provider after the leading system
+    /// ones: all of them, or those from the last compaction's first kept
+    /// message on.
+    pub fn sendable(&self) -> &[ConversationMessage] {
+        &self.messages[self.leading_system.max(self.compacted_from)..]
+    }
+
+    /// Every compaction, in order.
+    pub fn compactions(&self) -> &[CompactionRecord] {
+        &self.compactions
+    }
+
+    /// The summary sent in place of the compacted messages, if the last
+    /// compaction wrote one.
+    pub fn summary(&self) -> Option<&str> {
+        self.compactions.last().and_then(|c| c.summary.as_deref())
     }
 
     /// The status of turn `id`, if it exists.

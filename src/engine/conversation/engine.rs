@@ -10,17 +10,18 @@ use uuid::Uuid;
 use crate::engine::tool::{Tool, ToolContext};
 use crate::error::{Error, Result};
 use crate::event::conversation::{
-    CallOutcome, Conversation, ConversationId, ConversationMessage, MessageRole, Metadata,
-    ProviderCallRecord, ProviderOperation, TurnError, TurnId, TurnStatus,
+    CallOutcome, CompactionRecord, Conversation, ConversationId, ConversationMessage, MessageRole,
+    Metadata, ProviderCallRecord, ProviderOperation, TurnError, TurnId, TurnStatus,
 };
 use crate::model::{CallId, ToolCallRecord, ToolStatus, now};
 
 use super::adapter::{AgentContext, ProviderAdapter, ProviderCallOptions, ProviderChatRequest};
+use super::compaction::{CompactionRequest, Compactor};
 use super::plan::{
     ConversationHooks, DefaultHistoryBuilder, HistoryBuilder, HistoryContext, PlanInput,
     PlannedTurn, TurnPlanner,
 };
-use super::store::{ConversationStore, ConversationTurn, Order, Page};
+use super::store::{ConversationStore, ConversationTurn, Page};
 
 /// How an engine is put together (the spec's `ConversationEngineConfig`).
 #[derive(Clone)]
@@ -49,6 +50,9 @@ pub struct ConversationEngineConfig {
     /// Use [`ProviderAdapter::stream_chat`] where the adapter supports it.
     /// Default: false.
     pub streaming: bool,
+    /// Compacts what is sent after a turn whose model stopped (never in
+    /// the middle of a tool loop). Default: none (the history sent grows).
+    pub compactor: Option<Arc<dyn Compactor>>,
 }
 
 impl ConversationEngineConfig {
@@ -65,6 +69,7 @@ impl ConversationEngineConfig {
             tools: Vec::new(),
             max_steps: 16,
             streaming: false,
+            compactor: None,
         }
     }
 
@@ -312,6 +317,7 @@ impl ConversationEngine {
                 Step::Tools => {}
             }
         }
+        self.maybe_compact(turn)?;
         self.succeed(conversation, turn)
     }
 
@@ -334,32 +340,55 @@ impl ConversationEngine {
         Ok(turn.clone())
     }
 
-    /// The conversation's leading system messages and the builder's window.
-    fn history_input(
-        &self,
-        id: ConversationId,
-        builder: &dyn HistoryBuilder,
-    ) -> Result<(Vec<ConversationMessage>, Vec<ConversationMessage>)> {
-        let first = self.store().get_messages(
-            id,
-            Page {
-                limit: Some(16),
-                order: Order::Asc,
-            },
-        )?;
-        let system: Vec<_> = first
-            .into_iter()
-            .take_while(|m| m.role == MessageRole::System)
-            .collect();
-        let messages = match builder.window() {
-            None => self.store().get_messages(id, Page::all())?,
-            Some(n) => {
-                let mut m = self.store().get_messages(id, Page::last(n))?;
-                m.reverse();
-                m
+    /// Compacts what is sent, if a compactor is configured and the model
+    /// stopped; records the compaction. A compactor's error is recorded in
+    /// the turn's metadata (`compaction_error`) and the turn goes on.
+    fn maybe_compact(&self, turn: &mut ConversationTurn) -> Result<()> {
+        let Some(compactor) = &self.config.compactor else {
+            return Ok(());
+        };
+        let Some(last) = turn.provider_calls.last() else {
+            return Ok(());
+        };
+        let stopped = match last.response_metadata.get("finish_reason") {
+            None => true,
+            Some(r) => matches!(r.as_str(), Some("stop" | "end_turn" | "stop_sequence")),
+        };
+        if !stopped {
+            return Ok(());
+        }
+        let id = turn.conversation_id;
+        let window = self.store().history(id, None)?;
+        let request = CompactionRequest {
+            state_messages: &window.messages,
+            leading_system: &window.system,
+            summary: window.summary.as_deref(),
+            last_usage: last.usage.as_ref(),
+            provider: &last.provider,
+        };
+        let done = match compactor.compact(&request) {
+            Ok(Some(done)) => done,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                turn.metadata
+                    .insert("compaction_error".into(), Value::String(e.to_string()));
+                return Ok(());
             }
         };
-        Ok((system, messages))
+        let Some(first) = window.messages.get(done.keep_from) else {
+            return Ok(());
+        };
+        let record = CompactionRecord {
+            turn_id: Some(turn.id),
+            first_kept: first.id,
+            strategy: done.strategy,
+            summary: done.summary,
+            messages_before: window.messages.len() as u64,
+            messages_after: (window.messages.len() - done.keep_from) as u64,
+            tokens_before: last.usage.as_ref().map(|u| u.tokens.total()),
+            at: now(),
+        };
+        self.store().record_compaction(id, &record)
     }
 
     /// One provider call, and the tools it asks for.
@@ -385,11 +414,12 @@ impl ConversationEngine {
             Some(b) => &**b,
             None => &default_builder,
         };
-        let (system, messages) = self.history_input(id, builder)?;
+        let window = self.store().history(id, builder.window())?;
         let history = builder.build_history(&HistoryContext {
             conversation,
-            system: &system,
-            messages: &messages,
+            system: &window.system,
+            summary: window.summary.as_deref(),
+            messages: &window.messages,
             next_turn_id: turn.id,
             agent: &turn.agent,
         });

@@ -8,14 +8,14 @@ use std::sync::Mutex;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::event::conversation::{
-    Conversation, ConversationEvent, ConversationId, ConversationMessage, TurnId,
+    CompactionRecord, Conversation, ConversationEvent, ConversationId, ConversationMessage, TurnId,
 };
 use crate::journal::Journal;
 use crate::session::Session;
 use crate::state::SessionState;
 
 use super::records::{conversation_of, message_events, owned, turn_events, turn_of};
-use super::store::{ConversationStore, ConversationTurn, Page};
+use super::store::{ConversationStore, ConversationTurn, HistoryWindow, Page};
 
 /// The label every conversation session carries: `("kind", "conversation")`.
 pub const CONVERSATION_LABEL: (&str, &str) = ("kind", "conversation");
@@ -214,5 +214,14 @@ impl ConversationStore for JournalConversationStore {
             }
         }
         Ok(out)
+    }
+
+    fn history(&self, id: ConversationId, window: Option<usize>) -> Result<HistoryWindow> {
+        self.read(id, |s| HistoryWindow::of(s.conversation_log(), id, window))
+    }
+
+    fn record_compaction(&self, id: ConversationId, record: &CompactionRecord) -> Result<()> {
+        let event = ConversationEvent::Compacted(record.clone());
+        self.change(id, |_| Ok(vec![Event::Conversation(Box::new(event))]))
     }
 }

@@ -7,14 +7,14 @@ use std::sync::Mutex;
 
 use crate::error::{Error, Result};
 use crate::event::conversation::{
-    Conversation, ConversationEvent, ConversationId, ConversationMessage, TurnId,
+    CompactionRecord, Conversation, ConversationEvent, ConversationId, ConversationMessage, TurnId,
 };
 use crate::event::{Envelope, Event};
 use crate::model::now;
 use crate::state::SessionState;
 
 use super::records::{conversation_of, message_events, owned, turn_events, turn_of};
-use super::store::{ConversationStore, ConversationTurn, Page};
+use super::store::{ConversationStore, ConversationTurn, HistoryWindow, Page};
 
 /// Conversations kept in memory: each a state folded from the same events
 /// the journal store appends, so both behave alike. Thread-safe.
@@ -155,5 +155,19 @@ impl ConversationStore for InMemoryConversationStore {
     fn list_conversations(&self) -> Result<Vec<ConversationId>> {
         let all = self.conversations.lock().unwrap_or_else(|p| p.into_inner());
         Ok(all.keys().copied().collect())
+    }
+
+    fn history(&self, id: ConversationId, window: Option<usize>) -> Result<HistoryWindow> {
+        self.with(id, |state| {
+            Ok(HistoryWindow::of(state.conversation_log(), id, window))
+        })
+    }
+
+    fn record_compaction(&self, id: ConversationId, record: &CompactionRecord) -> Result<()> {
+        self.with(id, |state| {
+            let event = ConversationEvent::Compacted(record.clone());
+            fold(state, id, vec![Event::Conversation(Box::new(event))]);
+            Ok(())
+        })
     }
 }

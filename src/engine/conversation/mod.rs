@@ -40,6 +40,7 @@
 #![allow(clippy::result_large_err)]
 
 mod adapter;
+mod compaction;
 mod engine;
 mod journal_store;
 mod memory;
@@ -50,22 +51,27 @@ mod scripted;
 mod store;
 
 pub use crate::event::conversation::{
-    CallOutcome, CallUsage, Conversation, ConversationEvent, ConversationId, ConversationMessage,
-    MessageRole, Metadata, ProviderCallRecord, ProviderOperation, ToolSpec, TurnError, TurnId,
-    TurnRecord, TurnStatus,
+    CallOutcome, CallUsage, CompactionRecord, Conversation, ConversationEvent, ConversationId,
+    ConversationMessage, MessageRole, Metadata, ProviderCallRecord, ProviderOperation, ToolSpec,
+    TurnError, TurnId, TurnRecord, TurnStatus,
 };
 pub use crate::state::ConversationLog;
 pub use adapter::{
     AgentContext, ChatInputMessage, ProviderAdapter, ProviderCallOptions, ProviderChatRequest,
     ProviderChatResult, ProviderError, ProviderStreamChunk,
 };
+pub use compaction::{
+    Compaction, CompactionRequest, CompactionStrategy, CompactionTrigger, Compactor,
+    CompositeCompactor, CompositeTrigger, MessageLimitCompactor, SUMMARY_INSTRUCTIONS,
+    SplitCompactor, SummarizingStrategy, TokenLimitCompactor, advance_to_first_user_message,
+};
 pub use engine::{ConversationEngine, ConversationEngineConfig, CreateConversation, RunTurn};
 pub use journal_store::{CONVERSATION_LABEL, JournalConversationStore};
 pub use memory::InMemoryConversationStore;
 pub use plan::{
     ConversationHooks, DefaultHistoryBuilder, HistoryBuilder, HistoryContext, PlanInput,
-    PlannedTurn, TurnPlanner, approximate_tokens,
+    PlannedTurn, SUMMARY_PREFIX, TurnPlanner, approximate_tokens,
 };
 pub use resume::{INTERRUPTED_CALL, ResumeTurn};
 pub use scripted::{ScriptedAdapter, ScriptedReply};
-pub use store::{ConversationStore, ConversationTurn, Order, Page};
+pub use store::{ConversationStore, ConversationTurn, HistoryWindow, Order, Page};

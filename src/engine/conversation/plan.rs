@@ -18,6 +18,8 @@ pub struct HistoryContext<'a> {
     /// The conversation's leading system messages (before its first other
     /// message), whatever the window.
     pub system: &'a [ConversationMessage],
+    /// The summary of the compacted messages, sent in their place.
+    pub summary: Option<&'a str>,
     /// The most recent messages, oldest first: all of them, or the
     /// builder's [`window`](HistoryBuilder::window).
     pub messages: &'a [ConversationMessage],
@@ -40,10 +42,12 @@ pub trait HistoryBuilder: Send + Sync {
     fn build_history(&self, ctx: &HistoryContext<'_>) -> Vec<ChatInputMessage>;
 }
 
-/// The default history: every message, or the most recent ones within a
-/// count and an approximate token budget (4 characters a token), always
-/// after the leading system messages, never starting inside a tool
-/// exchange (a tool result whose call was cut off is dropped with it).
+/// The default history: every message not compacted, or the most recent
+/// ones within a count and an approximate token budget (4 characters a
+/// token), always after the leading system messages and the compaction's
+/// summary (as a system message, [`SUMMARY_PREFIX`] then the summary), never
+/// starting inside a tool exchange (a tool result whose call was cut off is
+/// dropped with it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DefaultHistoryBuilder {
     /// At most this many messages besides the leading system ones.
@@ -51,6 +55,9 @@ pub struct DefaultHistoryBuilder {
     /// At most about this many tokens besides the leading system messages.
     pub max_tokens: Option<u64>,
 }
+
+/// What starts the system message that carries a compaction's summary.
+pub const SUMMARY_PREFIX: &str = "Summary of the earlier conversation:\n";
 
 /// About how many tokens a message takes: 4 characters a token, plus 4.
 pub fn approximate_tokens(m: &ChatInputMessage) -> u64 {
@@ -89,11 +96,16 @@ impl HistoryBuilder for DefaultHistoryBuilder {
         while rest.get(start).is_some_and(|m| m.role == MessageRole::Tool) {
             start += 1;
         }
-        ctx.system
-            .iter()
-            .chain(rest[start..].iter().copied())
-            .map(ChatInputMessage::from)
-            .collect()
+        let mut out: Vec<ChatInputMessage> =
+            ctx.system.iter().map(ChatInputMessage::from).collect();
+        if let Some(summary) = ctx.summary {
+            let m = ConversationMessage::system(format!("{SUMMARY_PREFIX}{summary}"));
+            let mut m = ChatInputMessage::from(&m);
+            m.source = None;
+            out.push(m);
+        }
+        out.extend(rest[start..].iter().copied().map(ChatInputMessage::from));
+        out
     }
 }
 

@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 
 use crate::error::Result;
 use crate::event::conversation::{
-    Conversation, ConversationId, ConversationMessage, Metadata, ProviderCallRecord, TurnError,
-    TurnId, TurnRecord, TurnStatus,
+    CompactionRecord, Conversation, ConversationId, ConversationMessage, Metadata,
+    ProviderCallRecord, TurnError, TurnId, TurnRecord, TurnStatus,
 };
 use crate::model::ToolCallRecord;
 
@@ -173,4 +173,43 @@ pub trait ConversationStore: Send + Sync {
 
     /// Every conversation's id, oldest first.
     fn list_conversations(&self) -> Result<Vec<ConversationId>>;
+
+    /// What may be sent to the provider: the leading system messages, the
+    /// summary of the last compaction, and the last `window` messages (all
+    /// when none) of those not compacted. Costs O(window), not O(history).
+    fn history(&self, id: ConversationId, window: Option<usize>) -> Result<HistoryWindow>;
+
+    /// Records a compaction (appends it; nothing is deleted).
+    fn record_compaction(&self, id: ConversationId, record: &CompactionRecord) -> Result<()>;
+}
+
+/// What [`ConversationStore::history`] returns.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HistoryWindow {
+    /// The leading system messages.
+    pub system: Vec<ConversationMessage>,
+    /// The summary sent in place of compacted messages, if any.
+    pub summary: Option<String>,
+    /// The most recent messages not compacted (the window), oldest first.
+    pub messages: Vec<ConversationMessage>,
+    /// How many messages are not compacted (the window's messages among them).
+    pub sendable: usize,
+}
+
+impl HistoryWindow {
+    /// The window of `log`, its messages as messages of `id`.
+    pub(crate) fn of(
+        log: &crate::state::ConversationLog,
+        id: ConversationId,
+        window: Option<usize>,
+    ) -> Self {
+        let sendable = log.sendable();
+        let skip = window.map_or(0, |n| sendable.len().saturating_sub(n));
+        Self {
+            system: super::records::owned(log.leading_system().to_vec(), id),
+            summary: log.summary().map(str::to_owned),
+            messages: super::records::owned(sendable[skip..].to_vec(), id),
+            sendable: sendable.len(),
+        }
+    }
 }

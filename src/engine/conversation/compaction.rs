@@ -1,0 +1,291 @@
+//! Compaction (goaitools' "Conversation History Compaction"): what is sent
+//! to the provider shrinks; nothing is deleted. A compactor returns where
+//! the history sent from now on starts (always a user message, so a tool
+//! exchange is never cut) and an optional summary of what it drops; the
+//! engine records that as a `HistoryCompacted` event.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::event::conversation::{CallUsage, ConversationMessage, MessageRole, Metadata};
+
+use super::adapter::{ChatInputMessage, ProviderAdapter, ProviderCallOptions, ProviderChatRequest};
+use super::plan::approximate_tokens;
+
+/// What a compactor sees (goaitools' `CompactionRequest`).
+#[derive(Clone, Copy, Debug)]
+pub struct CompactionRequest<'a> {
+    /// The messages sent now, without the leading system messages.
+    pub state_messages: &'a [ConversationMessage],
+    /// The leading system messages (context; never compacted).
+    pub leading_system: &'a [ConversationMessage],
+    /// The summary sent now in place of earlier compacted messages.
+    pub summary: Option<&'a str>,
+    /// The token usage the last provider call reported.
+    pub last_usage: Option<&'a CallUsage>,
+    /// The provider id of the last call.
+    pub provider: &'a str,
+}
+
+/// A compactor's decision: send `state_messages[keep_from..]` from now on
+/// (`keep_from` > 0, at a user message), with `summary` in place of the rest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Compaction {
+    /// The index, in the request's `state_messages`, of the first message kept.
+    pub keep_from: usize,
+    /// A summary of the messages dropped (and of the summary they had), if any.
+    pub summary: Option<String>,
+    /// The strategy's name, recorded with the compaction.
+    pub strategy: String,
+}
+
+/// Decides whether and how to compact (goaitools' `Compactor`).
+pub trait Compactor: Send + Sync {
+    /// `None` when nothing is to be compacted (under the limits, or no
+    /// user-message boundary to cut at).
+    ///
+    /// # Errors
+    /// A summarising compactor's provider error; the engine then records no
+    /// compaction and the turn still succeeds.
+    fn compact(&self, request: &CompactionRequest<'_>) -> Result<Option<Compaction>>;
+}
+
+/// When to compact (goaitools' `CompactionTrigger`).
+pub trait CompactionTrigger: Send + Sync {
+    /// True when the history should be compacted now.
+    fn should_compact(&self, request: &CompactionRequest<'_>) -> bool;
+}
+
+/// How to compact (goaitools' `CompactionStrategy`): asked only when a
+/// trigger fired.
+pub trait CompactionStrategy: Send + Sync {
+    /// Where to cut; `None` when no boundary allows a cut.
+    ///
+    /// # Errors
+    /// As [`Compactor::compact`].
+    fn apply(&self, request: &CompactionRequest<'_>) -> Result<Option<Compaction>>;
+}
+
+/// The index of the first user message at or after `from`, if any: the
+/// only places compaction may cut (a user message never sits inside a tool
+/// exchange, which runs from an assistant message with calls to its last
+/// result).
+pub fn advance_to_first_user_message(
+    messages: &[ConversationMessage],
+    from: usize,
+) -> Option<usize> {
+    (from..messages.len()).find(|&i| messages[i].role == MessageRole::User)
+}
+
+/// A cut at the first user message at or after `from`, unless that keeps
+/// everything.
+fn cut(messages: &[ConversationMessage], from: usize, strategy: &str) -> Option<Compaction> {
+    let k = advance_to_first_user_message(messages, from)?;
+    (k > 0).then(|| Compaction {
+        keep_from: k,
+        summary: None,
+        strategy: strategy.to_owned(),
+    })
+}
+
+/// Keeps the last `max_messages` messages (fewer, to start at a user
+/// message). Trigger: more than `max_messages` are sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageLimitCompactor {
+    /// The most messages kept (leading system messages aside).
+    pub max_messages: usize,
+}
+
+impl CompactionTrigger for MessageLimitCompactor {
+    fn should_compact(&self, r: &CompactionRequest<'_>) -> bool {
+        r.state_messages.len() > self.max_messages
+    }
+}
+
+impl CompactionStrategy for MessageLimitCompactor {
+    fn apply(&self, r: &CompactionRequest<'_>) -> Result<Option<Compaction>> {
+        let from = r.state_messages.len().saturating_sub(self.max_messages);
+        Ok(cut(r.state_messages, from, "message_limit"))
+    }
+}
+
+impl Compactor for MessageLimitCompactor {
+    fn compact(&self, r: &CompactionRequest<'_>) -> Result<Option<Compaction>> {
+        if !self.should_compact(r) {
+            return Ok(None);
+        }
+        self.apply(r)
+    }
+}
+
+/// Drops the oldest messages once the provider reports more than
+/// `max_tokens` (input plus output of the last call), down to about
+/// `target_tokens` (default: 75% of the maximum). The tokens of each
+/// message are the reported total shared out in proportion to each
+/// message's approximate size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TokenLimitCompactor {
+    /// Compact above this many tokens.
+    pub max_tokens: u64,
+    /// Compact down to this many; default 75% of `max_tokens`.
+    pub target_tokens: Option<u64>,
+}
+
+impl TokenLimitCompactor {
+    fn used(r: &CompactionRequest<'_>) -> Option<u64> {
+        r.last_usage.map(|u| u.tokens.total())
+    }
+
+    /// The target: given, or 75% of the maximum.
+    pub fn target(&self) -> u64 {
+        self.target_tokens
+            .unwrap_or(self.max_tokens / 4 * 3 + self.max_tokens % 4 * 3 / 4)
+    }
+}
+
+impl CompactionTrigger for TokenLimitCompactor {
+    fn should_compact(&self, r: &CompactionRequest<'_>) -> bool {
+        Self::used(r).is_some_and(|used| used > self.max_tokens)
+    }
+}
+
+impl CompactionStrategy for TokenLimitCompactor {
+    fn apply(&self, r: &CompactionRequest<'_>) -> Result<Option<Compaction>> {
+        let Some(used) = Self::used(r) else {
+            return Ok(None);
+        };
+        let size = |m: &ConversationMessage| approximate_tokens(&ChatInputMessage::from(m));
+        let fixed: u64 = r.leading_system.iter().map(size).sum::<u64>()
+            + r.summary.map_or(0, |s| s.len() as u64 / 4 + 4);
+        let sizes: Vec<u64> = r.state_messages.iter().map(size).collect();
+        let estimate: u64 = fixed + sizes.iter().sum::<u64>();
+        // Scale the estimate to what the provider reported.
+        let scaled = |approx: u64| approx.saturating_mul(used) / estimate.max(1);
+        let target = self.target();
+        let mut kept = scaled(estimate);
+        let mut from = 0;
+        while from < sizes.len() && kept > target {
+            kept = kept.saturating_sub(scaled(sizes[from]));
+            from += 1;
+        }
+        Ok(cut(r.state_messages, from, "token_limit"))
+    }
+}
+
+impl Compactor for TokenLimitCompactor {
+    fn compact(&self, r: &CompactionRequest<'_>) -> Result<Option<Compaction>> {
+        if !self.should_compact(r) {
+            return Ok(None);
+        }
+        self.apply(r)
+    }
+}
+
+/// Tries each compactor in order; the first that compacts wins: compacts
+/// if any limit is exceeded.
+#[derive(Clone, Default)]
+pub struct CompositeCompactor {
+    /// The compactors, in order.
+    pub compactors: Vec<Arc<dyn Compactor>>,
+}
+
+impl Compactor for CompositeCompactor {
+    fn compact(&self, r: &CompactionRequest<'_>) -> Result<Option<Compaction>> {
+        for c in &self.compactors {
+            if let Some(done) = c.compact(r)? {
+                return Ok(Some(done));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Fires when any of its triggers fires.
+#[derive(Clone, Default)]
+pub struct CompositeTrigger {
+    /// The triggers.
+    pub triggers: Vec<Arc<dyn CompactionTrigger>>,
+}
+
+impl CompactionTrigger for CompositeTrigger {
+    fn should_compact(&self, r: &CompactionRequest<'_>) -> bool {
+        self.triggers.iter().any(|t| t.should_compact(r))
+    }
+}
+
+/// A trigger (when) with a strategy (how).
+#[derive(Clone)]
+pub struct SplitCompactor {
+    /// When.
+    pub trigger: Arc<dyn CompactionTrigger>,
+    /// How.
+    pub strategy: Arc<dyn CompactionStrategy>,
+}
+
+impl Compactor for SplitCompactor {
+    fn compact(&self, r: &CompactionRequest<'_>) -> Result<Option<Compaction>> {
+        if !self.trigger.should_compact(r) {
+            return Ok(None);
+        }
+        self.strategy.apply(r)
+    }
+}
+
+/// The default instructions of [`SummarizingStrategy`].
+pub const SUMMARY_INSTRUCTIONS: &str = "Summarise the conversation below for yourself, to continue it later: \
+keep every fact, decision, name, number and open question; drop pleasantries. Answer with the summary only.";
+
+/// Cuts where `cut` says, then asks a provider to summarise what is
+/// dropped (with the earlier summary, if any); the summary is recorded
+/// with the compaction and sent in place of the dropped messages.
+#[derive(Clone)]
+pub struct SummarizingStrategy {
+    /// Where to cut (a [`MessageLimitCompactor`], say).
+    pub cut: Arc<dyn CompactionStrategy>,
+    /// The provider that writes the summary.
+    pub adapter: Arc<dyn ProviderAdapter>,
+    /// Its model.
+    pub model: String,
+    /// The instructions (default [`SUMMARY_INSTRUCTIONS`]).
+    pub instructions: String,
+    /// The options passed to the adapter.
+    pub options: ProviderCallOptions,
+}
+
+impl CompactionStrategy for SummarizingStrategy {
+    fn apply(&self, r: &CompactionRequest<'_>) -> Result<Option<Compaction>> {
+        let Some(mut done) = self.cut.apply(r)? else {
+            return Ok(None);
+        };
+        let mut transcript = String::new();
+        if let Some(s) = r.summary {
+            transcript.push_str(&format!("(summary of what came before) {s}\n"));
+        }
+        for m in &r.state_messages[..done.keep_from] {
+            transcript.push_str(&format!("{}: {}\n", m.role.as_str(), m.text()));
+            for c in &m.tool_calls {
+                transcript.push_str(&format!("  calls {}({})\n", c.name, c.arguments));
+            }
+        }
+        let request = ProviderChatRequest {
+            messages: vec![
+                ChatInputMessage::from(&ConversationMessage::system(self.instructions.clone())),
+                ChatInputMessage::from(&ConversationMessage::user(transcript)),
+            ],
+            model: self.model.clone(),
+            parameters: Metadata::new(),
+            tools: Vec::new(),
+        };
+        let result = self
+            .adapter
+            .send_chat(&request, &self.options)
+            .map_err(|e| crate::error::Error::ProviderFailed {
+                provider: self.adapter.id().to_owned(),
+                message: e.message,
+            })?;
+        let text: Vec<String> = result.messages.iter().map(|m| m.text()).collect();
+        done.summary = Some(text.join("\n"));
+        done.strategy = format!("summary({})", done.strategy);
+        Ok(Some(done))
+    }
+}
