@@ -18,6 +18,7 @@ use agent_journal::{Error, Journal, ToolStatus};
 use serde_json::json;
 
 mod cli;
+mod compaction;
 mod kill;
 mod store_suite;
 mod turns;
