@@ -1,11 +1,12 @@
-//! `conversations`, `turns`, and the conversation views of `show` and
-//! `pending`: reading what the conversation engine recorded.
+//! `conversations`, `turns`, `compact-history`, and the conversation views
+//! of `show` and `pending`: what the conversation engine recorded.
 
 use std::process::ExitCode;
 
 use agent_journal::conversation::{
-    ConversationLog, ConversationStore, JournalConversationStore, ProviderCallRecord, TurnRecord,
-    TurnStatus,
+    CompactionRecord, CompactionRequest, CompactionStrategy, ConversationLog, ConversationStore,
+    JournalConversationStore, MessageLimitCompactor, ProviderCallRecord, TokenLimitCompactor,
+    TurnRecord, TurnStatus,
 };
 use agent_journal::{Error, Session, SessionState, ToolStatus};
 use clap::Args;
@@ -208,7 +209,23 @@ pub(crate) fn print_conversation(s: &Session, at: u64, state: &SessionState) {
         info.agent
     );
     outln!();
-    for m in log.messages() {
+    let leading = log.leading_system().len();
+    let compacted = log.messages().len() - log.sendable().len() - leading;
+    for (i, m) in log.messages().iter().enumerate() {
+        if compacted > 0 && i == leading {
+            outln!("--- the {compacted} messages below are compacted: kept, no longer sent ---");
+        }
+        if compacted > 0 && i == leading + compacted {
+            let by = log.compactions().last().map(|c| c.strategy.as_str());
+            outln!(
+                "--- sent from here on (compacted by {}) ---",
+                by.unwrap_or("-")
+            );
+            if let Some(summary) = log.summary() {
+                outln!("[summary, sent in place of the compacted messages]");
+                outln!("{summary}");
+            }
+        }
         let turn = m
             .turn_id
             .map(|t| format!(" (turn {})", short(t)))
@@ -374,5 +391,113 @@ pub(crate) fn pending(cli: &Cli, s: &Session) -> Result<ExitCode, Error> {
         }
     }
     outln!("resume with: agent-journal resume {}", s.id());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `compact-history`.
+#[derive(Args, Debug)]
+pub(crate) struct CompactArgs {
+    /// Conversation (session) id, or a unique prefix of it.
+    #[arg(value_parser = session_arg)]
+    conversation: String,
+    /// Keep at most this many messages sent (besides the leading system ones).
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "tokens",
+        required_unless_present = "tokens"
+    )]
+    messages: Option<usize>,
+    /// Compact down to about this many tokens, scaled from the last call's usage.
+    #[arg(long, value_name = "N")]
+    tokens: Option<u64>,
+    /// Print what would be sent before and after, and record nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// `compact-history CONVERSATION --messages N | --tokens N [--dry-run]`:
+/// records a compaction by hand.
+pub(crate) fn compact_history(cli: &Cli, args: &CompactArgs) -> Result<ExitCode, Error> {
+    let journal = crate::cli::open::open_existing(&cli.db)?;
+    let s = crate::cli::open::find_session(&journal, &args.conversation)?;
+    let store = JournalConversationStore::new(journal);
+    let id = s.id();
+    let window = store.history(id, None)?;
+    let last_usage = {
+        let state = s.state();
+        let log = state.conversation_log();
+        if !log.is_conversation() {
+            return Err(Error::NotAConversation(id));
+        }
+        log.calls().iter().rev().find_map(|c| c.usage.clone())
+    };
+    let request = CompactionRequest {
+        state_messages: &window.messages,
+        leading_system: &window.system,
+        summary: window.summary.as_deref(),
+        last_usage: last_usage.as_ref(),
+        provider: "",
+    };
+    let done = match (args.messages, args.tokens) {
+        (Some(n), _) => MessageLimitCompactor { max_messages: n }.apply(&request)?,
+        (None, Some(t)) => {
+            if last_usage.is_none() {
+                return Err(Error::InvalidInput(format!(
+                    "conversation {id} has no provider call with token usage to scale from; use --messages"
+                )));
+            }
+            TokenLimitCompactor {
+                max_tokens: t,
+                target_tokens: Some(t),
+            }
+            .apply(&request)?
+        }
+        (None, None) => None,
+    };
+    let before = window.messages.len();
+    let keep_from = done.as_ref().map_or(0, |d| d.keep_from);
+    let record = done.as_ref().map(|d| CompactionRecord {
+        turn_id: None,
+        first_kept: window.messages[d.keep_from].id,
+        strategy: format!("{} (by hand)", d.strategy),
+        summary: None,
+        messages_before: before as u64,
+        messages_after: (before - d.keep_from) as u64,
+        tokens_before: last_usage.as_ref().map(|u| u.tokens.total()),
+        at: agent_journal::now(),
+    });
+    if let (Some(r), false) = (&record, args.dry_run) {
+        store.record_compaction(id, r)?;
+    }
+    if cli.json {
+        let v = json!({
+            "conversation": id.to_string(),
+            "recorded": record.is_some() && !args.dry_run,
+            "messages_before": before,
+            "messages_after": before - keep_from,
+            "first_kept": record.as_ref().map(|r| r.first_kept.to_string()),
+        });
+        return print_json(&v).map(|()| ExitCode::SUCCESS);
+    }
+    let Some(record) = record else {
+        outln!(
+            "nothing to compact: {before} messages are sent, and no user message allows a cut within the limit"
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    outln!(
+        "{} {before} -> {} messages sent (leading system messages aside); nothing is deleted",
+        if args.dry_run {
+            "would compact"
+        } else {
+            "compacted"
+        },
+        record.messages_after
+    );
+    for (i, m) in window.messages.iter().enumerate() {
+        let mark = if i < keep_from { "dropped" } else { "sent   " };
+        outln!("  {mark} [{}] {}", m.role.as_str(), clip(&m.text(), 70));
+    }
     Ok(ExitCode::SUCCESS)
 }

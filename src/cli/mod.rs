@@ -84,6 +84,8 @@ enum Command {
     Conversations,
     /// The turns of a conversation: status, agent, provider/model, tokens, duration, error.
     Turns(conversation::TurnsArgs),
+    /// Record a compaction of a conversation's history by hand (nothing is deleted).
+    CompactHistory(conversation::CompactArgs),
     /// The crash point, and the pending and in-doubt tool calls.
     Pending(read::PendingArgs),
     /// What changed between two points of a session.
@@ -152,6 +154,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Resume(args) => record::resume(cli, args),
         Command::Conversations => conversation::conversations(cli),
         Command::Turns(args) => conversation::turns(cli, args),
+        Command::CompactHistory(args) => conversation::compact_history(cli, args),
         Command::Pending(args) => read::pending(cli, args),
         Command::Diff(args) => diff::diff(cli, args),
         Command::Sessions(args) => match &args.delete {

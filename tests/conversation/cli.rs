@@ -92,6 +92,56 @@ fn the_conversation_commands_show_what_the_demo_recorded() {
     let anthropic = json(&run_cli(&db, &["export", &id, "--format", "anthropic"]));
     agent_journal::provider::validate::anthropic(&anthropic).expect("valid Anthropic request");
 
+    // Compaction by hand: a dry run records nothing; then it is recorded,
+    // shown, and every message is still there.
+    let head = |db| {
+        json(&run_cli(db, &["--json", "sessions"]))[0]["events"]
+            .as_u64()
+            .expect("events")
+    };
+    let events = head(&db);
+    let dry = ok(&run_cli(
+        &db,
+        &["compact-history", &id, "--messages", "5", "--dry-run"],
+    ));
+    assert!(dry.contains("would compact 13 -> 3 messages sent"), "{dry}");
+    assert_eq!(head(&db), events);
+    let done = json(&run_cli(
+        &db,
+        &["--json", "compact-history", &id, "--messages", "5"],
+    ));
+    assert_eq!(done["recorded"], true);
+    assert_eq!(done["messages_after"], 3);
+    assert_eq!(head(&db), events + 1);
+    let show = ok(&run_cli(&db, &["show", &id]));
+    assert!(
+        show.contains("the 10 messages below are compacted"),
+        "{show}"
+    );
+    assert!(
+        show.contains("Write a short todo list"),
+        "the journal keeps every message"
+    );
+    let diff = ok(&run_cli(
+        &db,
+        &["diff", &id, &(events - 1).to_string(), &events.to_string()],
+    ));
+    assert!(diff.contains("HistoryCompacted"), "{diff}");
+    let nothing = json(&run_cli(
+        &db,
+        &["--json", "compact-history", &id, "--messages", "50"],
+    ));
+    assert_eq!(nothing["recorded"], false);
+    let tokens = run_cli(
+        &db,
+        &["compact-history", &id, "--tokens", "10", "--dry-run"],
+    );
+    assert!(
+        tokens.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tokens.stderr)
+    );
+
     // A session that holds no conversation.
     let demo = json(&run_cli(
         &db,
