@@ -438,7 +438,12 @@ fn adapter_states_are_found_and_validated() {
         matches!(s.resumable_sdk_state(strict, Some("/work/b"), "triage", t), Err(Error::SessionExpired(m)) if m.contains("workspace"))
     );
     assert!(
-        matches!(s.resumable_sdk_state(ResumeValidation::Relaxed, None, "other", t), Err(Error::SessionExpired(m)) if m.contains("prompt"))
+        matches!(s.resumable_sdk_state(strict, Some("/work/a"), "other", t), Err(Error::SessionExpired(m)) if m.contains("prompt"))
+    );
+    // Relaxed checks only that the session id exists and is resumable.
+    assert!(
+        s.resumable_sdk_state(ResumeValidation::Relaxed, None, "other", t)
+            .is_ok()
     );
     assert!(
         s.resumable_sdk_state(
@@ -462,5 +467,93 @@ fn adapter_states_are_found_and_validated() {
         s.resumable_sdk_state(ResumeValidation::None, None, "x", t)
             .is_ok()
     );
-    assert_eq!(s.state().adapter_states().len(), 2);
+    // An SDK state with an empty session id is not resumable either.
+    eval.capture_adapter_state(&SdkSessionState {
+        session_id: String::new(),
+        ..state.clone()
+    })
+    .expect("capture");
+    assert!(
+        matches!(s.resumable_sdk_state(ResumeValidation::Relaxed, None, "triage", t), Err(Error::SessionExpired(m)) if m.contains("no session id"))
+    );
+    assert_eq!(s.state().adapter_states().len(), 3);
+}
+
+/// A tool whose handler always fails.
+struct Broken;
+
+impl Tool for Broken {
+    fn name(&self) -> &str {
+        "broken"
+    }
+    fn call(&self, _: &str, _: &ToolContext) -> Result<String, String> {
+        Err("disk full".into())
+    }
+}
+
+#[test]
+fn a_failing_handler_and_an_unknown_tool_are_recorded_as_failed_calls_and_the_loop_goes_on() {
+    let journal = Journal::memory();
+    let session = journal.create_session().expect("session");
+    let provider = ScriptedProvider::new(vec![
+        ScriptStep {
+            content: "trying".into(),
+            calls: vec![
+                ("broken".into(), "{}".into()),
+                ("ghost".into(), "{}".into()),
+            ],
+        },
+        ScriptStep {
+            content: "results: {results}".into(),
+            calls: vec![],
+        },
+    ]);
+    let broken = Broken;
+    let lp = InnerLoop::new(&provider, vec![&broken]);
+    let done = lp.run(&session, "ns", "key", "sys", "go").expect("run");
+    assert_eq!(done.outcome, Outcome::Succeeded);
+    assert_eq!(done.content, "results: disk full; unknown tool \"ghost\"");
+    let state = session.state();
+    let calls: Vec<_> = state
+        .tool_calls()
+        .for_evaluation(done.evaluation_id)
+        .collect();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0].status, ToolStatus::Failed);
+    assert_eq!(calls[0].error.as_deref(), Some("disk full"));
+    assert!(
+        calls[0].started_at.is_some(),
+        "the handler ran: Started first"
+    );
+    assert_eq!(calls[1].status, ToolStatus::Failed);
+    assert_eq!(calls[1].error.as_deref(), Some("unknown tool \"ghost\""));
+    assert!(
+        calls[1].started_at.is_none(),
+        "an unknown tool never starts"
+    );
+    // The recording, event by event, for the two calls.
+    let kinds: Vec<String> = session
+        .events(..)
+        .expect("events")
+        .iter()
+        .filter_map(|e| match &e.event {
+            agent_journal::Event::ToolStatus {
+                call_id, status, ..
+            } => Some(format!("{call_id}:{status}")),
+            agent_journal::Event::Message(m) if m.tool_call_id.is_some() => {
+                Some(format!("result:{}", m.content))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "call_1_1:started",
+            "result:disk full",
+            "call_1_1:failed",
+            "result:unknown tool \"ghost\"",
+            "call_1_2:failed"
+        ]
+    );
 }

@@ -288,3 +288,34 @@ fn a_fork_of_a_fork_names_its_own_parent() {
         );
     }
 }
+
+#[test]
+fn reading_state_never_deadlocks_and_never_blocks_appends() {
+    let journal = agent_journal::Journal::memory();
+    let s = journal.create_session().expect("session");
+    s.append(crate::common::custom(1)).expect("append");
+    // Two guards in one expression (this hung when a guard held the lock).
+    let both = s.state().events_applied() + s.state().events_applied();
+    assert_eq!(both, 4);
+    // A guard held across appends on the same thread: the appends go
+    // through, and the guard keeps the state it was taken at.
+    let before = s.state();
+    for i in 2..5 {
+        s.append(crate::common::custom(i))
+            .expect("append while a guard is alive");
+    }
+    assert_eq!(before.last_seq(), Some(1));
+    assert_eq!(s.state().last_seq(), Some(4));
+    drop(before);
+    // A guard held by another thread does not block this one's appends.
+    let held = s.state();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for i in 5..10 {
+                s.append(crate::common::custom(i)).expect("append");
+            }
+        });
+    });
+    assert_eq!(held.last_seq(), Some(4));
+    assert_eq!(s.state().last_seq(), Some(9));
+}

@@ -65,7 +65,8 @@ pub enum ResumeValidation {
         /// The oldest `last_activity_at` accepted.
         max_age: Duration,
     },
-    /// Resumable and the same prompt.
+    /// Only that the session id exists and the session is resumable (the
+    /// adapter-state spec's `RELAXED`).
     Relaxed,
     /// Only that it decodes.
     None,
@@ -150,13 +151,13 @@ pub fn validate_sdk_state(
             }
         )));
     }
-    if state.prompt_name != prompt_name {
-        return Err(Error::SessionExpired(format!(
-            "SDK session {:?} ran prompt {:?}, not {prompt_name:?}",
-            state.session_id, state.prompt_name
-        )));
-    }
     if let ResumeValidation::Strict { max_age } = validation {
+        if state.prompt_name != prompt_name {
+            return Err(Error::SessionExpired(format!(
+                "SDK session {:?} ran prompt {:?}, not {prompt_name:?}",
+                state.session_id, state.prompt_name
+            )));
+        }
         if state.workspace_path.as_deref() != workspace {
             return Err(Error::SessionExpired(format!(
                 "SDK session {:?} ran in workspace {:?}, not {:?}",

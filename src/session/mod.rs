@@ -33,7 +33,9 @@ pub struct LoadStats {
 pub(crate) struct Core {
     /// Next seq (number of good events).
     head: u64,
-    state: SessionState,
+    /// Shared with the readers' guards: an append copies it only while a
+    /// guard taken before it is still alive (`Arc::make_mut`).
+    state: Arc<SessionState>,
     last_snapshot: Option<u64>,
     last_snapshot_at: Option<Instant>,
     /// Bytes of the last snapshot frame written or read (0 if none).
@@ -74,14 +76,19 @@ impl PartialEq for Session {
 
 impl Eq for Session {}
 
-/// A read guard over a session's folded state. Appends to the session wait
-/// while it is held, so keep it short.
-pub struct StateGuard<'a>(MutexGuard<'a, Core>);
+/// A read-only view of a session's folded state, as it was when taken.
+///
+/// Taking one costs O(1) and holds no lock, so any number may be alive at
+/// once, on any thread (`session.state().x() + session.state().y()` is
+/// fine), and appends never wait for one. An append made while a guard is
+/// alive copies the state first (the guard keeps seeing the state it was
+/// taken at), so drop guards before appending in a loop.
+pub struct StateGuard<'a>(Arc<SessionState>, std::marker::PhantomData<&'a Session>);
 
 impl Deref for StateGuard<'_> {
     type Target = SessionState;
     fn deref(&self) -> &SessionState {
-        &self.0.state
+        &self.0
     }
 }
 
@@ -108,7 +115,7 @@ impl Session {
                 id,
                 core: Mutex::new(Core {
                     head: 0,
-                    state,
+                    state: Arc::new(state),
                     last_snapshot: None,
                     last_snapshot_at: None,
                     last_snapshot_len: 0,
@@ -143,7 +150,7 @@ impl Session {
                 Ok(Some((seq, frame))) => match decode_snapshot(frame.clone(), seq, len, config) {
                     Ok(state) => {
                         core.last_snapshot_len = frame.len();
-                        core.state = state;
+                        core.state = Arc::new(state);
                         core.last_snapshot = Some(seq);
                         core.load.snapshot_seq = Some(seq);
                         from = seq + 1;
@@ -159,7 +166,7 @@ impl Session {
                 id,
                 from,
                 len,
-                &mut core.state,
+                Arc::make_mut(&mut core.state),
                 &mut core.load.events_replayed,
             )?;
             core.head = head;
@@ -287,8 +294,14 @@ impl Session {
                 Err(Error::Conflict { found, .. }) => {
                     // Another writer (another process on a shared store) got
                     // there first: catch up so the next attempt sees its events.
-                    let (head, _) =
-                        replay(&self.journal, id, core.head, found, &mut core.state, &mut 0)?;
+                    let (head, _) = replay(
+                        &self.journal,
+                        id,
+                        core.head,
+                        found,
+                        Arc::make_mut(&mut core.state),
+                        &mut 0,
+                    )?;
                     core.head = head;
                     return Err(Error::Conflict {
                         session: id,
@@ -311,8 +324,9 @@ impl Session {
             // moves last: a reducer that panicked would leave the head
             // before these events, and the next append (a `Conflict` with
             // the store) would replay them.
+            let state = Arc::make_mut(&mut core.state);
             for env in envelopes {
-                core.state.apply_owned(env);
+                state.apply_owned(env);
             }
             core.head = head;
             let last = head - 1;
@@ -362,12 +376,13 @@ impl Session {
 
     /// The folded state after the last event. O(1): it is kept folded.
     pub fn state(&self) -> StateGuard<'_> {
-        StateGuard(self.core())
+        StateGuard(self.core().state.clone(), std::marker::PhantomData)
     }
 
     /// A copy of the folded state.
     pub fn state_cloned(&self) -> SessionState {
-        self.core().state.clone()
+        let state = self.core().state.clone();
+        (*state).clone()
     }
 
     /// The state right after event `seq`: the fold of events `0..=seq`.
@@ -387,7 +402,7 @@ impl Session {
                 });
             }
             if seq + 1 == core.head {
-                return Ok(core.state.clone());
+                return Ok((*core.state).clone());
             }
             (core.head, core.last_snapshot)
         };
