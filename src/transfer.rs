@@ -15,6 +15,7 @@ use crate::provider::ConversationFormat;
 use crate::session::Session;
 
 mod journal_file;
+mod snapshot;
 
 impl Journal {
     /// Imports a conversation as a new session, in one atomic append:

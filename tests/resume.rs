@@ -557,3 +557,97 @@ fn a_failing_handler_and_an_unknown_tool_are_recorded_as_failed_calls_and_the_lo
         ]
     );
 }
+
+#[test]
+fn a_json_checkpoint_imported_as_a_session_resumes_with_exactly_once_tools() {
+    // The specs' recovery flow: a checkpoint written as JSON, restored into
+    // a session, its pending calls found, the run continued.
+    let j = Journal::memory();
+    let crashed = crashed_session(&j, false);
+    let eval = crashed
+        .state()
+        .evaluations()
+        .latest()
+        .expect("eval")
+        .evaluation_id;
+    crashed
+        .evaluation(eval)
+        .expect("eval")
+        .capture_adapter_state(&SdkSessionState {
+            session_id: "sdk-1".into(),
+            created_at: now(),
+            last_activity_at: now(),
+            workspace_path: None,
+            prompt_name: "key".into(),
+            message_count: 4,
+            is_complete: false,
+        })
+        .expect("capture");
+    let checkpoint = crashed.state().to_json(&agent_journal::JsonOptions {
+        include_logs: true,
+        ..agent_journal::JsonOptions::default()
+    });
+
+    let other = Journal::memory();
+    let s = other.import_snapshot(&checkpoint).expect("import");
+    {
+        let (a, b) = (crashed.state(), s.state());
+        let all =
+            |st: &agent_journal::SessionState| st.messages().iter().cloned().collect::<Vec<_>>();
+        assert_eq!(all(&a), all(&b), "every message, every field");
+        let calls = |st: &agent_journal::SessionState| {
+            st.tool_calls()
+                .iter()
+                .map(|c| (c.call_id.clone(), c.status, c.error.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(calls(&a), calls(&b));
+        assert_eq!(a.adapter_states().len(), b.adapter_states().len());
+        assert_eq!(a.usage().total().usage, b.usage().total().usage);
+        assert!(
+            b.labels()
+                .contains(&("imported".to_owned(), "wink".to_owned()))
+        );
+    }
+    let (before, after) = (
+        crashed.resume_plan().expect("plan"),
+        s.resume_plan().expect("plan"),
+    );
+    // The same calls left (their status times are the import's).
+    let left = |p: &agent_journal::ResumePlan| {
+        let calls = p.pending.iter().chain(&p.in_doubt);
+        calls
+            .map(|c| (c.call_id.clone(), c.name.clone(), c.status))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(left(&before), left(&after));
+    assert_eq!(before.state.name(), after.state.name());
+    assert_eq!(before.messages, after.messages);
+
+    let (safe, keyed, never) = (
+        Counting::new("safe", Idempotency::Safe),
+        Counting::new("keyed", Idempotency::Keyed),
+        Counting::new("never", Idempotency::Never),
+    );
+    let provider = ScriptedProvider::new(script());
+    let lp = InnerLoop::new(&provider, vec![&safe, &keyed, &never]);
+    let done = lp
+        .resume(
+            &s,
+            &ResumeOptions {
+                prompt: Some(("ns".into(), "key".into())),
+                ..ResumeOptions::default()
+            },
+        )
+        .expect("resume");
+    assert_eq!(done.outcome, Outcome::Succeeded);
+    assert_eq!(safe.runs(), 0, "a completed call never runs again");
+    assert_eq!((keyed.runs(), never.runs()), (1, 1));
+    // A document from_json refuses writes nothing.
+    let sessions = other.sessions().expect("sessions").len();
+    assert!(matches!(
+        other.import_snapshot("{\"nope\": 1}"),
+        Err(Error::SnapshotRestore(_))
+    ));
+    assert_eq!(other.sessions().expect("sessions").len(), sessions);
+}
