@@ -180,10 +180,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 3. Resume. The default mode forks: the crashed session stays as it is,
     // the record of the crash, and the run goes on in a new session.
-    let options = ResumeOptions {
-        prompt: Some(("shop".into(), "checkout".into())), // refuse another prompt
-        ..ResumeOptions::default()
-    };
+    let options = ResumeOptions::new("shop", "checkout"); // refuses another prompt
     let result = InnerLoop::new(&model, tools.clone()).resume(&crashed, &options)?;
     println!(
         "resumed in fork {}: {:?} after {} turns: {}",

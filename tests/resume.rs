@@ -137,7 +137,7 @@ fn completed_calls_never_run_again_in_doubt_follow_idempotency() {
             &s,
             &ResumeOptions {
                 mode: ResumeMode::Continue,
-                ..ResumeOptions::default()
+                ..ResumeOptions::new("ns", "key")
             },
         )
         .expect("resume");
@@ -177,7 +177,7 @@ fn a_never_tool_in_doubt_stops_the_resume_and_writes_nothing() {
     );
     let provider = ScriptedProvider::new(script());
     let lp = InnerLoop::new(&provider, vec![&safe, &keyed, &never]);
-    let r = lp.resume(&s, &ResumeOptions::default());
+    let r = lp.resume(&s, &ResumeOptions::new("ns", "key"));
     match r {
         Err(e @ Error::ToolIdempotency { .. }) => {
             assert!(e.to_string().contains("call_1_3"), "{e}")
@@ -198,7 +198,7 @@ fn a_never_tool_in_doubt_stops_the_resume_and_writes_nothing() {
             &s,
             &ResumeOptions {
                 interrupt_never_tools: true,
-                ..ResumeOptions::default()
+                ..ResumeOptions::new("ns", "key")
             },
         )
         .expect("resume");
@@ -233,7 +233,7 @@ fn resuming_with_another_prompt_is_refused_and_writes_nothing() {
         &s,
         &ResumeOptions {
             prompt: Some(("ns".into(), "other".into())),
-            ..ResumeOptions::default()
+            ..ResumeOptions::new("ns", "key")
         },
     );
     match r {
@@ -260,7 +260,7 @@ fn finished_and_empty_sessions_have_nothing_to_resume() {
     let s = j.create_session().expect("create");
     assert!(matches!(s.resume_plan(), Err(Error::ConversationNotFound(id)) if id == s.id()));
     assert!(matches!(
-        lp.resume(&s, &ResumeOptions::default()),
+        lp.resume(&s, &ResumeOptions::new("ns", "key")),
         Err(Error::ConversationNotFound(_))
     ));
     let r = lp.run(&s, "ns", "key", "sys", "go").expect("run");
@@ -271,7 +271,7 @@ fn finished_and_empty_sessions_have_nothing_to_resume() {
     );
     let head = s.head();
     assert!(matches!(
-        lp.resume(&s, &ResumeOptions::default()),
+        lp.resume(&s, &ResumeOptions::new("ns", "key")),
         Err(Error::AlreadyFinished { .. })
     ));
     assert_eq!(s.head(), head);
@@ -292,7 +292,7 @@ fn an_answer_without_its_finish_is_finished_without_calling_the_provider() {
             &s,
             &ResumeOptions {
                 mode: ResumeMode::Continue,
-                ..ResumeOptions::default()
+                ..ResumeOptions::new("ns", "key")
             },
         )
         .expect("resume");
@@ -380,13 +380,15 @@ fn a_crashed_run_resumed_equals_an_uncrashed_run() {
         if crash_after == last {
             // The crash came after EvaluationFinished: nothing to resume.
             assert!(matches!(
-                lp.resume(&s, &ResumeOptions::default()),
+                lp.resume(&s, &ResumeOptions::new("ns", "key")),
                 Err(Error::AlreadyFinished { .. })
             ));
             assert_eq!(messages(&s), reference.0);
             continue;
         }
-        let fork = lp.resume(&s, &ResumeOptions::default()).expect("resume");
+        let fork = lp
+            .resume(&s, &ResumeOptions::new("ns", "key"))
+            .expect("resume");
         assert_eq!(
             messages(&fork.session),
             reference.0,
@@ -636,7 +638,7 @@ fn a_json_checkpoint_imported_as_a_session_resumes_with_exactly_once_tools() {
             &s,
             &ResumeOptions {
                 prompt: Some(("ns".into(), "key".into())),
-                ..ResumeOptions::default()
+                ..ResumeOptions::new("ns", "key")
             },
         )
         .expect("resume");
@@ -650,4 +652,40 @@ fn a_json_checkpoint_imported_as_a_session_resumes_with_exactly_once_tools() {
         Err(Error::SnapshotRestore(_))
     ));
     assert_eq!(other.sessions().expect("sessions").len(), sessions);
+}
+
+#[test]
+fn a_resume_checks_the_prompt_identity_unless_told_not_to() {
+    let j = Journal::memory();
+    let s = crashed_session(&j, false);
+    let head = s.head();
+    let (safe, keyed, never) = (
+        Counting::new("safe", Idempotency::Safe),
+        Counting::new("keyed", Idempotency::Keyed),
+        Counting::new("never", Idempotency::Safe),
+    );
+    let provider = ScriptedProvider::new(script());
+    let lp = InnerLoop::new(&provider, vec![&safe, &keyed, &never]);
+    let err = lp
+        .resume(&s, &ResumeOptions::default())
+        .expect_err("no prompt given");
+    assert!(
+        err.to_string().contains("needs the prompt identity"),
+        "{err}"
+    );
+    assert_eq!(s.head(), head, "nothing written");
+    assert!(matches!(
+        lp.resume(&s, &ResumeOptions::new("ns", "other")),
+        Err(Error::PromptMismatch { .. })
+    ));
+    let done = lp
+        .resume(
+            &s,
+            &ResumeOptions {
+                skip_prompt_check: true,
+                ..ResumeOptions::default()
+            },
+        )
+        .expect("resume");
+    assert_eq!(done.outcome, Outcome::Succeeded);
 }

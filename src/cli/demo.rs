@@ -261,8 +261,8 @@ pub(crate) fn resume(
     let options = ResumeOptions {
         mode: ResumeMode::Continue,
         evaluation: Some(plan.evaluation_id),
-        prompt: Some((PROMPT_NS.into(), PROMPT_KEY.into())),
         interrupt_never_tools,
+        ..ResumeOptions::new(PROMPT_NS, PROMPT_KEY)
     };
     let result = with_tools(&sandbox, |lp| lp.resume(&target, &options))?;
     Ok((result, sandbox.path().to_owned()))

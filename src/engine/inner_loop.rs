@@ -30,12 +30,27 @@ pub struct ResumeOptions {
     /// The evaluation to resume. Default: the latest.
     pub evaluation: Option<EvaluationId>,
     /// The prompt identity `(ns, key)` the caller resumes with; checked
-    /// against the evaluation's. Default: not checked.
+    /// against the evaluation's ([`Error::PromptMismatch`]). Required
+    /// unless `skip_prompt_check` is set: a resume with another prompt than
+    /// the crashed run's would continue someone else's conversation.
     pub prompt: Option<(String, String)>,
+    /// Resume without checking the prompt identity. Default: false.
+    pub skip_prompt_check: bool,
     /// Record in-doubt calls of `Never` tools as failed ("interrupted") so
     /// the conversation can go on, instead of stopping with
     /// [`Error::ToolIdempotency`]. Default: false.
     pub interrupt_never_tools: bool,
+}
+
+impl ResumeOptions {
+    /// Options that check the prompt identity `(ns, key)`; everything else
+    /// at its default (fork, the latest evaluation).
+    pub fn new(prompt_ns: impl Into<String>, prompt_key: impl Into<String>) -> Self {
+        Self {
+            prompt: Some((prompt_ns.into(), prompt_key.into())),
+            ..Self::default()
+        }
+    }
 }
 
 /// What a run or a resume ended with.
@@ -112,15 +127,25 @@ impl<'a> InnerLoop<'a> {
     /// Nothing is written before every check has passed.
     ///
     /// # Errors
-    /// [`Error::ConversationNotFound`], [`Error::PromptMismatch`],
-    /// [`Error::AlreadyFinished`], [`Error::ToolIdempotency`].
+    /// [`Error::ConversationNotFound`], [`Error::PromptMismatch`] (and
+    /// [`Error::InvalidInput`] without a prompt identity, unless
+    /// `skip_prompt_check`), [`Error::AlreadyFinished`],
+    /// [`Error::ToolIdempotency`].
     pub fn resume(&self, session: &Session, options: &ResumeOptions) -> Result<LoopResult> {
         let plan = match options.evaluation {
             Some(e) => session.resume_plan_for(e)?,
             None => session.resume_plan()?,
         };
-        if let Some((ns, key)) = &options.prompt {
-            plan.check_prompt(ns, key)?;
+        match &options.prompt {
+            Some((ns, key)) => plan.check_prompt(ns, key)?,
+            None if !options.skip_prompt_check => {
+                return Err(Error::InvalidInput(format!(
+                    "resuming evaluation {} needs the prompt identity it ran with \
+                     (ResumeOptions::new(ns, key)), or skip_prompt_check",
+                    plan.evaluation_id
+                )));
+            }
+            None => {}
         }
         if plan.is_finished() {
             return Err(Error::AlreadyFinished {
