@@ -7,6 +7,7 @@ mod bad_input;
 mod cli;
 mod codec;
 mod concurrency;
+mod conversation_fold;
 mod corruption;
 mod crash;
 mod examples;
