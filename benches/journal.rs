@@ -11,7 +11,8 @@
 //! ```
 //!
 //! The sections live in `common/` (`append.rs`: rows 1-3, `open.rs`: 4 and 6,
-//! `growth.rs`: 5 and 7); helpers in `common/{events,raw,timing,report}.rs`.
+//! `growth.rs`: 5 and 7, `resume.rs`: 8, `conversation.rs`: 9, the
+//! conversation engine); helpers in `common/{events,raw,timing,report}.rs`.
 //!
 //! Every database lives in a temp dir. "Cold" opens are cold for the process
 //! (nothing cached in memory by sled or the library); the OS page cache is
@@ -29,7 +30,7 @@ use common::tempdir;
 
 /// The sections, by number and name; a filter argument selects a section
 /// when it equals its number or is part of its name.
-const SECTIONS: [(&str, &str, &str); 8] = [
+const SECTIONS: [(&str, &str, &str); 9] = [
     ("1", "buffered", "Buffered append vs raw sled inserts"),
     (
         "2",
@@ -58,6 +59,11 @@ const SECTIONS: [(&str, &str, &str); 8] = [
         "resume",
         "resume plan of a 50,000-message session vs WINK's restore",
     ),
+    (
+        "9",
+        "conversation",
+        "conversation engine: run_turn vs send_chat and raw sled; turn 10,000 vs turn 1",
+    ),
 ];
 
 /// Sizes of a run.
@@ -82,6 +88,11 @@ struct Sizes {
     disk: u64,
     /// Rounds of rows 4 and 6 (alternating ours and the baseline; the best of each is kept).
     rounds: usize,
+    /// Turns of the long conversation of row 9 (the timed turns start there).
+    conversation_turns: u64,
+    /// Timed turns of each contestant of row 9, journal store and in-memory store.
+    turns_synced: u64,
+    turns_memory: u64,
 }
 
 impl Sizes {
@@ -98,6 +109,9 @@ impl Sizes {
             tail: 1_000,
             disk: 100_000,
             rounds: 3,
+            conversation_turns: 10_000,
+            turns_synced: 300,
+            turns_memory: 2_000,
         }
     }
 
@@ -114,6 +128,9 @@ impl Sizes {
             tail: 1_000,
             disk: 100_000,
             rounds: 1,
+            conversation_turns: 10_000,
+            turns_synced: 60,
+            turns_memory: 300,
         }
     }
 }
@@ -215,6 +232,9 @@ fn main() {
     }
     if opts.selected("8") {
         common::resume::section_resume(50_000, sizes.rounds, &mut rep);
+    }
+    if opts.selected("9") {
+        common::conversation::section_conversation(&sizes, &mut rep);
     }
 
     println!();

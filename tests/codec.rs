@@ -1,6 +1,7 @@
 //! The frame codec under arbitrary events and arbitrary bytes: round trips,
 //! damage detection, no panics, re-encoding stability, and the size limit.
 
+use agent_journal::conversation::{Conversation, ConversationEvent, Metadata};
 use agent_journal::format::{FRAME_HEADER_LEN, FrameError, decode_frame, encode_frame, seal};
 use agent_journal::{
     AdapterStateSnapshot, CallId, Envelope, Error, EvaluationId, Event, InnerMessage, MessageId,
@@ -11,12 +12,14 @@ use chrono::{DateTime, TimeZone, Utc};
 use proptest::prelude::*;
 use uuid::Uuid;
 
+pub(crate) mod conversation;
+
 const LIMIT: u64 = 1 << 20;
 
 // ---------------------------------------------------------------- strategies
 
 /// Any Unicode scalar values (NUL, newlines, astral planes), empty included.
-fn text() -> impl Strategy<Value = String> {
+pub(crate) fn text() -> impl Strategy<Value = String> {
     prop_oneof![
         1 => Just(String::new()),
         4 => prop::collection::vec(any::<char>(), 0..12).prop_map(String::from_iter),
@@ -24,7 +27,7 @@ fn text() -> impl Strategy<Value = String> {
     ]
 }
 
-fn opt_text() -> impl Strategy<Value = Option<String>> {
+pub(crate) fn opt_text() -> impl Strategy<Value = Option<String>> {
     prop::option::of(text())
 }
 
@@ -76,7 +79,7 @@ fn role() -> impl Strategy<Value = Role> {
     ]
 }
 
-fn tool_status() -> impl Strategy<Value = ToolStatus> {
+pub(crate) fn tool_status() -> impl Strategy<Value = ToolStatus> {
     prop_oneof![
         Just(ToolStatus::Pending),
         Just(ToolStatus::Started),
@@ -202,12 +205,13 @@ fn adapter_state() -> BoxedStrategy<AdapterStateSnapshot> {
         .boxed()
 }
 
-/// Every variant of `Event`.
+/// Every variant of `Event` (`Conversation` with every variant of
+/// `ConversationEvent`, weighted as five).
 fn event() -> BoxedStrategy<Event> {
     prop_oneof![
-        prop::collection::vec((text(), text()), 0..4)
+        1 => prop::collection::vec((text(), text()), 0..4)
             .prop_map(|labels| Event::SessionOpened { labels }),
-        (eval_id(), text(), text(), text()).prop_map(
+        1 => (eval_id(), text(), text(), text()).prop_map(
             |(evaluation_id, prompt_ns, prompt_key, adapter)| Event::EvaluationStarted {
                 evaluation_id,
                 prompt_ns,
@@ -215,8 +219,8 @@ fn event() -> BoxedStrategy<Event> {
                 adapter,
             }
         ),
-        inner_message().prop_map(Event::Message),
-        (eval_id(), call_id(), tool_status(), opt_text()).prop_map(
+        1 => inner_message().prop_map(Event::Message),
+        1 => (eval_id(), call_id(), tool_status(), opt_text()).prop_map(
             |(evaluation_id, call_id, status, error)| Event::ToolStatus {
                 evaluation_id,
                 call_id,
@@ -224,22 +228,24 @@ fn event() -> BoxedStrategy<Event> {
                 error,
             }
         ),
-        provider_call().prop_map(Event::ProviderCall),
-        adapter_state().prop_map(Event::AdapterState),
-        (eval_id(), any::<u64>(), opt_text()).prop_map(
+        1 => provider_call().prop_map(Event::ProviderCall),
+        1 => adapter_state().prop_map(Event::AdapterState),
+        1 => (eval_id(), any::<u64>(), opt_text()).prop_map(
             |(evaluation_id, through_sequence, summary)| Event::Compacted {
                 evaluation_id,
                 through_sequence,
                 summary,
             }
         ),
-        (eval_id(), outcome()).prop_map(|(evaluation_id, outcome)| Event::EvaluationFinished {
+        1 => (eval_id(), outcome()).prop_map(|(evaluation_id, outcome)| Event::EvaluationFinished {
             evaluation_id,
             outcome,
         }),
-        (session_id(), any::<u64>()).prop_map(|(parent, at)| Event::Forked { parent, at }),
-        (text(), prop::collection::vec(any::<u8>(), 0..64))
+        1 => (session_id(), any::<u64>()).prop_map(|(parent, at)| Event::Forked { parent, at }),
+        1 => (text(), prop::collection::vec(any::<u8>(), 0..64))
             .prop_map(|(kind, payload)| Event::Custom { kind, payload }),
+        5 => conversation::conversation_event(&conversation::Domain::any())
+            .prop_map(|c| Event::Conversation(Box::new(c))),
     ]
     .boxed()
 }
@@ -348,9 +354,14 @@ proptest! {
             let re_body = &again[FRAME_HEADER_LEN..];
             // bincode's varint decoder accepts non-minimal encodings (see
             // `non_canonical_varints_are_accepted_and_re_encode_shorter`),
-            // which re-encode strictly shorter; anything else is byte-exact.
+            // which re-encode strictly shorter; anything else is byte-exact,
+            // except the JSON text of a conversation event's free-form
+            // values, which is read as any JSON text that parses and written
+            // as serde_json writes it: `1e2` comes back as `100.0`, longer
+            // (`non_canonical_json_text_is_accepted_and_re_encodes_canonically`).
+            let json_text = matches!(v.event, Event::Conversation(_));
             prop_assert!(
-                re_body == body.as_slice() || re_body.len() < body.len(),
+                re_body == body.as_slice() || re_body.len() < body.len() || json_text,
                 "re-encoding changed the bytes without shortening them"
             );
             let back: Envelope = decode_frame(&again, LIMIT).expect("re-decode");
@@ -433,6 +444,45 @@ fn non_canonical_varints_are_accepted_and_re_encode_shorter() {
     let again = encode_frame(&v, LIMIT).expect("encode");
     assert_eq!(again, frame);
     assert!(again.len() - FRAME_HEADER_LEN < body.len());
+}
+
+#[test]
+fn non_canonical_json_text_is_accepted_and_re_encodes_canonically() {
+    // A conversation event's free-form JSON is stored as JSON text (a
+    // bincode string); any text serde_json parses is accepted. Harmless
+    // behind the CRC, like the varints above, but two frames of different
+    // lengths can hold the same event; pinned here.
+    let mut metadata = Metadata::new();
+    metadata.insert("n".into(), serde_json::json!(100.0));
+    let mut env = sample();
+    env.event = Event::Conversation(Box::new(ConversationEvent::Updated(Conversation {
+        id: env.session,
+        agent: "a".into(),
+        subject_id: None,
+        title: None,
+        created_at: env.at,
+        updated_at: env.at,
+        metadata,
+    })));
+    let frame = encode_frame(&env, LIMIT).expect("encode");
+    let body = &frame[FRAME_HEADER_LEN..];
+    let canonical = br#"{"n":100.0}"#;
+    let at = body
+        .windows(canonical.len())
+        .position(|w| w == canonical)
+        .expect("the JSON text is in the body");
+    // The string's length (one varint byte) and its text.
+    assert_eq!(body[at - 1] as usize, canonical.len());
+    let other = br#"{"n":1e2}"#;
+    let mut edited = body[..at - 1].to_vec();
+    edited.push(other.len() as u8);
+    edited.extend_from_slice(other);
+    edited.extend_from_slice(&body[at + canonical.len()..]);
+    let v: Envelope = decode_frame(&seal(&edited), LIMIT).expect("decodes");
+    assert_eq!(v, env);
+    let again = encode_frame(&v, LIMIT).expect("encode");
+    assert_eq!(again, frame);
+    assert!(again.len() - FRAME_HEADER_LEN > edited.len());
 }
 
 #[test]

@@ -475,7 +475,7 @@ fn a_failing_adapter_marks_the_turn_failed_and_calls_after_turn_error() {
         let error = turn.error.clone().expect("error recorded");
         assert_eq!(error.code.as_deref(), Some("rate_limit_error"));
         assert_eq!(error.provider.as_deref(), Some("failing"));
-        assert_eq!(error.raw.expect("raw")["error"]["type"], "rate_limit_error");
+        assert_eq!(error.raw["error"]["type"], "rate_limit_error");
         let call = &turn.provider_calls[0];
         let outcome = call.outcome.clone().expect("outcome");
         assert!(!outcome.ok);

@@ -1,12 +1,18 @@
 //! Golden bytes: the exact encoding of one event of every variant. A change
 //! here is a change of the on-disk format: add a variant instead.
 
-use agent_journal::format::encode_frame;
+use agent_journal::conversation::{
+    CallOutcome, CallUsage, CompactionRecord, Conversation, ConversationEvent, ConversationMessage,
+    MessageRole, Metadata, ProviderCallRecord as ConversationCall, ProviderOperation, ToolSpec,
+    TurnError, TurnId, TurnRecord, TurnStatus,
+};
+use agent_journal::format::{decode_frame, encode_frame};
 use agent_journal::{
     AdapterStateSnapshot, CallId, Envelope, EvaluationId, Event, InnerMessage, MessageId, Outcome,
     ProviderCallRecord, ProviderOutcome, Role, SessionId, TokenUsage, ToolCallRecord, ToolStatus,
 };
-use chrono::{TimeZone, Utc};
+use chrono::{DateTime, TimeZone, Utc};
+use serde_json::json;
 use uuid::Uuid;
 
 fn uuid(n: u8) -> Uuid {
@@ -99,6 +105,170 @@ fn events() -> Vec<Event> {
             payload: vec![1, 2, 3],
         },
     ]
+    .into_iter()
+    .chain(
+        conversation_events(t)
+            .into_iter()
+            .map(|e| Event::Conversation(Box::new(e))),
+    )
+    .collect()
+}
+
+/// A JSON object's members.
+fn members(v: serde_json::Value) -> Metadata {
+    match v {
+        serde_json::Value::Object(m) => m.into_iter().collect(),
+        other => panic!("not an object: {other}"),
+    }
+}
+
+/// One event of every variant of `ConversationEvent`, with structured JSON
+/// (nested, integers, floats, null) in their free-form fields.
+fn conversation_events(t: DateTime<Utc>) -> Vec<ConversationEvent> {
+    let conversation = SessionId(uuid(1));
+    let turn = TurnId(uuid(6));
+    let later = t + chrono::Duration::microseconds(1_500_000);
+    let created = Conversation {
+        id: conversation,
+        agent: "support".into(),
+        subject_id: Some("user-42".into()),
+        title: Some("Refund".into()),
+        created_at: t,
+        updated_at: t,
+        metadata: members(json!({"cohort": "b", "weight": 0.25, "tags": ["vip", 7]})),
+    };
+    let updated = Conversation {
+        title: None,
+        updated_at: later,
+        metadata: Metadata::new(),
+        ..created.clone()
+    };
+    let message = ConversationMessage {
+        id: MessageId(uuid(3)),
+        conversation_id: conversation,
+        role: MessageRole::Assistant,
+        content: json!({
+            "type": "text",
+            "parts": [{"text": "Checking", "score": 0.5}, null, true, -7, 18_446_744_073_709_551_615u64],
+        }),
+        name: Some("agent".into()),
+        created_at: t,
+        provider_message_id: Some("msg_01".into()),
+        metadata: members(json!({"tokens": 12, "ui": {"pinned": false, "ratio": 1e-7}})),
+        turn_id: Some(turn),
+        tool_calls: vec![
+            ToolCallRecord::new(
+                CallId("call_1".into()),
+                "search_docs",
+                r#"{"query":"refund"}"#,
+            ),
+            ToolCallRecord::new(CallId("call_2".into()), "ls", "{}"),
+        ],
+        tool_call_id: None,
+    };
+    let turn_record = TurnRecord {
+        id: turn,
+        agent: "support".into(),
+        status: TurnStatus::Failed,
+        trigger_type: Some("user_message".into()),
+        input_messages: vec![MessageId(uuid(8))],
+        output_messages: vec![MessageId(uuid(3))],
+        started_at: t,
+        finished_at: Some(later),
+        error: Some(TurnError {
+            message: "rate limited".into(),
+            code: Some("429".into()),
+            provider: Some("openai".into()),
+            raw: json!({"error": {"type": "rate_limit_error", "retry_after": 1.5, "param": null}}),
+        }),
+        metadata: members(json!({"hints": {"model": "gpt-4o"}})),
+    };
+    let call = ConversationCall {
+        id: uuid(7),
+        conversation_id: conversation,
+        turn_id: turn,
+        provider: "openai".into(),
+        model: "gpt-4o".into(),
+        operation: ProviderOperation::Chat,
+        request_id: Some("req_123".into()),
+        correlation_id: Some("conv:turn".into()),
+        parent_correlation_id: None,
+        request_metadata: members(json!({"ai.streaming": false})),
+        response_metadata: members(json!({"finish_reason": "tool_calls"})),
+        parameters: members(json!({"temperature": 0.2, "max_tokens": 512})),
+        tools: vec![ToolSpec {
+            name: "search_docs".into(),
+            description: "Search the help center".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {"query": {"type": "string"}},
+                "required": ["query"],
+            }),
+        }],
+        sent_messages: vec![MessageId(uuid(8))],
+        usage: Some(CallUsage {
+            tokens: TokenUsage {
+                input_tokens: 300,
+                output_tokens: 20,
+                cache_read_tokens: 256,
+                cache_write_tokens: 0,
+            },
+            total_tokens: Some(320),
+            breakdown: members(json!({"reasoning_tokens": 8})),
+        }),
+        outcome: Some(CallOutcome {
+            ok: true,
+            status: Some(200),
+            error_category: None,
+            error: None,
+            attempts: 2,
+        }),
+        started_at: t,
+        finished_at: Some(later),
+    };
+    vec![
+        ConversationEvent::Created(created),
+        ConversationEvent::Updated(updated),
+        ConversationEvent::Message(message),
+        ConversationEvent::Turn(turn_record),
+        ConversationEvent::ProviderCall(call),
+        ConversationEvent::Compacted(CompactionRecord {
+            turn_id: Some(turn),
+            first_kept: MessageId(uuid(8)),
+            strategy: "summary(message_limit)".into(),
+            summary: Some("They asked for a refund.".into()),
+            messages_before: 40,
+            messages_after: 12,
+            tokens_before: Some(9000),
+            at: later,
+        }),
+    ]
+}
+
+/// The position of `e`'s variant in `events()`; an exhaustive match, so a
+/// new variant of `Event` or `ConversationEvent` does not compile until it
+/// has a golden case.
+fn variant(e: &Event) -> usize {
+    match e {
+        Event::SessionOpened { .. } => 0,
+        Event::EvaluationStarted { .. } => 1,
+        Event::Message(_) => 2,
+        Event::ToolStatus { .. } => 3,
+        Event::ProviderCall(_) => 4,
+        Event::AdapterState(_) => 5,
+        Event::Compacted { .. } => 6,
+        Event::EvaluationFinished { .. } => 7,
+        Event::Forked { .. } => 8,
+        Event::Custom { .. } => 9,
+        Event::Conversation(c) => match **c {
+            ConversationEvent::Created(_) => 10,
+            ConversationEvent::Updated(_) => 11,
+            ConversationEvent::Message(_) => 12,
+            ConversationEvent::Turn(_) => 13,
+            ConversationEvent::ProviderCall(_) => 14,
+            ConversationEvent::Compacted(_) => 15,
+        },
+    }
 }
 
 const GOLDEN: &[&str] = &[
@@ -112,6 +282,12 @@ const GOLDEN: &[&str] = &[
     "01aa5c25cf100101010101010101010101010101010107fd8044403048140c00071002020202020202020202020202020202010165",
     "013ac954dd100101010101010101010101010101010108fd8044403048140c00081005050505050505050505050505050505fb2c01",
     "01ca3c76e8100101010101010101010101010101010109fd8044403048140c0009016b03010203",
+    "01dde4afec10010101010101010101010101010101010afd8044403048140c000a00100101010101010101010101010101010107737570706f72740107757365722d34320106526566756e64fd8044403048140c00fd8044403048140c002d7b22636f686f7274223a2262222c2274616773223a5b22766970222c375d2c22776569676874223a302e32357d",
+    "0149f48e4f10010101010101010101010101010101010bfd8044403048140c000a01100101010101010101010101010101010107737570706f72740107757365722d343200fd8044403048140c00fd400b6e3048140c00027b7d",
+    "016b4e8cf310010101010101010101010101010101010cfd8044403048140c000a0210030303030303030303030303030303031001010101010101010101010101010101025b7b227061727473223a5b7b2273636f7265223a302e352c2274657874223a22436865636b696e67227d2c6e756c6c2c747275652c2d372c31383434363734343037333730393535313631355d2c2274797065223a2274657874227d01056167656e74fd8044403048140c0001066d73675f3031307b22746f6b656e73223a31322c227569223a7b2270696e6e6564223a66616c73652c22726174696f223a31652d377d7d011006060606060606060606060606060606020663616c6c5f310b7365617263685f646f6373127b227175657279223a22726566756e64227d000663616c6c5f32026c73027b7d0000",
+    "015e6c7e5a10010101010101010101010101010101010dfd8044403048140c000a03100606060606060606060606060606060607737570706f727403010c757365725f6d657373616765011008080808080808080808080808080808011003030303030303030303030303030303fd8044403048140c0001fd400b6e3048140c00010c72617465206c696d69746564010334323901066f70656e6169447b226572726f72223a7b22706172616d223a6e756c6c2c2272657472795f6166746572223a312e352c2274797065223a22726174655f6c696d69745f6572726f72227d7d1c7b2268696e7473223a7b226d6f64656c223a226770742d346f227d7d",
+    "01cccbf57e10010101010101010101010101010101010efd8044403048140c000a04100707070707070707070707070707070710010101010101010101010101010101011006060606060606060606060606060606066f70656e6169066770742d346f0001077265715f3132330109636f6e763a7475726e00167b2261692e73747265616d696e67223a66616c73657d1e7b2266696e6973685f726561736f6e223a22746f6f6c5f63616c6c73227d247b226d61785f746f6b656e73223a3531322c2274656d7065726174757265223a302e327d010b7365617263685f646f637316536561726368207468652068656c702063656e7465724f7b2270726f70657274696573223a7b227175657279223a7b2274797065223a22737472696e67227d7d2c227265717569726564223a5b227175657279225d2c2274797065223a226f626a656374227d01100808080808080808080808080808080801fb2c0114fb00010001fb4001167b22726561736f6e696e675f746f6b656e73223a387d010101c8000002fd8044403048140c0001fd400b6e3048140c00",
+    "01700bacbc10010101010101010101010101010101010ffd8044403048140c000a0501100606060606060606060606060606060610080808080808080808080808080808081673756d6d617279286d6573736167655f6c696d6974290118546865792061736b656420666f72206120726566756e642e280c01fb2823fd400b6e3048140c00",
 ];
 
 #[test]
@@ -134,6 +310,23 @@ fn every_variant_encodes_to_its_pinned_bytes() {
             frame.iter().map(|b| format!("{b:02x}")).collect()
         })
         .collect();
-    assert_eq!(actual.len(), 10, "one event of each variant");
+    let variants: Vec<usize> = events().iter().map(variant).collect();
+    assert_eq!(
+        variants,
+        (0..16).collect::<Vec<_>>(),
+        "one event of each variant, in order"
+    );
     assert_eq!(actual, GOLDEN, "the encoding changed; actual:\n{actual:#?}");
+}
+
+#[test]
+fn the_pinned_bytes_decode_to_their_events() {
+    for (i, (hex, event)) in GOLDEN.iter().zip(events()).enumerate() {
+        let frame: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|k| u8::from_str_radix(&hex[k..k + 2], 16).expect("hex"))
+            .collect();
+        let env: Envelope = decode_frame(&frame, 1 << 20).expect("decode");
+        assert_eq!((env.seq, env.event), (i as u64, event), "GOLDEN[{i}]");
+    }
 }

@@ -8,6 +8,7 @@ mod cli;
 mod codec;
 mod concurrency;
 mod conversation;
+mod conversation_fold;
 mod corruption;
 mod crash;
 mod examples;

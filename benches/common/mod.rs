@@ -2,6 +2,7 @@
 //! baselines, timing, the report.
 
 pub mod append;
+pub mod conversation;
 pub mod events;
 pub mod growth;
 pub mod open;

@@ -104,6 +104,20 @@ impl SyncedSled {
         }
         t.elapsed()
     }
+
+    /// Inserts `frames` at seqs `first..`, then makes them durable together
+    /// (one flush and one fdatasync, as one batch); returns the time taken.
+    pub fn append_frames(&self, session: SessionId, first: u64, frames: &[Vec<u8>]) -> Duration {
+        let t = Instant::now();
+        for (seq, frame) in (first..).zip(frames) {
+            self.events
+                .insert(key(session, seq), &frame[..])
+                .expect("insert");
+        }
+        self.db.flush().expect("flush");
+        self.file.sync_data().expect("fdatasync");
+        t.elapsed()
+    }
 }
 
 /// Raw sled inserts of `frame`: a database filled to `late`, then the

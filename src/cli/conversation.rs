@@ -271,7 +271,7 @@ pub(crate) fn print_turn(state: &SessionState, prefix: &str) -> Result<(), Error
             e.message,
             e.code.as_deref().unwrap_or("-")
         );
-        if let Some(raw) = &e.raw {
+        if let raw @ (Value::Object(_) | Value::Array(_) | Value::String(_)) = &e.raw {
             outln!("  provider said: {raw}");
         }
     }

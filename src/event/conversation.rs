@@ -304,9 +304,9 @@ pub struct TurnError {
     pub code: Option<String>,
     /// The provider whose call failed.
     pub provider: Option<String>,
-    /// The provider's error body, as it came.
+    /// The provider's error body, as it came; `null` when there was none.
     #[serde(with = "json_text")]
-    pub raw: Option<Value>,
+    pub raw: Value,
 }
 
 /// A turn as recorded: its header, with messages named by id. The store

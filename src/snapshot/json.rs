@@ -195,7 +195,7 @@ pub(super) fn to_value(s: &SessionState, opts: &JsonOptions) -> Value {
     };
     slices.push(slice(SESSION_INFO, vec![val(&info)]));
     let mut policies = Map::new();
-    if s.conversations.is_conversation() {
+    if !s.conversations.is_empty() {
         slices.push(slice(CONVERSATION_LOG, vec![val(&s.conversations)]));
         policies.insert(
             CONVERSATION_LOG.into(),

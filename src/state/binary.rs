@@ -116,7 +116,7 @@ impl SessionState {
             .iter()
             .map(|s| Ok((s.name(), s.encode(limit)?)))
             .collect::<Result<Vec<_>>>()?;
-        if self.conversations.is_conversation() {
+        if !self.conversations.is_empty() {
             let bytes = codec(limit)
                 .serialize(&self.conversations)
                 .map_err(|e| Error::InvalidInput(format!("cannot encode snapshot: {e}")))?;

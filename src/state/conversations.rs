@@ -45,6 +45,7 @@ struct RawRef<'a> {
     calls: &'a [ProviderCallRecord],
     answered: u64,
     compactions: &'a [CompactionRecord],
+    compacted_from: u64,
 }
 
 #[derive(Deserialize)]
@@ -55,6 +56,7 @@ struct Raw {
     calls: Vec<ProviderCallRecord>,
     answered: u64,
     compactions: Vec<CompactionRecord>,
+    compacted_from: u64,
 }
 
 impl Serialize for ConversationLog {
@@ -66,6 +68,7 @@ impl Serialize for ConversationLog {
             calls: &self.calls,
             answered: self.answered as u64,
             compactions: &self.compactions,
+            compacted_from: self.compacted_from as u64,
         }
         .serialize(s)
     }
@@ -96,12 +99,9 @@ impl<'de> Deserialize<'de> for ConversationLog {
             .iter()
             .take_while(|m| m.role == MessageRole::System)
             .count();
-        let compacted_from = raw
-            .compactions
-            .iter()
-            .filter_map(|c| message_index.get(&c.first_kept).copied())
-            .max()
-            .unwrap_or(0);
+        let compacted_from = usize::try_from(raw.compacted_from)
+            .unwrap_or(usize::MAX)
+            .min(raw.messages.len());
         Ok(Self {
             leading_system,
             compacted_from,
@@ -123,6 +123,15 @@ impl<'de> Deserialize<'de> for ConversationLog {
 }
 
 impl ConversationLog {
+    /// True when nothing was folded into it.
+    pub fn is_empty(&self) -> bool {
+        self.info.is_none()
+            && self.messages.is_empty()
+            && self.turns.is_empty()
+            && self.calls.is_empty()
+            && self.compactions.is_empty()
+    }
+
     /// True when the session holds a conversation (it has a `Created` event).
     pub fn is_conversation(&self) -> bool {
         self.info.is_some()
@@ -236,6 +245,18 @@ impl ConversationLog {
                 Some(&i) => {
                     let was = u64::from(is_ok(&self.calls[i]));
                     self.succeeded = self.succeeded.saturating_sub(was) + u64::from(is_ok(c));
+                    let old = self.calls[i].turn_id;
+                    if old != c.turn_id {
+                        if let Some(list) = self.calls_by_turn.get_mut(&old) {
+                            list.retain(|&k| k != i);
+                            if list.is_empty() {
+                                self.calls_by_turn.remove(&old);
+                            }
+                        }
+                        let list = self.calls_by_turn.entry(c.turn_id).or_default();
+                        let at = list.partition_point(|&k| k < i);
+                        list.insert(at, i);
+                    }
                     self.calls[i] = c.clone();
                 }
                 None => {

@@ -221,6 +221,7 @@ impl SessionState {
                                 m.id,
                                 &m.tool_calls,
                                 m.tool_call_id.as_ref(),
+                                false,
                             );
                         }
                     }
@@ -379,6 +380,7 @@ impl PartialEq for SessionState {
             && self.tool_calls == other.tool_calls
             && self.evaluations == other.evaluations
             && self.conversation == other.conversation
+            && self.conversations == other.conversations
             && self.adapter_states == other.adapter_states
             && self.usage == other.usage
             && self.app.len() == other.app.len()

@@ -184,12 +184,15 @@ impl ToolCalls {
             m.message_id,
             &m.tool_calls,
             m.tool_call_id.as_ref(),
+            true,
         );
     }
 
     /// Folds the calls a message makes (`calls`) or answers (`answers`):
     /// of an inner-loop message, or of a conversation message, whose turn
-    /// id is its `eval`.
+    /// id is its `eval`. With `statuses`, a call's status in the message
+    /// counts (inner-loop messages carry it); a conversation message's is
+    /// ignored (its `ToolStatus` events alone say it).
     pub(crate) fn on_calls(
         &mut self,
         eval: EvaluationId,
@@ -197,6 +200,7 @@ impl ToolCalls {
         message_id: MessageId,
         calls: &[ToolCallRecord],
         answers: Option<&CallId>,
+        statuses: bool,
     ) {
         for record in calls {
             let info = self.entry(eval, &record.call_id);
@@ -205,7 +209,7 @@ impl ToolCalls {
                 info.name.clone_from(&record.name);
                 info.arguments.clone_from(&record.arguments);
             }
-            if record.status.rank() > info.status.rank() {
+            if statuses && record.status.rank() > info.status.rank() {
                 info.status = record.status;
             }
         }

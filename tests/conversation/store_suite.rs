@@ -106,7 +106,7 @@ fn suite(store: &dyn ConversationStore) -> (ConversationId, TurnId) {
         message: "boom".into(),
         code: Some("500".into()),
         provider: Some("p".into()),
-        raw: Some(json!({"error": "boom"})),
+        raw: json!({"error": "boom"}),
     });
     store.update_turn(&t).expect("update");
     let got = store.get_turn(id, t.id).expect("get").expect("stored");

@@ -308,7 +308,7 @@ impl ConversationEngine {
                     message: format!("stopped after {} provider calls", self.config.max_steps),
                     code: Some("max_steps".into()),
                     provider: None,
-                    raw: None,
+                    raw: Value::Null,
                 };
                 return self.fail(conversation, turn, e);
             }
@@ -516,7 +516,7 @@ impl ConversationEngine {
                     message: e.message.clone(),
                     code: e.code.clone().or(e.status.map(|s| s.to_string())),
                     provider: Some(adapter.id().to_owned()),
-                    raw: e.raw.clone(),
+                    raw: e.raw.clone().unwrap_or(Value::Null),
                 };
                 return self.fail(conversation, turn, error);
             }
@@ -653,7 +653,7 @@ fn turn_error(e: &Error, code: &str) -> TurnError {
         message: e.to_string(),
         code: Some(code.to_owned()),
         provider: None,
-        raw: None,
+        raw: Value::Null,
     }
 }
 

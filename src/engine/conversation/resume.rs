@@ -192,7 +192,7 @@ impl ConversationEngine {
             message: message.to_owned(),
             code: Some("interrupted".into()),
             provider: None,
-            raw: None,
+            raw: serde_json::Value::Null,
         };
         match self.fail::<()>(&conversation, &mut turn, error) {
             Err(Error::TurnFailed { .. }) => Ok(turn),
