@@ -41,6 +41,8 @@
 
 mod adapter;
 mod engine;
+#[cfg(feature = "http")]
+pub mod http;
 mod journal_store;
 mod memory;
 mod plan;
