@@ -15,6 +15,8 @@ mod examples;
 mod failures;
 mod footguns;
 mod golden;
+#[cfg(feature = "http")]
+mod http_adapters;
 mod kill;
 mod layers;
 mod losses;

@@ -2,6 +2,8 @@
 //! structured events for the `arbitrary`-driven targets, and an in-memory
 //! `.ajournal` writer.
 
+pub mod adapters;
+
 use agent_journal::{AdapterStateSnapshot, CallId, Envelope, EvaluationId, Event, InnerMessage, MessageId, Outcome, ProviderCallRecord, ProviderOutcome, Role, SessionId, SessionState, TokenUsage, ToolCallRecord, ToolStatus};
 use agent_journal::format::{FRAME_HEADER_LEN, decode_frame, encode_frame};
 use arbitrary::Arbitrary;

@@ -42,6 +42,8 @@
 mod adapter;
 mod compaction;
 mod engine;
+#[cfg(feature = "http")]
+pub mod http;
 mod journal_store;
 mod memory;
 mod plan;
