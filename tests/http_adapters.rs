@@ -8,6 +8,7 @@
 #![allow(clippy::result_large_err)]
 
 mod anthropic;
+mod chat;
 mod openai;
 mod parsers;
 mod server;

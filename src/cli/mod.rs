@@ -23,6 +23,8 @@ macro_rules! outln {
 }
 
 mod admin;
+#[cfg(feature = "http")]
+mod chat;
 mod conversation;
 mod conversation_demo;
 mod demo;
@@ -86,6 +88,9 @@ enum Command {
     Turns(conversation::TurnsArgs),
     /// Record a compaction of a conversation's history by hand (nothing is deleted).
     CompactHistory(conversation::CompactArgs),
+    /// Chat with a real provider (one user message per line of stdin), recording everything.
+    #[cfg(feature = "http")]
+    Chat(chat::ChatArgs),
     /// The crash point, and the pending and in-doubt tool calls.
     Pending(read::PendingArgs),
     /// What changed between two points of a session.
@@ -155,6 +160,8 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Conversations => conversation::conversations(cli),
         Command::Turns(args) => conversation::turns(cli, args),
         Command::CompactHistory(args) => conversation::compact_history(cli, args),
+        #[cfg(feature = "http")]
+        Command::Chat(args) => chat::chat(cli, args),
         Command::Pending(args) => read::pending(cli, args),
         Command::Diff(args) => diff::diff(cli, args),
         Command::Sessions(args) => match &args.delete {

@@ -429,8 +429,8 @@ fn anthropic_engine_turn_error_keeps_the_provider_body() {
     assert_eq!(turn.status, TurnStatus::Failed);
     let error = turn.error.as_ref().expect("error");
     assert_eq!(
-        (error.raw.as_ref(), error.code.as_deref()),
-        (Some(&body), Some("overloaded_error"))
+        (&error.raw, error.code.as_deref()),
+        (&body, Some("overloaded_error"))
     );
     assert_eq!(
         (error.message.as_str(), error.provider.as_deref()),

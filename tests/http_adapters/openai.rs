@@ -581,7 +581,7 @@ fn openai_engine_turn_error_keeps_the_provider_body() {
     let turn = turns.last().expect("a turn");
     assert_eq!(turn.status, TurnStatus::Failed);
     let error = turn.error.as_ref().expect("error");
-    assert_eq!(error.raw, Some(body));
+    assert_eq!(error.raw, body);
     assert_eq!(error.code.as_deref(), Some("rate_limit_exceeded"));
     assert_eq!(error.message, "Rate limit reached");
     assert_eq!(error.provider.as_deref(), Some("openai"));
