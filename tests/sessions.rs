@@ -319,3 +319,34 @@ fn reading_state_never_deadlocks_and_never_blocks_appends() {
     assert_eq!(held.last_seq(), Some(4));
     assert_eq!(s.state().last_seq(), Some(9));
 }
+
+#[test]
+fn the_conversation_view_carries_the_spec_fields() {
+    let journal = agent_journal::Journal::memory();
+    let s = journal.create_session().expect("session");
+    let eval = s.start_evaluation("ns", "key").expect("start");
+    eval.system("sys").expect("system");
+    eval.user("go").expect("user");
+    eval.assistant_with_payload(
+        "calling",
+        vec![ToolCallRecord::new("c1", "read", "{}")],
+        Some(r#"{"role":"assistant","content":"calling","x-extra":1}"#.into()),
+    )
+    .expect("assistant");
+    eval.tool_result("c1", "Result 1").expect("result");
+    let state = s.state();
+    let view = state.conversation_view(eval.id()).expect("view");
+    assert_eq!((view.prompt_ns, view.prompt_key), ("ns", "key"));
+    assert_eq!(view.state_id, eval.id());
+    let system = view.system_message.expect("system");
+    assert_eq!(view.created_at, Some(system.created_at));
+    let turn = &view.turns[0];
+    assert_eq!(turn.evaluation_id, eval.id());
+    assert_eq!(
+        turn.provider_payload,
+        Some(r#"{"role":"assistant","content":"calling","x-extra":1}"#)
+    );
+    let assistant = turn.assistant_message.expect("assistant");
+    assert_eq!(turn.created_at, Some(assistant.created_at));
+    assert_eq!(turn.tool_messages.len(), 1);
+}

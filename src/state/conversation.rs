@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{EvaluationId, InnerMessage, MessageId, Role};
@@ -56,7 +57,8 @@ pub struct Conversation {
     evals: BTreeMap<EvalKey, ConversationIds>,
 }
 
-/// A turn resolved against [`Messages`].
+/// A turn resolved against [`Messages`] (the conversation-state spec's
+/// `ConversationTurn`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TurnView<'a> {
     /// The turn number.
@@ -65,6 +67,12 @@ pub struct TurnView<'a> {
     pub assistant_message: Option<&'a InnerMessage>,
     /// The tool results of the turn, by sequence.
     pub tool_messages: Vec<&'a InnerMessage>,
+    /// The evaluation it belongs to.
+    pub evaluation_id: EvaluationId,
+    /// The provider's own form of the assistant message (JSON text), if kept.
+    pub provider_payload: Option<&'a str>,
+    /// When the assistant message was created.
+    pub created_at: Option<DateTime<Utc>>,
 }
 
 /// One evaluation's conversation resolved against [`Messages`].
@@ -78,6 +86,16 @@ pub struct ConversationView<'a> {
     pub user_messages: Vec<&'a InnerMessage>,
     /// The turns, by number.
     pub turns: Vec<TurnView<'a>>,
+    /// The prompt namespace (of the system message, else the first message).
+    pub prompt_ns: &'a str,
+    /// The prompt key.
+    pub prompt_key: &'a str,
+    /// When the conversation began (its system message, else its first).
+    pub created_at: Option<DateTime<Utc>>,
+    /// The spec's `state_id`: here the evaluation's id, which names the
+    /// conversation state for its whole life (the journal never replaces a
+    /// state, so one id per evaluation is enough).
+    pub state_id: EvaluationId,
 }
 
 impl Conversation {
@@ -116,19 +134,35 @@ impl Conversation {
     ) -> Option<ConversationView<'a>> {
         let c = self.evals.get(&eval.into())?;
         let look = |k: &(u64, MessageId)| messages.get_at(eval, k.0, k.1);
+        let system_message = c.system.as_ref().and_then(look);
+        let user_messages: Vec<&InnerMessage> = c.users.iter().filter_map(look).collect();
+        let turns: Vec<TurnView<'a>> = c
+            .turns
+            .values()
+            .map(|t| {
+                let assistant_message = t.assistant.as_ref().and_then(look);
+                TurnView {
+                    turn_number: t.turn_number,
+                    assistant_message,
+                    tool_messages: t.tools.iter().filter_map(look).collect(),
+                    evaluation_id: eval,
+                    provider_payload: assistant_message.and_then(|m| m.provider_payload.as_deref()),
+                    created_at: assistant_message.map(|m| m.created_at),
+                }
+            })
+            .collect();
+        let first = system_message
+            .or_else(|| user_messages.first().copied())
+            .or_else(|| turns.first().and_then(|t| t.assistant_message));
         Some(ConversationView {
             evaluation_id: eval,
-            system_message: c.system.as_ref().and_then(look),
-            user_messages: c.users.iter().filter_map(look).collect(),
-            turns: c
-                .turns
-                .values()
-                .map(|t| TurnView {
-                    turn_number: t.turn_number,
-                    assistant_message: t.assistant.as_ref().and_then(look),
-                    tool_messages: t.tools.iter().filter_map(look).collect(),
-                })
-                .collect(),
+            prompt_ns: first.map_or("", |m| m.prompt_ns.as_str()),
+            prompt_key: first.map_or("", |m| m.prompt_key.as_str()),
+            created_at: first.map(|m| m.created_at),
+            state_id: eval,
+            system_message,
+            user_messages,
+            turns,
         })
     }
 
