@@ -295,3 +295,40 @@ fn forge_registry(w: &World, id: &str, folder: &Path) {
         .collect();
     std::fs::write(w.db().join("demo-sandboxes"), format!("v1 {id} {hex}\n")).expect("forge");
 }
+
+#[test]
+fn a_compacted_or_salvaged_database_keeps_its_sessions_sandboxes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let sb = dir.path().join("sb");
+    let out = crate::common::run_cli(
+        &db,
+        &[
+            "demo",
+            "--sandbox",
+            crate::common::path_str(&sb),
+            "--crash-after",
+            "9",
+        ],
+    );
+    assert!(!out.status.success(), "it crashed");
+    let journal = Journal::open(&db).expect("open");
+    let id = journal.sessions().expect("sessions")[0].to_string();
+    drop(journal);
+    for (command, name) in [("compact", "compacted"), ("salvage", "salvaged")] {
+        let to = dir.path().join(name);
+        let out = crate::common::run_cli(&db, &[command, "--to", crate::common::path_str(&to)]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // No --sandbox: the new database knows the session's folder.
+        let out = crate::common::run_cli(&to, &["resume", &id]);
+        assert!(
+            out.status.success(),
+            "{command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -50,6 +50,7 @@ pub(crate) fn compact(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
     let bar = progress(total, "compact");
     let r = journal.compact_to(to, |k| bar.inc(k))?;
     bar.finish_and_clear();
+    crate::cli::sandbox::copy_registry(&cli.db, to)?;
     if cli.json {
         print_json(&serde_json::json!({
             "sessions": r.sessions, "events": r.events,
@@ -77,7 +78,9 @@ pub(crate) fn salvage(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
         // The database's files are read before sled opens it (sled rewrites
         // a damaged log when it opens one); a missing one is named, and
         // nothing is created.
-        agent_journal::salvage_database(&cli.db, to, limit)?
+        let r = agent_journal::salvage_database(&cli.db, to, limit)?;
+        crate::cli::sandbox::copy_registry(&cli.db, to)?;
+        r
     };
     if cli.json {
         print_json(&serde_json::json!({

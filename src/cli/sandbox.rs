@@ -37,6 +37,7 @@ mod unix;
 pub(crate) use calls::{CallRecord, encode};
 #[cfg(not(unix))]
 use portable as sys;
+pub(crate) use registry::copy as copy_registry;
 #[cfg(unix)]
 use unix as sys;
 

@@ -81,6 +81,31 @@ pub(super) fn add(db: &Path, id: SessionId, sandbox: &Path) -> Result<(), Error>
     Ok(())
 }
 
+/// Copies the registry of the database at `from` into the new database at
+/// `to` (after `compact` or `salvage`: the sessions keep their ids, so
+/// their sandboxes stay theirs), written whole: a temporary file, synced,
+/// renamed. Nothing to copy when `from` has none.
+pub(crate) fn copy(from: &Path, to: &Path) -> Result<(), Error> {
+    let source = from.join(REGISTRY);
+    let target = to.join(REGISTRY);
+    let io = |e: io::Error| Error::Io {
+        context: format!("copying {} to {}", source.display(), target.display()),
+        source: e,
+    };
+    let bytes = match std::fs::read(&source) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io(e)),
+    };
+    let tmp = to.join(format!("{REGISTRY}.tmp"));
+    let mut f = std::fs::File::create(&tmp).map_err(io)?;
+    f.write_all(&bytes)
+        .and_then(|()| f.sync_all())
+        .map_err(io)?;
+    std::fs::rename(&tmp, &target).map_err(io)?;
+    sys::sync_dir(to).map_err(io)
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
