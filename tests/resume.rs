@@ -689,3 +689,33 @@ fn a_resume_checks_the_prompt_identity_unless_told_not_to() {
         .expect("resume");
     assert_eq!(done.outcome, Outcome::Succeeded);
 }
+
+#[test]
+fn run_or_resume_resumes_an_unfinished_evaluation_else_runs_a_new_one() {
+    let j = Journal::memory();
+    let s = crashed_session(&j, false);
+    let (safe, keyed, never) = (
+        Counting::new("safe", Idempotency::Safe),
+        Counting::new("keyed", Idempotency::Keyed),
+        Counting::new("never", Idempotency::Safe),
+    );
+    let provider = ScriptedProvider::new(script());
+    let lp = InnerLoop::new(&provider, vec![&safe, &keyed, &never]);
+    assert!(matches!(
+        lp.run_or_resume(&s, "ns", "other", "sys", "go"),
+        Err(Error::PromptMismatch { .. })
+    ));
+    let first = lp
+        .run_or_resume(&s, "ns", "key", "sys", "go")
+        .expect("resumed");
+    assert_eq!(first.session.id(), s.id(), "in place");
+    assert_eq!(safe.runs(), 0, "the completed call did not run again");
+    assert_eq!(s.state().evaluations().iter().count(), 1);
+    // Finished: the next call starts a new evaluation.
+    let second = lp
+        .run_or_resume(&s, "ns", "key", "sys", "again")
+        .expect("ran");
+    assert_ne!(second.evaluation_id, first.evaluation_id);
+    assert_eq!(s.state().evaluations().iter().count(), 2);
+    assert_eq!(safe.runs(), 1);
+}

@@ -350,3 +350,35 @@ fn the_conversation_view_carries_the_spec_fields() {
     assert_eq!(turn.created_at, Some(assistant.created_at));
     assert_eq!(turn.tool_messages.len(), 1);
 }
+
+#[test]
+fn the_wink_json_writes_a_started_call_as_pending_and_reads_it_back_started() {
+    let journal = agent_journal::Journal::memory();
+    let s = journal.create_session().expect("session");
+    let eval = s.start_evaluation("ns", "key").expect("start");
+    eval.system("sys").expect("system");
+    eval.assistant("calling", vec![ToolCallRecord::new("c1", "read", "{}")])
+        .expect("assistant");
+    eval.tool_started("c1").expect("started");
+    let text = s.state().to_json(&agent_journal::JsonOptions::default());
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let messages = doc["slices"]
+        .as_array()
+        .expect("slices")
+        .iter()
+        .find(|s| s["slice_type"] == "agent_journal:InnerMessage")
+        .expect("messages");
+    assert_eq!(messages["items"][1]["tool_calls"][0]["status"], "pending");
+    let back = agent_journal::SessionState::from_json(&text, &Default::default()).expect("read");
+    let call = back
+        .tool_calls()
+        .get(eval.id(), &"c1".into())
+        .expect("call");
+    assert_eq!(call.status, ToolStatus::Started, "still in doubt");
+    let m = back
+        .messages()
+        .for_evaluation(eval.id())
+        .nth(1)
+        .expect("assistant");
+    assert_eq!(m.tool_calls[0].status, ToolStatus::Started);
+}

@@ -120,6 +120,38 @@ impl<'a> InnerLoop<'a> {
         self.drive(&eval, history)
     }
 
+    /// The conversation-state spec's `MainLoop` with a checkpoint handler, in
+    /// one call: if the latest evaluation of `session` is unfinished, it is
+    /// resumed in place (its prompt identity must be `(prompt_ns,
+    /// prompt_key)`); otherwise a new evaluation runs. The journal is the
+    /// checkpoint: every step is durable when it is appended, so there is
+    /// nothing to save after a turn, and nothing to clear at the end.
+    ///
+    /// # Errors
+    /// As [`resume`](Self::resume) and [`run`](Self::run).
+    pub fn run_or_resume(
+        &self,
+        session: &Session,
+        prompt_ns: &str,
+        prompt_key: &str,
+        system: &str,
+        user: &str,
+    ) -> Result<LoopResult> {
+        let unfinished = match session.resume_plan() {
+            Ok(plan) => !plan.is_finished() && plan.state != ResumeState::NotStarted,
+            Err(Error::ConversationNotFound(_)) => false,
+            Err(e) => return Err(e),
+        };
+        if unfinished {
+            let options = ResumeOptions {
+                mode: ResumeMode::Continue,
+                ..ResumeOptions::new(prompt_ns, prompt_key)
+            };
+            return self.resume(session, &options);
+        }
+        self.run(session, prompt_ns, prompt_key, system, user)
+    }
+
     /// Resumes the latest (or the chosen) evaluation of `session` from its
     /// crash point: completed calls are not run again; pending calls run;
     /// in-doubt calls follow their tool's [`Idempotency`]; then the loop goes on.

@@ -116,6 +116,21 @@ fn val<T: Serialize>(t: &T) -> Value {
     serde_json::to_value(t).unwrap_or_else(|e| Value::String(format!("unserializable: {e}")))
 }
 
+/// A message as WINK reads it: `Started` (ours, not the spec's) is written
+/// `"pending"` in its tool calls, as design.md says; the `ToolCall` items
+/// keep `"started"`, and reading gives it back to the message.
+fn message_item(m: &InnerMessage) -> Value {
+    let mut v = val(m);
+    if let Some(Value::Array(calls)) = v.get_mut("tool_calls") {
+        for c in calls {
+            if c.get("status").and_then(Value::as_str) == Some("started") {
+                c["status"] = Value::String("pending".into());
+            }
+        }
+    }
+    v
+}
+
 fn conversation_items(c: &Conversation) -> Vec<ConversationItem> {
     let id = |k: &(u64, MessageId)| k.1;
     c.entries()
@@ -159,7 +174,7 @@ fn slice(slice_type: &str, items: Vec<Value>) -> Value {
 /// The document as a JSON value (keys sorted by serde_json's `Map`).
 pub(super) fn to_value(s: &SessionState, opts: &JsonOptions) -> Value {
     let mut slices = vec![
-        slice(MESSAGES, s.messages.iter().map(val).collect()),
+        slice(MESSAGES, s.messages.iter().map(message_item).collect()),
         slice(TOOL_CALLS, s.tool_calls.iter().map(val).collect()),
         slice(EVALUATIONS, s.evaluations.iter().map(val).collect()),
         slice(

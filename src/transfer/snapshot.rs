@@ -17,7 +17,8 @@ const IMPORTED: (&str, &str) = ("imported", "wink");
 
 impl Journal {
     /// Imports a WINK-shaped JSON snapshot (as [`SessionState::to_json`]
-    /// writes, or WINK's `Snapshot.to_json` of the specs' slices) as a new
+    /// writes it; see `docs/spec-conformance.md` for how it differs from
+    /// WINK's own `Snapshot.to_json`) as a new
     /// session whose state is the snapshot's, recorded as events in one
     /// atomic append: each evaluation's start, its messages in sequence
     /// order, each tool call's status (and error) after the message that
