@@ -23,5 +23,6 @@ mod resume;
 mod sandbox;
 mod sessions;
 mod space;
+mod state_blob;
 mod store;
 mod transfer;
