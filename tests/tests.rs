@@ -26,5 +26,6 @@ mod resume;
 mod sandbox;
 mod sessions;
 mod space;
+mod state_blob;
 mod store;
 mod transfer;

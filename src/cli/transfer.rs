@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use agent_journal::conversation::state_blob::{ImportStateBlob, StateBlob, export_state_blob_for};
 use agent_journal::{ConversationFormat, Error, Journal, JsonOptions};
 use clap::{Args, ValueEnum};
 
@@ -30,6 +31,10 @@ pub(crate) struct ExportArgs {
     /// For `wink`: include LOG slices (adapter states).
     #[arg(long)]
     include_logs: bool,
+    /// For `state-blob`: the blob's provider (default: that of the
+    /// conversation's last provider call, else the one recorded at import).
+    #[arg(long)]
+    provider: Option<String>,
 }
 
 /// The arguments of `import`.
@@ -60,6 +65,8 @@ enum ExportFormat {
     Anthropic,
     /// The latest evaluation's messages, one JSON object per line.
     Jsonl,
+    /// A conversation as a portable state blob (docs/state-blob.md).
+    StateBlob,
 }
 
 /// What `import --format` reads.
@@ -73,6 +80,8 @@ enum ImportFormat {
     Anthropic,
     /// InnerMessage JSON objects, one per line.
     Jsonl,
+    /// A portable conversation state blob (a new conversation).
+    StateBlob,
 }
 
 /// `export SESSION --format F [--at SEQ] [-o FILE] [--include-logs]`.
@@ -127,6 +136,16 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
             });
             write_output(output, &text)?;
         }
+        ExportFormat::StateBlob => {
+            if args.at.is_some() {
+                return Err(Error::InvalidInput(
+                    "--at applies to --format wink; a state blob holds the conversation as it is now"
+                        .into(),
+                ));
+            }
+            let blob = export_state_blob_for(&journal, s.id(), args.provider.as_deref())?;
+            write_output(output, &String::from_utf8_lossy(&blob))?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -139,6 +158,7 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
         ImportFormat::Anthropic => ConversationFormat::Anthropic,
         ImportFormat::Jsonl => ConversationFormat::Jsonl,
         ImportFormat::Journal => return import_journal(cli, &Journal::open(&cli.db)?, file),
+        ImportFormat::StateBlob => return import_state_blob(cli, args),
     };
     // Read before the database is opened (or created): bad input creates
     // nothing.
@@ -158,6 +178,39 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
         print_json(&serde_json::json!({"sessions": [s.id().to_string()], "events": s.head()}))?;
     } else {
         outln!("imported session {} ({} events)", s.id(), s.head());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `import FILE --format state-blob`: decoded before the database is
+/// opened (a blob that does not decode creates nothing), then imported as
+/// one atomic write. `--max-bytes` is the blob's size limit.
+fn import_state_blob(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
+    let file = &args.file;
+    let text = read_bounded(file, args.max_bytes)?;
+    let limit = usize::try_from(args.max_bytes).unwrap_or(usize::MAX);
+    let blob = StateBlob::decode(text.as_bytes(), None, limit).map_err(|d| {
+        Error::InvalidInput(format!(
+            "{}: not an importable state blob ({}): {d}; nothing was imported",
+            file.display(),
+            d.kind()
+        ))
+    })?;
+    let journal = Journal::open(&cli.db)?;
+    let options = ImportStateBlob {
+        title: file.file_stem().map(|n| n.to_string_lossy().into_owned()),
+        ..ImportStateBlob::default()
+    };
+    let id = blob.import(&journal, &options)?;
+    let events = journal.session(id)?.head();
+    if cli.json {
+        print_json(&serde_json::json!({"sessions": [id.to_string()], "events": events}))?;
+    } else {
+        outln!(
+            "imported conversation {id} ({} messages, provider {}, {events} events)",
+            blob.messages.len(),
+            blob.provider
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

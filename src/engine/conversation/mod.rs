@@ -50,6 +50,7 @@ mod plan;
 mod records;
 mod resume;
 mod scripted;
+pub mod state_blob;
 mod store;
 
 pub use crate::event::conversation::{
