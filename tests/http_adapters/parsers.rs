@@ -230,3 +230,18 @@ fn request_bodies_of_unusual_histories() {
     assert_eq!(body["messages"][0]["content"], "Hello.");
     assert_eq!(body["stream_options"], json!({"include_usage": true}));
 }
+
+#[test]
+fn a_blank_error_message_is_replaced_by_what_is_known() {
+    // Found by the adapter_openai fuzz target: `{"error":""}`.
+    let e = parse_openai_error(400, br#"{"error":""}"#);
+    assert!(!e.message.trim().is_empty(), "{e:?}");
+    assert!(e.message.contains("HTTP 400"), "{}", e.message);
+    let e = parse_openai_response(br#"{"error":""}"#).expect_err("an error");
+    assert!(!e.message.trim().is_empty(), "{e:?}");
+    let e = parse_anthropic_error(
+        529,
+        br#"{"type":"error","error":{"type":"overloaded_error","message":"  "}}"#,
+    );
+    assert!(!e.message.trim().is_empty(), "{e:?}");
+}

@@ -486,7 +486,9 @@ pub(super) fn in_band_error(v: &Value) -> ProviderError {
     let category = code.as_deref().map_or("server", type_category);
     let mut e = ProviderError::new(
         category,
-        message.unwrap_or_else(|| "the provider reported an error".into()),
+        message
+            .filter(|m| !m.trim().is_empty())
+            .unwrap_or_else(|| "the provider reported an error".into()),
     );
     e.code = code;
     e.raw = Some(v.clone());

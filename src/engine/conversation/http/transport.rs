@@ -303,6 +303,8 @@ pub(super) fn http_error(
         Some(v @ Value::Object(_)) => extract(v),
         _ => (None, None),
     };
+    // A blank message says nothing: the status and body say more.
+    let message = message.filter(|m| !m.trim().is_empty());
     let message = message.unwrap_or_else(|| {
         if body.is_empty() {
             format!("HTTP {status}")
