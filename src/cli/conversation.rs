@@ -3,10 +3,11 @@
 
 use std::process::ExitCode;
 
+use agent_journal::conversation::http::{anthropic_request_body, openai_request_body};
 use agent_journal::conversation::{
     CompactionRecord, CompactionRequest, CompactionStrategy, ConversationLog, ConversationStore,
     JournalConversationStore, MessageLimitCompactor, ProviderCallRecord, TokenLimitCompactor,
-    TurnRecord, TurnStatus,
+    TurnRecord, TurnStatus, rebuild_request,
 };
 use agent_journal::{Error, Session, SessionState, ToolStatus};
 use clap::Args;
@@ -310,6 +311,33 @@ pub(crate) fn print_turn(state: &SessionState, prefix: &str) -> Result<(), Error
         );
     }
     Ok(())
+}
+
+/// `show --turn TURN --request`: the body of the turn's last provider call,
+/// rebuilt in the wire format of its provider (`openai`, `anthropic`), or
+/// as the neutral request for another provider.
+pub(crate) fn request_body(state: &SessionState, prefix: &str) -> Result<Value, Error> {
+    let turn = find_turn(state, prefix)?;
+    let log = state.conversation_log();
+    let call = log
+        .calls_of(turn.id)
+        .last()
+        .ok_or_else(|| Error::InvalidInput(format!("turn {} made no provider call", turn.id)))?;
+    let request = rebuild_request(log, call.id)
+        .ok_or_else(|| Error::InvalidInput(format!("no provider call {}", call.id)))?;
+    Ok(match call.provider.as_str() {
+        "openai" => openai_request_body(&request, false),
+        "anthropic" => anthropic_request_body(&request, false),
+        _ => json!({
+            "model": request.model,
+            "parameters": request.parameters,
+            "tools": request.tools,
+            "messages": request.messages.iter().map(|m| json!({
+                "role": m.role.as_str(), "content": m.content, "name": m.name,
+                "tool_calls": m.tool_calls, "tool_call_id": m.tool_call_id.as_ref().map(|c| c.as_str()),
+            })).collect::<Vec<_>>(),
+        }),
+    })
 }
 
 /// `show --turn TURN --json`.

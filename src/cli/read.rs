@@ -47,6 +47,10 @@ pub(crate) struct ShowArgs {
     /// For a conversation: show this turn (id, or a unique prefix or suffix) in detail.
     #[arg(long, value_name = "TURN")]
     turn: Option<String>,
+    /// With --turn: print the request body of the turn's last provider call,
+    /// rebuilt as the provider's API takes it, ready to be sent again.
+    #[arg(long, requires = "turn")]
+    request: bool,
 }
 
 /// The arguments of `pending`.
@@ -109,7 +113,9 @@ pub(crate) fn show(cli: &Cli, args: &ShowArgs) -> Result<ExitCode, Error> {
         if !state.conversation_log().is_conversation() {
             return Err(Error::NotAConversation(s.id()));
         }
-        if cli.json {
+        if args.request {
+            print_json(&conversation::request_body(&state, turn)?)?;
+        } else if cli.json {
             print_json(&conversation::turn_value(&state, turn)?)?;
         } else {
             conversation::print_turn(&state, turn)?;

@@ -232,8 +232,9 @@ fn a_summarising_strategy_records_its_summary_and_sends_it_in_place() {
     let adapter = Recording::new("mock", "ok");
     let summarizer = Recording::new("sum", "They talked about u0 and u1.");
     let options = adapter_options();
-    let mut config = ConversationEngineConfig::new("a", Arc::new(InMemoryConversationStore::new()))
-        .provider(adapter.clone(), "m");
+    let store = Arc::new(JournalConversationStore::new(Journal::memory()));
+    let mut config =
+        ConversationEngineConfig::new("a", store.clone()).provider(adapter.clone(), "m");
     config.compactor = Some(Arc::new(SplitCompactor {
         trigger: Arc::new(MessageLimitCompactor { max_messages: 3 }),
         strategy: Arc::new(SummarizingStrategy {
@@ -267,6 +268,13 @@ fn a_summarising_strategy_records_its_summary_and_sends_it_in_place() {
         format!("{SUMMARY_PREFIX}They talked about u0 and u1.")
     );
     assert_eq!(last.messages[1].source, None);
+    // The request of that call, rebuilt from its record, is what was sent.
+    let session = store.session(conv.id).expect("session");
+    let state = session.state();
+    let call = state.conversation_log().calls().last().expect("call").id;
+    let rebuilt = agent_journal::conversation::rebuild_request(state.conversation_log(), call)
+        .expect("rebuilt");
+    assert_eq!(rebuilt, last);
 }
 
 fn adapter_options() -> ProviderCallOptions {

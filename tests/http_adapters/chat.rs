@@ -106,6 +106,13 @@ fn chat_records_a_real_conversation_against_an_openai_compatible_server() {
     );
     assert_eq!(turns[0]["provider_calls"][0]["request_id"], "req-1");
     assert_eq!(turns[0]["tokens"], 35);
+    // Each call's request can be rebuilt as it was sent.
+    for (turn, sent) in [(0, 0), (1, 1), (2, 2)] {
+        let t = turns[turn]["id"].as_str().expect("id");
+        let out = run_cli(&db, &["show", &id, "--turn", t, "--request"]);
+        let body: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(body, received[sent].body, "turn {turn}");
+    }
 }
 
 #[test]
@@ -147,4 +154,11 @@ fn chat_streams_from_anthropic_and_continues_a_conversation() {
     let turns: Value =
         serde_json::from_slice(&run_cli(&db, &["--json", "turns", &id]).stdout).expect("JSON");
     assert_eq!(turns.as_array().map(Vec::len), Some(2));
+    let t = turns[1]["id"].as_str().expect("id");
+    let out = run_cli(&db, &["show", &id, "--turn", t, "--request"]);
+    let mut body: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let mut sent = received[1].body.clone();
+    sent.as_object_mut().expect("object").remove("stream");
+    body.as_object_mut().expect("object").remove("stream");
+    assert_eq!(body, sent, "the streamed request, rebuilt");
 }

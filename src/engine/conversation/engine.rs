@@ -23,6 +23,11 @@ use super::plan::{
 };
 use super::store::{ConversationStore, ConversationTurn, Page};
 
+/// The key, in a provider call's `request_metadata`, of the compaction
+/// summary the request carried (when the history had one), so the request
+/// can be rebuilt ([`rebuild_request`](super::rebuild_request)).
+pub const SENT_SUMMARY: &str = "history_summary";
+
 /// How an engine is put together (the spec's `ConversationEngineConfig`).
 #[derive(Clone)]
 pub struct ConversationEngineConfig {
@@ -476,7 +481,13 @@ impl ConversationEngine {
             request_id: None,
             correlation_id: Some(run_id),
             parent_correlation_id: parent,
-            request_metadata: extensions,
+            request_metadata: {
+                let mut m = extensions;
+                if let Some(summary) = &window.summary {
+                    m.insert(SENT_SUMMARY.into(), json!(summary));
+                }
+                m
+            },
             response_metadata: Metadata::new(),
             parameters: plan.parameters.clone(),
             tools: request.tools.clone(),

@@ -48,6 +48,7 @@ mod journal_store;
 mod memory;
 mod plan;
 mod records;
+pub use records::rebuild_request;
 mod resume;
 mod scripted;
 pub mod state_blob;
@@ -68,7 +69,9 @@ pub use compaction::{
     CompositeCompactor, CompositeTrigger, MessageLimitCompactor, SUMMARY_INSTRUCTIONS,
     SplitCompactor, SummarizingStrategy, TokenLimitCompactor, advance_to_first_user_message,
 };
-pub use engine::{ConversationEngine, ConversationEngineConfig, CreateConversation, RunTurn};
+pub use engine::{
+    ConversationEngine, ConversationEngineConfig, CreateConversation, RunTurn, SENT_SUMMARY,
+};
 pub use journal_store::{CONVERSATION_LABEL, JournalConversationStore};
 pub use memory::InMemoryConversationStore;
 pub use plan::{

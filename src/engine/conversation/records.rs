@@ -157,3 +157,44 @@ pub(crate) fn turn_of(
         metadata: record.metadata.clone(),
     }
 }
+
+/// The request of provider call `call` of the conversation in `log`, rebuilt
+/// from what its record keeps: the model, the parameters and tools as sent,
+/// and the messages it was built from (`sent_messages`), with the summary
+/// it carried after the leading system messages, as the default history
+/// builder places it. Exact for the default history builder; a custom
+/// builder that rewrites messages sent something else. `None` when there is
+/// no such call.
+pub fn rebuild_request(
+    log: &crate::state::ConversationLog,
+    call: uuid::Uuid,
+) -> Option<super::adapter::ProviderChatRequest> {
+    use super::adapter::ChatInputMessage;
+    let record = log.call(call)?;
+    let mut messages: Vec<ChatInputMessage> = record
+        .sent_messages
+        .iter()
+        .filter_map(|id| log.message(*id))
+        .map(ChatInputMessage::from)
+        .collect();
+    if let Some(summary) = record
+        .request_metadata
+        .get(super::engine::SENT_SUMMARY)
+        .and_then(|v| v.as_str())
+    {
+        let at = messages
+            .iter()
+            .take_while(|m| m.role == crate::event::conversation::MessageRole::System)
+            .count();
+        let text = format!("{}{summary}", super::plan::SUMMARY_PREFIX);
+        let mut m = ChatInputMessage::from(&ConversationMessage::system(text));
+        m.source = None;
+        messages.insert(at, m);
+    }
+    Some(super::adapter::ProviderChatRequest {
+        messages,
+        model: record.model.clone(),
+        parameters: record.parameters.clone(),
+        tools: record.tools.clone(),
+    })
+}
