@@ -117,14 +117,18 @@ fn val<T: Serialize>(t: &T) -> Value {
 }
 
 /// A message as WINK reads it: `Started` (ours, not the spec's) is written
-/// `"pending"` in its tool calls, as design.md says; the `ToolCall` items
-/// keep `"started"`, and reading gives it back to the message.
-fn message_item(m: &InnerMessage) -> Value {
+/// `"pending"` in its tool calls, as design.md says, where the `ToolCall`
+/// items keep `"started"` for the call (reading gives it back to the
+/// message); elsewhere it stays `"started"`, so nothing is lost.
+fn message_item(m: &InnerMessage, calls: &ToolCalls) -> Value {
     let mut v = val(m);
-    if let Some(Value::Array(calls)) = v.get_mut("tool_calls") {
-        for c in calls {
-            if c.get("status").and_then(Value::as_str) == Some("started") {
-                c["status"] = Value::String("pending".into());
+    if let Some(Value::Array(items)) = v.get_mut("tool_calls") {
+        for (item, record) in items.iter_mut().zip(&m.tool_calls) {
+            let kept = calls
+                .get(m.evaluation_id, &record.call_id)
+                .is_some_and(|c| c.status == crate::model::ToolStatus::Started);
+            if record.status == crate::model::ToolStatus::Started && kept {
+                item["status"] = Value::String("pending".into());
             }
         }
     }
@@ -174,7 +178,13 @@ fn slice(slice_type: &str, items: Vec<Value>) -> Value {
 /// The document as a JSON value (keys sorted by serde_json's `Map`).
 pub(super) fn to_value(s: &SessionState, opts: &JsonOptions) -> Value {
     let mut slices = vec![
-        slice(MESSAGES, s.messages.iter().map(message_item).collect()),
+        slice(
+            MESSAGES,
+            s.messages
+                .iter()
+                .map(|m| message_item(m, &s.tool_calls))
+                .collect(),
+        ),
         slice(TOOL_CALLS, s.tool_calls.iter().map(val).collect()),
         slice(EVALUATIONS, s.evaluations.iter().map(val).collect()),
         slice(
