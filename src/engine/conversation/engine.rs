@@ -4,24 +4,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
-use uuid::Uuid;
+use serde_json::Value;
 
-use crate::engine::tool::{Tool, ToolContext};
+use crate::engine::tool::Tool;
 use crate::error::{Error, Result};
 use crate::event::conversation::{
-    CallOutcome, CompactionRecord, Conversation, ConversationId, ConversationMessage, MessageRole,
-    Metadata, ProviderCallRecord, ProviderOperation, TurnError, TurnId, TurnStatus,
+    Conversation, ConversationId, ConversationMessage, Metadata, TurnError, TurnId, TurnStatus,
 };
-use crate::model::{CallId, ToolCallRecord, ToolStatus, now};
+use crate::model::now;
 
-use super::adapter::{AgentContext, ProviderAdapter, ProviderCallOptions, ProviderChatRequest};
-use super::compaction::{CompactionRequest, Compactor};
-use super::plan::{
-    ConversationHooks, DefaultHistoryBuilder, HistoryBuilder, HistoryContext, PlanInput,
-    PlannedTurn, TurnPlanner,
-};
-use super::store::{ConversationStore, ConversationTurn, Page};
+use super::adapter::ProviderAdapter;
+use super::compaction::Compactor;
+use super::plan::{ConversationHooks, HistoryBuilder, PlanInput, PlannedTurn, TurnPlanner};
+use super::store::{ConversationStore, ConversationTurn};
 
 /// The key, in a provider call's `request_metadata`, of the compaction
 /// summary the request carried (when the history had one), so the request
@@ -345,292 +340,6 @@ impl ConversationEngine {
         Ok(turn.clone())
     }
 
-    /// Compacts what is sent, if a compactor is configured and the model
-    /// stopped; records the compaction. A compactor's error is recorded in
-    /// the turn's metadata (`compaction_error`) and the turn goes on.
-    fn maybe_compact(&self, turn: &mut ConversationTurn) -> Result<()> {
-        let Some(compactor) = &self.config.compactor else {
-            return Ok(());
-        };
-        let Some(last) = turn.provider_calls.last() else {
-            return Ok(());
-        };
-        let stopped = match last.response_metadata.get("finish_reason") {
-            None => true,
-            Some(r) => matches!(r.as_str(), Some("stop" | "end_turn" | "stop_sequence")),
-        };
-        if !stopped {
-            return Ok(());
-        }
-        let id = turn.conversation_id;
-        let window = self.store().history(id, None)?;
-        let request = CompactionRequest {
-            state_messages: &window.messages,
-            leading_system: &window.system,
-            summary: window.summary.as_deref(),
-            last_usage: last.usage.as_ref(),
-            provider: &last.provider,
-        };
-        let done = match compactor.compact(&request) {
-            Ok(Some(done)) => done,
-            Ok(None) => return Ok(()),
-            Err(e) => {
-                turn.metadata
-                    .insert("compaction_error".into(), Value::String(e.to_string()));
-                return Ok(());
-            }
-        };
-        let Some(first) = window.messages.get(done.keep_from) else {
-            return Ok(());
-        };
-        let record = CompactionRecord {
-            turn_id: Some(turn.id),
-            first_kept: first.id,
-            strategy: done.strategy,
-            summary: done.summary,
-            messages_before: window.messages.len() as u64,
-            messages_after: (window.messages.len() - done.keep_from) as u64,
-            tokens_before: last.usage.as_ref().map(|u| u.tokens.total()),
-            at: now(),
-        };
-        self.store().record_compaction(id, &record)
-    }
-
-    /// One provider call, and the tools it asks for.
-    fn step(
-        &self,
-        conversation: &Conversation,
-        turn: &mut ConversationTurn,
-        plan: &PlannedTurn,
-    ) -> Result<Step> {
-        let id = conversation.id;
-        let adapter = self
-            .config
-            .providers
-            .get(&plan.provider)
-            .cloned()
-            .ok_or_else(|| Error::UnknownProvider(plan.provider.clone()));
-        let adapter = match adapter {
-            Ok(a) => a,
-            Err(e) => return self.fail(conversation, turn, turn_error(&e, "unknown_provider")),
-        };
-        let default_builder = DefaultHistoryBuilder::default();
-        let builder: &dyn HistoryBuilder = match &self.config.history_builder {
-            Some(b) => &**b,
-            None => &default_builder,
-        };
-        let window = self.store().history(id, builder.window())?;
-        let history = builder.build_history(&HistoryContext {
-            conversation,
-            system: &window.system,
-            summary: window.summary.as_deref(),
-            messages: &window.messages,
-            next_turn_id: turn.id,
-            agent: &turn.agent,
-        });
-        let streaming = self.config.streaming && adapter.supports_streaming();
-        let run_id = format!("{id}:{}", turn.id);
-        let parent = self.parent_run_id(id, turn.id)?;
-        let mut extensions = Metadata::new();
-        extensions.insert("ai.provider".into(), json!(adapter.id()));
-        extensions.insert("ai.model".into(), json!(plan.model));
-        extensions.insert("ai.request_type".into(), json!("chat"));
-        extensions.insert("ai.streaming".into(), json!(streaming));
-        let labels = [
-            ("conversationId", id.to_string()),
-            ("turnId", turn.id.to_string()),
-            ("provider", adapter.id().to_owned()),
-            ("model", plan.model.clone()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-        let options = ProviderCallOptions {
-            conversation_id: id,
-            turn_id: turn.id,
-            agent: turn.agent.clone(),
-            agent_context: AgentContext {
-                agent: turn.agent.clone(),
-                run_id: run_id.clone(),
-                labels,
-                metadata: conversation.metadata.clone(),
-                correlation_id: run_id.clone(),
-                parent_correlation_id: parent.clone(),
-            },
-            extensions: extensions.clone(),
-            metadata: turn
-                .metadata
-                .get("hints")
-                .and_then(Value::as_object)
-                .map(|o| o.clone().into_iter().collect())
-                .unwrap_or_default(),
-        };
-        let request = ProviderChatRequest {
-            messages: history,
-            model: plan.model.clone(),
-            parameters: plan.parameters.clone(),
-            tools: self.config.tools.iter().map(|t| t.spec()).collect(),
-        };
-        let mut call = ProviderCallRecord {
-            id: Uuid::now_v7(),
-            conversation_id: id,
-            turn_id: turn.id,
-            provider: adapter.id().to_owned(),
-            model: plan.model.clone(),
-            operation: ProviderOperation::Chat,
-            request_id: None,
-            correlation_id: Some(run_id),
-            parent_correlation_id: parent,
-            request_metadata: {
-                let mut m = extensions;
-                if let Some(summary) = &window.summary {
-                    m.insert(SENT_SUMMARY.into(), json!(summary));
-                }
-                m
-            },
-            response_metadata: Metadata::new(),
-            parameters: plan.parameters.clone(),
-            tools: request.tools.clone(),
-            sent_messages: request.messages.iter().filter_map(|m| m.source).collect(),
-            usage: None,
-            outcome: None,
-            started_at: now(),
-            finished_at: None,
-        };
-        turn.provider_calls.push(call.clone());
-        self.store().update_turn(turn)?;
-        let result = if streaming {
-            let hooks = self.config.hooks.clone();
-            let seen = turn.clone();
-            adapter.stream_chat(&request, &options, &mut |chunk| {
-                if let Some(h) = &hooks {
-                    h.on_chunk(&seen, chunk);
-                }
-            })
-        } else {
-            adapter.send_chat(&request, &options)
-        };
-        call.finished_at = Some(now());
-        let result = match result {
-            Ok(r) => r,
-            Err(e) => {
-                call.request_id = e.request_id.clone();
-                call.outcome = Some(CallOutcome {
-                    ok: false,
-                    status: e.status,
-                    error_category: Some(e.category.clone()),
-                    error: Some(e.message.clone()),
-                    attempts: 1,
-                });
-                replace_call(turn, call);
-                let error = TurnError {
-                    message: e.message.clone(),
-                    code: e.code.clone().or(e.status.map(|s| s.to_string())),
-                    provider: Some(adapter.id().to_owned()),
-                    raw: e.raw.clone().unwrap_or(Value::Null),
-                };
-                return self.fail(conversation, turn, error);
-            }
-        };
-        call.request_id = result.request_id;
-        call.usage = result.usage;
-        call.response_metadata = result.response_metadata;
-        call.outcome = Some(CallOutcome {
-            ok: true,
-            status: None,
-            error_category: None,
-            error: None,
-            attempts: 1,
-        });
-        replace_call(turn, call);
-        let mut requested = Vec::new();
-        for mut m in result.messages {
-            m.conversation_id = id;
-            m.turn_id = Some(turn.id);
-            for c in &mut m.tool_calls {
-                c.status = ToolStatus::Pending;
-                requested.push(c.clone());
-            }
-            turn.output_messages.push(m);
-        }
-        turn.tool_calls.extend(requested.iter().cloned());
-        self.store().update_turn(turn)?;
-        if requested.is_empty() {
-            return Ok(Step::Answered);
-        }
-        for call in &requested {
-            self.run_tool(turn, &call.call_id, false)?;
-        }
-        Ok(Step::Tools)
-    }
-
-    /// The tool named `name`.
-    pub(super) fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        self.config.tools.iter().find(|t| t.name() == name).cloned()
-    }
-
-    /// The run id of the turn before `turn`, if any.
-    fn parent_run_id(&self, id: ConversationId, turn: TurnId) -> Result<Option<String>> {
-        let last = self.store().list_turns(id, Page::last(2))?;
-        Ok(last
-            .iter()
-            .find(|t| t.id != turn)
-            .map(|t| format!("{id}:{}", t.id)))
-    }
-
-    /// Runs tool call `call_id` of `turn`: `Started` stored, the handler,
-    /// then its result message and status stored together.
-    pub(super) fn run_tool(
-        &self,
-        turn: &mut ConversationTurn,
-        call_id: &CallId,
-        is_resume: bool,
-    ) -> Result<()> {
-        let Some(record) = turn
-            .tool_calls
-            .iter()
-            .find(|c| &c.call_id == call_id)
-            .cloned()
-        else {
-            return Ok(());
-        };
-        let outcome = match self.tool(&record.name) {
-            None => Err(format!("unknown tool {:?}", record.name)),
-            Some(tool) => {
-                set_status(turn, call_id, ToolStatus::Started);
-                self.store().update_turn(turn)?;
-                let ctx = ToolContext {
-                    call_id: call_id.clone(),
-                    is_resume,
-                    evaluation_id: turn.id.as_evaluation(),
-                };
-                tool.call(&record.arguments, &ctx)
-            }
-        };
-        self.record_tool_result(turn, &record, outcome)
-    }
-
-    /// Stores a tool call's result message and final status together.
-    pub(super) fn record_tool_result(
-        &self,
-        turn: &mut ConversationTurn,
-        record: &ToolCallRecord,
-        outcome: std::result::Result<String, String>,
-    ) -> Result<()> {
-        let (status, text) = match outcome {
-            Ok(out) => (ToolStatus::Completed, out),
-            Err(err) => (ToolStatus::Failed, err),
-        };
-        let mut m = ConversationMessage::new(MessageRole::Tool, text);
-        m.conversation_id = turn.conversation_id;
-        m.turn_id = Some(turn.id);
-        m.name = Some(record.name.clone());
-        m.tool_call_id = Some(record.call_id.clone());
-        turn.output_messages.push(m);
-        set_status(turn, &record.call_id, status);
-        self.store().update_turn(turn)
-    }
-
     /// Stores `turn` as failed with `error`, tells the hooks, and returns
     /// [`Error::TurnFailed`].
     pub(super) fn fail<T>(
@@ -659,26 +368,12 @@ impl ConversationEngine {
 }
 
 /// A turn error from a library error, with `code`.
-fn turn_error(e: &Error, code: &str) -> TurnError {
+pub(super) fn turn_error(e: &Error, code: &str) -> TurnError {
     TurnError {
         message: e.to_string(),
         code: Some(code.to_owned()),
         provider: None,
         raw: Value::Null,
-    }
-}
-
-/// Replaces the record with `call`'s id in `turn`.
-fn replace_call(turn: &mut ConversationTurn, call: ProviderCallRecord) {
-    if let Some(c) = turn.provider_calls.iter_mut().find(|c| c.id == call.id) {
-        *c = call;
-    }
-}
-
-/// Sets the status of `call_id` in `turn`.
-pub(super) fn set_status(turn: &mut ConversationTurn, call_id: &CallId, status: ToolStatus) {
-    if let Some(c) = turn.tool_calls.iter_mut().find(|c| &c.call_id == call_id) {
-        c.status = status;
     }
 }
 

@@ -52,6 +52,7 @@ pub use records::rebuild_request;
 mod resume;
 mod scripted;
 pub mod state_blob;
+mod step;
 mod store;
 
 pub use crate::event::conversation::{
