@@ -296,3 +296,22 @@ pub fn parse_anthropic_stream(bytes: &[u8]) -> Result<ProviderChatResult, Provid
     stream.push(bytes, &mut |_| {})?;
     stream.finish(&mut |_| {})
 }
+
+impl super::transport::WireStream for AnthropicStream {
+    fn start() -> Self {
+        Self::new()
+    }
+    fn feed(
+        &mut self,
+        bytes: &[u8],
+        on_chunk: &mut dyn FnMut(&ProviderStreamChunk),
+    ) -> Result<(), ProviderError> {
+        self.push(bytes, on_chunk)
+    }
+    fn end(
+        self,
+        on_chunk: &mut dyn FnMut(&ProviderStreamChunk),
+    ) -> Result<ProviderChatResult, ProviderError> {
+        self.finish(on_chunk)
+    }
+}

@@ -8,11 +8,11 @@
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use super::HttpOptions;
 use super::openai_stream::OpenAiStream;
 use super::transport::{
-    Transport, bad_body, count, http_error, parse_error, text_of, type_category,
+    Transport, Wire, bad_body, call, count, http_error, parse_error, text_of, type_category,
 };
-use super::{HttpOptions, emit_whole};
 use crate::engine::conversation::adapter::{
     ChatInputMessage, ProviderAdapter, ProviderCallOptions, ProviderChatRequest,
     ProviderChatResult, ProviderError, ProviderStreamChunk,
@@ -118,18 +118,7 @@ impl ProviderAdapter for OpenAiAdapter {
         request: &ProviderChatRequest,
         _options: &ProviderCallOptions,
     ) -> Result<ProviderChatResult, ProviderError> {
-        let body = openai_request_body(request, false);
-        let mut reply = self
-            .transport
-            .post("/chat/completions", &self.headers(false), &body)?;
-        if !reply.is_success() {
-            let error = reply.read_error_body();
-            return Err(reply.annotate(parse_openai_error(reply.status, &error)));
-        }
-        let bytes = reply.read_all()?;
-        let mut result = parse_openai_response(&bytes).map_err(|e| reply.annotate(e))?;
-        result.request_id.clone_from(&reply.request_id);
-        Ok(result)
+        call::<OpenAiWire>(&self.transport, &self.headers(false), request, None)
     }
 
     /// # Errors
@@ -141,27 +130,29 @@ impl ProviderAdapter for OpenAiAdapter {
         _options: &ProviderCallOptions,
         on_chunk: &mut dyn FnMut(&ProviderStreamChunk),
     ) -> Result<ProviderChatResult, ProviderError> {
-        let body = openai_request_body(request, true);
-        let mut reply = self
-            .transport
-            .post("/chat/completions", &self.headers(true), &body)?;
-        if !reply.is_success() {
-            let error = reply.read_error_body();
-            return Err(reply.annotate(parse_openai_error(reply.status, &error)));
-        }
-        let mut result = if reply.content_type.starts_with("application/json") {
-            // A server that ignores `stream` answers in one piece.
-            let bytes = reply.read_all()?;
-            let result = parse_openai_response(&bytes).map_err(|e| reply.annotate(e))?;
-            emit_whole(&result, on_chunk);
-            result
-        } else {
-            let mut stream = OpenAiStream::new();
-            reply.stream(&mut |bytes| stream.push(bytes, on_chunk))?;
-            stream.finish(on_chunk).map_err(|e| reply.annotate(e))?
-        };
-        result.request_id.clone_from(&reply.request_id);
-        Ok(result)
+        call::<OpenAiWire>(
+            &self.transport,
+            &self.headers(true),
+            request,
+            Some(on_chunk),
+        )
+    }
+}
+
+/// The OpenAi wire protocol, for [`call`].
+struct OpenAiWire;
+
+impl Wire for OpenAiWire {
+    const PATH: &'static str = "/chat/completions";
+    type Stream = OpenAiStream;
+    fn body(request: &ProviderChatRequest, stream: bool) -> Value {
+        openai_request_body(request, stream)
+    }
+    fn parse_response(body: &[u8]) -> Result<ProviderChatResult, ProviderError> {
+        parse_openai_response(body)
+    }
+    fn parse_error(status: u16, body: &[u8]) -> ProviderError {
+        parse_openai_error(status, body)
     }
 }
 

@@ -7,7 +7,9 @@ use std::io::Read;
 use serde_json::Value;
 
 use super::HttpOptions;
-use crate::engine::conversation::adapter::ProviderError;
+use crate::engine::conversation::adapter::{
+    ProviderChatRequest, ProviderChatResult, ProviderError, ProviderStreamChunk,
+};
 
 /// Bytes of an error body kept (the rest is dropped unread).
 pub(super) const MAX_ERROR_BODY: u64 = 1024 * 1024;
@@ -334,6 +336,74 @@ pub(super) fn bad_body(reason: impl std::fmt::Display, body: &[u8]) -> ProviderE
     let mut e = parse_error(format!("the response is not valid: {reason}"));
     e.raw = raw_body(body);
     e
+}
+
+/// What differs between two providers' wire protocols; the call itself
+/// ([`call`]) is the same for both.
+pub(super) trait Wire {
+    /// The path of the call under the base URL (`"/chat/completions"`).
+    const PATH: &'static str;
+    /// The incremental parser of a streamed reply.
+    type Stream: WireStream;
+    /// The request body (`stream` sets the provider's streaming flags).
+    fn body(request: &ProviderChatRequest, stream: bool) -> Value;
+    /// A whole response body.
+    fn parse_response(body: &[u8]) -> Result<ProviderChatResult, ProviderError>;
+    /// The error of a failed status.
+    fn parse_error(status: u16, body: &[u8]) -> ProviderError;
+}
+
+/// A streamed reply's parser: bytes in, chunks out, the result at the end.
+pub(super) trait WireStream {
+    /// A parser at the start of a stream.
+    fn start() -> Self;
+    /// Feeds bytes as they arrive.
+    fn feed(
+        &mut self,
+        bytes: &[u8],
+        on_chunk: &mut dyn FnMut(&ProviderStreamChunk),
+    ) -> Result<(), ProviderError>;
+    /// The result once the stream ended.
+    fn end(
+        self,
+        on_chunk: &mut dyn FnMut(&ProviderStreamChunk),
+    ) -> Result<ProviderChatResult, ProviderError>;
+}
+
+/// One call of protocol `W` over `transport` with `headers`: streamed when
+/// `on_chunk` is given (a server that ignores `stream` and answers in one
+/// piece is read whole, its message delivered as one chunk), the provider's
+/// error for a failed status, every error annotated with the status and
+/// request id, and the request id in the result.
+pub(super) fn call<W: Wire>(
+    transport: &Transport,
+    headers: &[(&'static str, String)],
+    request: &ProviderChatRequest,
+    on_chunk: Option<&mut dyn FnMut(&ProviderStreamChunk)>,
+) -> Result<ProviderChatResult, ProviderError> {
+    let body = W::body(request, on_chunk.is_some());
+    let mut reply = transport.post(W::PATH, headers, &body)?;
+    if !reply.is_success() {
+        let error = reply.read_error_body();
+        return Err(reply.annotate(W::parse_error(reply.status, &error)));
+    }
+    let mut result = match on_chunk {
+        Some(on_chunk) if !reply.content_type.starts_with("application/json") => {
+            let mut stream = W::Stream::start();
+            reply.stream(&mut |bytes| stream.feed(bytes, on_chunk))?;
+            stream.end(on_chunk).map_err(|e| reply.annotate(e))?
+        }
+        on_chunk => {
+            let bytes = reply.read_all()?;
+            let result = W::parse_response(&bytes).map_err(|e| reply.annotate(e))?;
+            if let Some(on_chunk) = on_chunk {
+                super::emit_whole(&result, on_chunk);
+            }
+            result
+        }
+    };
+    result.request_id.clone_from(&reply.request_id);
+    Ok(result)
 }
 
 #[cfg(test)]
