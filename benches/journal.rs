@@ -30,7 +30,7 @@ use common::tempdir;
 
 /// The sections, by number and name; a filter argument selects a section
 /// when it equals its number or is part of its name.
-const SECTIONS: [(&str, &str, &str); 9] = [
+const SECTIONS: [(&str, &str, &str); 10] = [
     ("1", "buffered", "Buffered append vs raw sled inserts"),
     (
         "2",
@@ -63,6 +63,11 @@ const SECTIONS: [(&str, &str, &str); 9] = [
         "9",
         "conversation",
         "conversation engine: run_turn vs send_chat and raw sled; turn 10,000 vs turn 1",
+    ),
+    (
+        "10",
+        "compaction",
+        "the request of a turn at 100,000 messages vs 1,000 (window, compaction); state blob vs serde_json",
     ),
 ];
 
@@ -235,6 +240,9 @@ fn main() {
     }
     if opts.selected("9") {
         common::conversation::section_conversation(&sizes, &mut rep);
+    }
+    if opts.selected("10") {
+        common::compaction::section_compaction(opts.quick, &mut rep);
     }
 
     println!();

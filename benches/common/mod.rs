@@ -2,6 +2,7 @@
 //! baselines, timing, the report.
 
 pub mod append;
+pub mod compaction;
 pub mod conversation;
 pub mod events;
 pub mod growth;
