@@ -303,3 +303,81 @@ fn unknown_fields_with_extreme_floats_round_trip_exactly() {
         once
     );
 }
+
+#[test]
+fn a_wink_snapshot_imports_as_a_session_that_resumes() {
+    use crate::common::path_str;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, sb) = (dir.path().join("db"), dir.path().join("sb"));
+    let out = run_cli(
+        &db,
+        &["demo", "--sandbox", path_str(&sb), "--crash-after", "9"],
+    );
+    assert!(!out.status.success(), "crashed");
+    let id = agent_journal::Journal::open(&db)
+        .expect("open")
+        .sessions()
+        .expect("sessions")[0]
+        .to_string();
+    let snap = dir.path().join("snap.json");
+    let out = run_cli(
+        &db,
+        &[
+            "export",
+            &id,
+            "--format",
+            "wink",
+            "--include-logs",
+            "-o",
+            path_str(&snap),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let other = dir.path().join("other");
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"version\": \"1\"}").expect("write");
+    let out = run_cli(&other, &["import", path_str(&bad), "--format", "wink"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an importable snapshot"));
+    assert!(!other.exists(), "bad input creates nothing");
+    let out = run_cli(
+        &other,
+        &["--json", "import", path_str(&snap), "--format", "wink"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let new = v["sessions"][0].as_str().expect("id").to_owned();
+    let before: serde_json::Value =
+        serde_json::from_slice(&run_cli(&db, &["--json", "pending", &id]).stdout).expect("JSON");
+    let after: serde_json::Value =
+        serde_json::from_slice(&run_cli(&other, &["--json", "pending", &new]).stdout)
+            .expect("JSON");
+    assert_eq!(before["state"], after["state"]);
+    assert_eq!(
+        before["pending"].as_array().map(Vec::len),
+        after["pending"].as_array().map(Vec::len)
+    );
+    // An imported session has no sandbox of its own: --sandbox names one.
+    let out = run_cli(
+        &other,
+        &[
+            "resume",
+            &new,
+            "--sandbox",
+            path_str(&dir.path().join("sb2")),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -82,6 +82,9 @@ enum ImportFormat {
     Jsonl,
     /// A portable conversation state blob (a new conversation).
     StateBlob,
+    /// A WINK-shaped JSON snapshot (as `export --format wink` writes): a new
+    /// session whose state is the snapshot's, resumable like a crashed one.
+    Wink,
 }
 
 /// `export SESSION --format F [--at SEQ] [-o FILE] [--include-logs]`.
@@ -159,6 +162,7 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
         ImportFormat::Jsonl => ConversationFormat::Jsonl,
         ImportFormat::Journal => return import_journal(cli, &Journal::open(&cli.db)?, file),
         ImportFormat::StateBlob => return import_state_blob(cli, args),
+        ImportFormat::Wink => return import_wink(cli, args),
     };
     // Read before the database is opened (or created): bad input creates
     // nothing.
@@ -210,6 +214,35 @@ fn import_state_blob(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
             "imported conversation {id} ({} messages, provider {}, {events} events)",
             blob.messages.len(),
             blob.provider
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `import FILE --format wink`: the snapshot is read and checked before the
+/// database is opened (a document that does not read creates nothing), then
+/// recorded as one atomic append.
+fn import_wink(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
+    let file = &args.file;
+    let text = read_bounded(file, args.max_bytes)?;
+    let named = |e: Error| match e {
+        Error::SnapshotRestore(r) => Error::InvalidInput(format!(
+            "{}: not an importable snapshot: {r}; nothing was imported",
+            file.display()
+        )),
+        other => other,
+    };
+    agent_journal::SessionState::from_json(&text, &agent_journal::SliceRegistry::default())
+        .map_err(named)?;
+    let journal = Journal::open(&cli.db)?;
+    let s = journal.import_snapshot(&text).map_err(named)?;
+    if cli.json {
+        print_json(&serde_json::json!({"sessions": [s.id().to_string()], "events": s.head()}))?;
+    } else {
+        outln!(
+            "imported session {} ({} events) from the snapshot; `pending` and `resume` work on it",
+            s.id(),
+            s.head()
         );
     }
     Ok(ExitCode::SUCCESS)
