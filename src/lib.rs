@@ -108,7 +108,7 @@ pub use crate::provider::ConversationFormat;
 pub use crate::resume::{ResumePlan, ResumeState};
 pub use crate::session::recorder::Evaluation;
 pub use crate::session::{LoadStats, Session, StateGuard};
-pub use crate::snapshot::{CheckpointStrategy, JsonOptions};
+pub use crate::snapshot::{CheckpointStrategy, JsonOptions, SliceNames};
 pub use crate::state::{
     AdapterStates, Conversation, ConversationLog, ConversationView, EvaluationInfo, Evaluations,
     Messages, SessionState, Slice, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, TurnIds,

@@ -110,10 +110,39 @@ impl CheckpointStrategy {
     }
 }
 
+/// The type names a JSON snapshot's slices carry.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SliceNames {
+    /// Every slice of the state under the crate's own names
+    /// (`agent_journal:InnerMessage`, `agent_journal:ToolCall`, ...). The
+    /// default.
+    #[default]
+    Journal,
+    /// The specs' names, so that WINK's `Snapshot.from_json` reads the
+    /// document: `weakincentives.runtime.inner_messages:InnerMessage`,
+    /// `weakincentives.runtime.conversation:ConversationState` (the
+    /// conversation-state spec's items, messages embedded) and, with
+    /// `include_logs`, `weakincentives.runtime.adapter_state:AdapterStateSnapshot`
+    /// (LOG). What the specs have no slice for (tool-call and evaluation
+    /// records, usage, labels, the conversation engine's records,
+    /// application slices) travels as JSON text in the `tags` entries
+    /// `agent_journal.slices` and `agent_journal.policies`, which WINK keeps
+    /// through `from_json` and `to_json`; reading such a document gives back
+    /// the whole state. See `docs/spec-conformance.md`.
+    Wink {
+        /// Replaces the module of every spec type (`MODULE:InnerMessage`,
+        /// `MODULE:ConversationState`, `MODULE:AdapterStateSnapshot`).
+        /// Default: `None`, the specs' modules.
+        module: Option<String>,
+    },
+}
+
 /// Options of [`SessionState::to_json`]. Default: no logs, no parent, no
-/// tags, `created_at` now.
+/// tags, `created_at` now, the crate's slice names.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JsonOptions {
+    /// The slices' type names. Default: [`SliceNames::Journal`].
+    pub names: SliceNames,
     /// Include LOG slices (adapter states, application LOG slices).
     /// Default: `false`, as WINK's snapshots omit them.
     pub include_logs: bool,
@@ -144,16 +173,30 @@ impl SessionState {
     /// ids by turn), `agent_journal:AdapterStateSnapshot` (LOG, only with
     /// `include_logs`), `agent_journal:Usage`, `agent_journal:SessionInfo`
     /// (labels, fork origin, seq), then each application slice under its
-    /// name, with its JSON as the only item.
+    /// name, with its JSON as the only item. With [`SliceNames::Wink`] the
+    /// document carries the specs' names instead (see there).
     ///
     /// An application slice serde cannot write as JSON (a map with non-string
     /// keys) is written with no items, which [`from_json`](Self::from_json) rejects.
     pub fn to_json(&self, opts: &JsonOptions) -> String {
-        json::to_value(self, opts).to_string()
+        match &opts.names {
+            SliceNames::Journal => json::to_value(self, opts).to_string(),
+            SliceNames::Wink { module } => {
+                json::to_wink_value(self, opts, module.as_deref()).to_string()
+            }
+        }
     }
 
-    /// Reads a JSON snapshot written by [`to_json`](Self::to_json); the
-    /// application slices are those of `registry`. LOG slices may be absent
+    /// Reads a JSON snapshot written by [`to_json`](Self::to_json) under
+    /// either kind of [`SliceNames`], or by WINK itself from the specs'
+    /// `InnerMessage` items (with `ConversationState` and
+    /// `AdapterStateSnapshot` items beside them, if any): then the state is
+    /// the fold of the messages in sequence order per evaluation, each
+    /// call's status as its record gives it; an `evaluation_id` that is not
+    /// a UUID gets a UUID derived from it (v5), and the session label
+    /// `agent_journal.wink_evaluation_ids` keeps the originals, so a WINK
+    /// export writes them back. The application slices are those of
+    /// `registry`. LOG slices may be absent
     /// (they start empty); every STATE slice must be there. Indexes are
     /// rebuilt from the items, so `from_json(to_json(s))` equals `s` when
     /// `include_logs` was set.

@@ -79,7 +79,7 @@ fn script() -> Vec<ScriptStep> {
 
 /// Records by hand a run that stopped with `safe` completed, `keyed` in doubt
 /// and `never` in the state given.
-fn crashed_session(j: &Journal, never_started: bool) -> Session {
+pub(crate) fn crashed_session(j: &Journal, never_started: bool) -> Session {
     let s = j.create_session().expect("create");
     let eval = s
         .start_evaluation_with("ns", "key", "counting")

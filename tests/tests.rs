@@ -29,3 +29,4 @@ mod space;
 mod state_blob;
 mod store;
 mod transfer;
+mod wink;

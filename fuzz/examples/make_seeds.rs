@@ -168,6 +168,16 @@ fn main() -> R<()> {
         d.join("empty.json"),
         agent_journal::SessionState::new().to_json(&opts(false)),
     )?;
+    // Under WINK's names, and what WINK itself wrote of the spec's items.
+    let wink = JsonOptions {
+        names: agent_journal::SliceNames::Wink { module: None },
+        ..opts(true)
+    };
+    fs::write(d.join("wink_names.json"), s.state().to_json(&wink))?;
+    fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/wink/fixtures/wink_written.json"),
+        d.join("wink_written.json"),
+    )?;
 
     // Structured targets: pseudo-random inputs of a few sizes.
     for target in ["model", "tail_recovery"] {

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use agent_journal::conversation::state_blob::{ImportStateBlob, StateBlob, export_state_blob_for};
-use agent_journal::{ConversationFormat, Error, Journal, JsonOptions};
+use agent_journal::{ConversationFormat, Error, Journal, JsonOptions, SliceNames};
 use clap::{Args, ValueEnum};
 
 use crate::cli::Cli;
@@ -31,6 +31,12 @@ pub(crate) struct ExportArgs {
     /// For `wink`: include LOG slices (adapter states).
     #[arg(long)]
     include_logs: bool,
+    /// For `wink`: the module of the specs' types in the document
+    /// (`MODULE:InnerMessage`, `MODULE:ConversationState`,
+    /// `MODULE:AdapterStateSnapshot`; default: the specs' own modules,
+    /// `weakincentives.runtime.inner_messages` and so on).
+    #[arg(long, value_name = "MODULE")]
+    type_module: Option<String>,
     /// For `state-blob`: the blob's provider (default: that of the
     /// conversation's last provider call, else the one recorded at import).
     #[arg(long)]
@@ -129,6 +135,9 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
             let state = s.state_at(at)?;
             let forked = state.forked_from().map(|(p, _)| p);
             let text = state.to_json(&JsonOptions {
+                names: SliceNames::Wink {
+                    module: args.type_module.clone(),
+                },
                 include_logs: args.include_logs,
                 parent_id: forked,
                 tags: vec![

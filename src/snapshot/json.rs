@@ -266,4 +266,8 @@ pub(super) fn to_value(s: &SessionState, opts: &JsonOptions) -> Value {
 struct TsItem(#[serde(with = "crate::model::ts")] DateTime<Utc>);
 
 mod read;
+mod wink;
+mod wink_read;
 pub(super) use read::from_str;
+use read::{Found, err, kind, micros};
+pub(super) use wink::to_wink_value;

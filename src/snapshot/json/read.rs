@@ -3,11 +3,11 @@
 
 use super::*;
 
-fn err(reason: impl Into<String>) -> Error {
+pub(super) fn err(reason: impl Into<String>) -> Error {
     Error::SnapshotRestore(reason.into())
 }
 
-fn kind(v: &Value) -> &'static str {
+pub(super) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -41,7 +41,7 @@ fn culprit<T: DeserializeOwned>(v: &Value) -> Option<&str> {
     })
 }
 
-fn micros(t: &DateTime<Utc>, loc: &str, field: &str) -> Result<()> {
+pub(super) fn micros(t: &DateTime<Utc>, loc: &str, field: &str) -> Result<()> {
     if t.nanosecond() % 1_000 != 0 {
         return Err(err(format!(
             "{loc}: {field} {t} has sub-microsecond precision (timestamps are stored in microseconds)"
@@ -64,17 +64,17 @@ fn policy_of(name: &str, registry: &SliceRegistry) -> Option<SlicePolicy> {
 }
 
 /// One slice of the document: its index and its items.
-struct Found<'a> {
-    index: usize,
-    items: &'a [Value],
+pub(super) struct Found<'a> {
+    pub(super) index: usize,
+    pub(super) items: &'a [Value],
 }
 
 impl Found<'_> {
-    fn loc(&self, i: usize) -> String {
+    pub(super) fn loc(&self, i: usize) -> String {
         format!("slices[{}].items[{i}]", self.index)
     }
 
-    fn parse_all<T: DeserializeOwned>(&self) -> Result<Vec<T>> {
+    pub(super) fn parse_all<T: DeserializeOwned>(&self) -> Result<Vec<T>> {
         self.items
             .iter()
             .enumerate()
@@ -225,13 +225,25 @@ fn find_slices<'a>(
 
 /// Reads a document; see [`SessionState::from_json`].
 pub(in crate::snapshot) fn from_str(text: &str, registry: &SliceRegistry) -> Result<SessionState> {
-    let value: Value = serde_json::from_str(text).map_err(|e| err(format!("not JSON: {e}")))?;
+    let mut value: Value = serde_json::from_str(text).map_err(|e| err(format!("not JSON: {e}")))?;
     let doc = value.as_object().ok_or_else(|| {
         err(format!(
             "top level: expected an object, found {}",
             kind(&value)
         ))
     })?;
+    check_header(doc)?;
+    if super::wink_read::is_wink(doc) {
+        match super::wink_read::from_wink(doc.clone())? {
+            super::wink_read::Wink::Native(events) => {
+                return Ok(super::wink_read::fold(events, registry));
+            }
+            super::wink_read::Wink::Journal(v) => value = v,
+        }
+    }
+    let doc = value
+        .as_object()
+        .ok_or_else(|| err("top level: expected an object"))?;
     check_header(doc)?;
     let with_policy = check_policies(doc, registry)?;
     let found = find_slices(doc, registry, &with_policy)?;
