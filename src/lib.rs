@@ -90,6 +90,9 @@ pub use crate::engine::conversation;
 pub use crate::engine::inner_loop::{InnerLoop, LoopResult, ResumeMode, ResumeOptions};
 pub use crate::engine::provider::{Provider, ProviderRequest, ProviderResponse};
 pub use crate::engine::scripted::{ScriptStep, ScriptedProvider};
+pub use crate::engine::stateful::{
+    CaptureWhen, CapturedState, SdkStateTracker, StateConfig, StatefulProvider, validate_state,
+};
 pub use crate::engine::tool::{Idempotency, Tool, ToolContext};
 pub use crate::error::{Error, Result};
 pub use crate::event::{

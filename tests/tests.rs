@@ -27,6 +27,7 @@ mod sandbox;
 mod sessions;
 mod space;
 mod state_blob;
+mod stateful;
 mod store;
 mod transfer;
 mod wink;

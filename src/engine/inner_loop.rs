@@ -2,6 +2,7 @@
 //! happens, and its resume from a [`ResumePlan`](crate::ResumePlan).
 
 use crate::engine::provider::{Provider, ProviderRequest};
+use crate::engine::stateful::{CaptureWhen, StateConfig, StatefulProvider, validate_state};
 use crate::engine::tool::{Idempotency, Tool, ToolContext};
 use crate::error::{Error, Result};
 use crate::event::{Outcome, ProviderCallRecord, ProviderOutcome};
@@ -73,6 +74,7 @@ pub struct InnerLoop<'a> {
     provider: &'a dyn Provider,
     tools: Vec<&'a dyn Tool>,
     max_turns: u32,
+    stateful: Option<(&'a dyn StatefulProvider, StateConfig)>,
 }
 
 impl<'a> InnerLoop<'a> {
@@ -82,6 +84,22 @@ impl<'a> InnerLoop<'a> {
             provider,
             tools,
             max_turns: 32,
+            stateful: None,
+        }
+    }
+
+    /// A loop over a provider with a resumable state of its own (the
+    /// adapter-state spec's `StatefulAdapter`): the loop hands it the state
+    /// to resume from and records its state by itself, as `config` says
+    /// (see [`StateConfig`]), each capture superseding the one before.
+    pub fn stateful<P: StatefulProvider>(
+        provider: &'a P,
+        tools: Vec<&'a dyn Tool>,
+        config: StateConfig,
+    ) -> Self {
+        Self {
+            stateful: Some((provider, config)),
+            ..Self::new(provider, tools)
         }
     }
 
@@ -116,6 +134,7 @@ impl<'a> InnerLoop<'a> {
             self.provider.name(),
             &opening,
         )?;
+        self.begin_state(&eval, false);
         let history = self.history(&eval);
         self.drive(&eval, history)
     }
@@ -207,6 +226,7 @@ impl<'a> InnerLoop<'a> {
             ResumeMode::Fork => session.fork(plan.crash_point)?,
         };
         let eval = target.evaluation(plan.evaluation_id)?;
+        self.begin_state(&eval, true);
         for call in &plan.in_doubt {
             match self.tool(&call.name).map(|t| t.idempotency()) {
                 Some(Idempotency::Never) => {
@@ -222,6 +242,7 @@ impl<'a> InnerLoop<'a> {
         }
         let history = self.history(&eval);
         if plan.state == ResumeState::Answered {
+            self.capture(&eval, &mut None)?;
             eval.finish(Outcome::Succeeded)?;
             return Ok(self.result(&eval, &history, Outcome::Succeeded));
         }
@@ -262,11 +283,13 @@ impl<'a> InnerLoop<'a> {
     /// Provider round trips and tool calls until a final answer.
     fn drive(&self, eval: &Evaluation, mut history: Vec<InnerMessage>) -> Result<LoopResult> {
         let tools: Vec<_> = self.tools.iter().map(|t| t.spec()).collect();
+        let mut captured = None;
         loop {
             if eval.turn() >= self.max_turns {
                 let outcome = Outcome::Failed {
                     error: format!("stopped after {} turns", self.max_turns),
                 };
+                self.capture(eval, &mut captured)?;
                 eval.finish(outcome.clone())?;
                 return Ok(self.result(eval, &history, outcome));
             }
@@ -297,6 +320,7 @@ impl<'a> InnerLoop<'a> {
                     let outcome = Outcome::Failed {
                         error: format!("provider error: {message}"),
                     };
+                    self.capture(eval, &mut captured)?;
                     eval.finish(outcome.clone())?;
                     return Ok(self.result(eval, &history, outcome));
                 }
@@ -311,6 +335,13 @@ impl<'a> InnerLoop<'a> {
                 finished_at,
                 outcome: ProviderOutcome::Ok,
             })?;
+            if self
+                .stateful
+                .as_ref()
+                .is_some_and(|(_, c)| c.capture_when == CaptureWhen::EveryTurn)
+            {
+                self.capture(eval, &mut captured)?;
+            }
             let calls = response.tool_calls.clone();
             let id = eval.assistant_with_payload(
                 response.content,
@@ -319,6 +350,7 @@ impl<'a> InnerLoop<'a> {
             )?;
             self.push(eval, &mut history, id);
             if calls.is_empty() {
+                self.capture(eval, &mut captured)?;
                 eval.finish(Outcome::Succeeded)?;
                 return Ok(self.result(eval, &history, Outcome::Succeeded));
             }
@@ -327,6 +359,51 @@ impl<'a> InnerLoop<'a> {
                 self.push(eval, &mut history, id);
             }
         }
+    }
+
+    /// Hands a stateful provider the state to resume from: on a resume, or
+    /// with `auto_resume`, the session's latest state of its type if it
+    /// passes the configured check; else none (a fresh session).
+    fn begin_state(&self, eval: &Evaluation, resuming: bool) {
+        let Some((provider, config)) = &self.stateful else {
+            return;
+        };
+        let found = (resuming || config.auto_resume)
+            .then(|| {
+                let state = eval.session().state();
+                state
+                    .adapter_states()
+                    .latest(provider.adapter_type())
+                    .cloned()
+            })
+            .flatten()
+            .filter(|s| {
+                let (ns, key) = eval.prompt();
+                let prompt = config
+                    .prompt_name
+                    .clone()
+                    .unwrap_or_else(|| format!("{ns}:{key}"));
+                let workspace = config.workspace.as_deref();
+                validate_state(s, config.resume_validation, workspace, &prompt, now()).is_ok()
+            });
+        provider.resume_from(found.as_ref());
+    }
+
+    /// Records the stateful provider's state if it changed since `last`.
+    fn capture(&self, eval: &Evaluation, last: &mut Option<String>) -> Result<()> {
+        let Some((provider, config)) = &self.stateful else {
+            return Ok(());
+        };
+        if !config.capture_state {
+            return Ok(());
+        }
+        if let Some(c) = provider.capture()
+            && last.as_deref() != Some(c.state.as_str())
+        {
+            eval.adapter_state(&c.adapter_type, c.state.clone(), c.resumable)?;
+            *last = Some(c.state);
+        }
+        Ok(())
     }
 
     /// Runs one call: `Started`, the handler, then its result or failure.

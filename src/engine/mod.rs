@@ -7,4 +7,5 @@ pub mod conversation;
 pub(crate) mod inner_loop;
 pub(crate) mod provider;
 pub(crate) mod scripted;
+pub(crate) mod stateful;
 pub(crate) mod tool;

@@ -78,6 +78,11 @@ impl Evaluation {
         &self.session
     }
 
+    /// The prompt identity `(namespace, key)` it runs.
+    pub fn prompt(&self) -> (&str, &str) {
+        (&self.prompt_ns, &self.prompt_key)
+    }
+
     /// The sequence the next message will get.
     pub fn next_sequence(&self) -> u64 {
         self.counters().next_sequence
@@ -239,13 +244,20 @@ impl Evaluation {
         self.session.append(Event::ProviderCall(record))
     }
 
-    /// Records a captured adapter state.
+    /// Records a captured adapter state; it supersedes the session's
+    /// latest capture of the same adapter type, if any.
     pub fn adapter_state(
         &self,
         adapter_type: &str,
         state_json: String,
         resumable: bool,
     ) -> Result<u64> {
+        let supersedes = self
+            .session
+            .state()
+            .adapter_states()
+            .latest(adapter_type)
+            .map(|s| s.snapshot_id);
         self.session
             .append(Event::AdapterState(AdapterStateSnapshot {
                 snapshot_id: uuid::Uuid::now_v7(),
@@ -254,7 +266,7 @@ impl Evaluation {
                 resumable,
                 captured_at: now(),
                 evaluation_id: Some(self.id),
-                supersedes: None,
+                supersedes,
             }))
     }
 

@@ -22,6 +22,14 @@ impl AdapterStates {
             .find(|s| s.resumable && s.adapter_type == adapter_type)
     }
 
+    /// The latest capture of `adapter_type`, resumable or not.
+    pub fn latest(&self, adapter_type: &str) -> Option<&AdapterStateSnapshot> {
+        self.states
+            .iter()
+            .rev()
+            .find(|s| s.adapter_type == adapter_type)
+    }
+
     /// All captures, in journal order.
     pub fn iter(&self) -> impl Iterator<Item = &AdapterStateSnapshot> + '_ {
         self.states.iter()

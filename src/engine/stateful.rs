@@ -1,0 +1,239 @@
+//! Stateful adapters (adapter-state spec): a provider that keeps its own
+//! session (an agent SDK's) hands the inner loop a state to capture, and
+//! takes one back to resume from; the loop captures it by itself.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::engine::adapter::{AdapterState, ResumeValidation, SdkSessionState, validate_sdk_state};
+use crate::engine::provider::Provider;
+use crate::error::{Error, Result};
+use crate::event::AdapterStateSnapshot;
+use crate::model::now;
+
+/// An adapter state as a provider hands it over: its type, its JSON, and
+/// whether it can be resumed from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapturedState {
+    /// The adapter type (`"claude_agent_sdk"`).
+    pub adapter_type: String,
+    /// The state as JSON text.
+    pub state: String,
+    /// Whether it can be used to resume.
+    pub resumable: bool,
+}
+
+impl CapturedState {
+    /// The captured form of a typed state.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if it does not serialize.
+    pub fn of<S: AdapterState>(state: &S) -> Result<Self> {
+        Ok(Self {
+            adapter_type: state.adapter_type().to_owned(),
+            state: serde_json::to_string(state)
+                .map_err(|e| Error::InvalidInput(format!("adapter state: {e}")))?,
+            resumable: state.resumable(),
+        })
+    }
+}
+
+/// The adapter-state spec's `StatefulAdapter`: a provider with a resumable
+/// state of its own. The spec's `evaluate_with_state(prompt, session,
+/// resume_from, ...) -> (response, state)` is this trait driven by
+/// [`InnerLoop::stateful`](crate::InnerLoop::stateful): the loop passes the
+/// state to resume from before the first round trip, asks for the state
+/// after each round trip and at the end (success or failure), and records
+/// it. Deadlines and budgets are the provider's own (the loop has
+/// `max_turns`).
+pub trait StatefulProvider: Provider {
+    /// The adapter type of its states; the loop only resumes from states of
+    /// this type.
+    fn adapter_type(&self) -> &str;
+
+    /// Called once before the evaluation's first round trip (and before a
+    /// resumed one's next): `Some` with the state to continue (for an SDK,
+    /// pass its session id as the SDK's `resume` option), `None` to start a
+    /// fresh session.
+    fn resume_from(&self, state: Option<&AdapterStateSnapshot>);
+
+    /// The state to capture now, if it has one (an SDK has none until its
+    /// init message named the session).
+    fn capture(&self) -> Option<CapturedState>;
+}
+
+/// When the loop captures the state of a [`StatefulProvider`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CaptureWhen {
+    /// After every provider round trip whose state differs from the last
+    /// capture, and at the end of the evaluation (the default: a worker that
+    /// dies mid-run leaves the state it had after its last round trip).
+    #[default]
+    EveryTurn,
+    /// Only at the end of the evaluation, on success or failure (the spec's
+    /// `evaluate()`).
+    End,
+}
+
+/// The adapter-state spec's `ClaudeAgentSDKClientConfig`, for any
+/// [`StatefulProvider`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateConfig {
+    /// Capture the provider's state. Default: `true`.
+    pub capture_state: bool,
+    /// When to capture. Default: [`CaptureWhen::EveryTurn`].
+    pub capture_when: CaptureWhen,
+    /// A new evaluation ([`InnerLoop::run`](crate::InnerLoop::run)) first
+    /// looks for a resumable state in the session. Default: `false`. A
+    /// resume ([`InnerLoop::resume`](crate::InnerLoop::resume)) always
+    /// looks: it is the crash-recovery flow.
+    pub auto_resume: bool,
+    /// How a found state is checked. Default: `Strict` with one hour.
+    pub resume_validation: ResumeValidation,
+    /// The workspace the strict check expects. Default: `None`.
+    pub workspace: Option<String>,
+    /// The prompt name the strict check expects. Default: `None`, which
+    /// means `"{prompt_ns}:{prompt_key}"` of the evaluation.
+    pub prompt_name: Option<String>,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            capture_state: true,
+            capture_when: CaptureWhen::EveryTurn,
+            auto_resume: false,
+            resume_validation: ResumeValidation::Strict {
+                max_age: Duration::from_secs(3600),
+            },
+            workspace: None,
+            prompt_name: None,
+        }
+    }
+}
+
+/// Checks a found state of any adapter type: an SDK state as
+/// [`validate_sdk_state`] does; another type by its `resumable` flag
+/// (`Relaxed`, `Strict`) and, for `Strict`, its capture time.
+///
+/// # Errors
+/// [`Error::SessionExpired`] saying why it cannot be used.
+pub fn validate_state(
+    snapshot: &AdapterStateSnapshot,
+    validation: ResumeValidation,
+    workspace: Option<&str>,
+    prompt_name: &str,
+    at: DateTime<Utc>,
+) -> Result<()> {
+    if snapshot.adapter_type == SdkSessionState::ADAPTER_TYPE {
+        return validate_sdk_state(snapshot, validation, workspace, prompt_name, at).map(|_| ());
+    }
+    if validation == ResumeValidation::None {
+        return Ok(());
+    }
+    if !snapshot.resumable {
+        return Err(Error::SessionExpired(format!(
+            "adapter state {} ({}) is not resumable",
+            snapshot.snapshot_id, snapshot.adapter_type
+        )));
+    }
+    if let ResumeValidation::Strict { max_age } = validation {
+        let age = (at - snapshot.captured_at)
+            .to_std()
+            .unwrap_or(Duration::ZERO);
+        if age > max_age {
+            return Err(Error::SessionExpired(format!(
+                "adapter state {} was captured {}s ago (limit {}s)",
+                snapshot.snapshot_id,
+                age.as_secs(),
+                max_age.as_secs()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Tracks an agent SDK's session from the messages its query yields, as
+/// the adapter-state spec's `_run_sdk_query` does: the session id comes
+/// from the init message (`{"type": "system", "subtype": "init",
+/// "session_id": ...}`, or the id under `data`), every message counts, and
+/// the end of a query marks the session complete. A [`StatefulProvider`]
+/// built on an SDK feeds it each message and returns [`Self::captured`].
+#[derive(Debug)]
+pub struct SdkStateTracker {
+    inner: Mutex<SdkSessionState>,
+}
+
+impl SdkStateTracker {
+    /// A tracker for a session of `prompt_name` in `workspace`, with no
+    /// session id yet.
+    pub fn new(prompt_name: impl Into<String>, workspace: Option<String>) -> Self {
+        let t = now();
+        Self {
+            inner: Mutex::new(SdkSessionState {
+                session_id: String::new(),
+                created_at: t,
+                last_activity_at: t,
+                workspace_path: workspace,
+                prompt_name: prompt_name.into(),
+                message_count: 0,
+                is_complete: false,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SdkSessionState> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts from a captured state (a resumed session goes on counting).
+    pub fn resume(&self, state: SdkSessionState) {
+        *self.lock() = SdkSessionState {
+            is_complete: false,
+            ..state
+        };
+    }
+
+    /// Takes one message of the SDK's stream. An init message with an empty
+    /// or missing session id leaves the id as it was.
+    pub fn observe(&self, message: &Value) {
+        let mut s = self.lock();
+        s.message_count += 1;
+        s.last_activity_at = now();
+        if message.get("subtype").and_then(Value::as_str) == Some("init") {
+            let id = message
+                .get("session_id")
+                .and_then(Value::as_str)
+                .filter(|id| !id.is_empty())
+                .or_else(|| {
+                    message
+                        .pointer("/data/session_id")
+                        .and_then(Value::as_str)
+                        .filter(|id| !id.is_empty())
+                });
+            if let Some(id) = id {
+                s.session_id = id.to_owned();
+            }
+        }
+        if message.get("type").and_then(Value::as_str) == Some("result") {
+            s.is_complete = true;
+        }
+    }
+
+    /// The state now.
+    pub fn state(&self) -> SdkSessionState {
+        self.lock().clone()
+    }
+
+    /// The state to capture: `None` until a session id is known.
+    pub fn captured(&self) -> Option<CapturedState> {
+        let s = self.state();
+        if s.session_id.is_empty() {
+            return None;
+        }
+        CapturedState::of(&s).ok()
+    }
+}
