@@ -91,7 +91,7 @@ pub use crate::engine::inner_loop::{InnerLoop, LoopResult, ResumeMode, ResumeOpt
 pub use crate::engine::provider::{Provider, ProviderRequest, ProviderResponse};
 pub use crate::engine::scripted::{ScriptStep, ScriptedProvider};
 pub use crate::engine::stateful::{
-    CaptureWhen, CapturedState, SdkStateTracker, StateConfig, StatefulProvider, validate_state,
+    CapturedState, SdkStateTracker, StateConfig, StatefulProvider, validate_state,
 };
 pub use crate::engine::tool::{Idempotency, Tool, ToolContext};
 pub use crate::error::{Error, Result};

@@ -5,8 +5,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use agent_journal::{
-    AdapterStateSnapshot, CaptureWhen, CapturedState, Idempotency, InnerLoop, Journal, JsonOptions,
-    Outcome, Provider, ProviderRequest, ProviderResponse, ResumeMode, ResumeOptions,
+    AdapterStateSnapshot, CapturedState, CheckpointStrategy, Idempotency, InnerLoop, Journal,
+    JsonOptions, Outcome, Provider, ProviderRequest, ProviderResponse, ResumeMode, ResumeOptions,
     ResumeValidation, ScriptStep, ScriptedProvider, SdkSessionState, SdkStateTracker, Session,
     SliceNames, StateConfig, StatefulProvider, Tool, ToolCallRecord, ToolContext,
 };
@@ -115,7 +115,7 @@ fn sdk_states(s: &Session) -> Vec<(AdapterStateSnapshot, SdkSessionState)> {
 }
 
 #[test]
-fn the_loop_captures_after_each_round_trip_and_at_the_end_each_superseding_the_last() {
+fn the_loop_captures_after_each_tool_call_and_at_the_end_each_superseding_the_last() {
     let j = Journal::memory();
     let s = j.create_session().expect("session");
     let p = SdkProvider::new("sdk-abc");
@@ -150,14 +150,28 @@ fn the_loop_captures_after_each_round_trip_and_at_the_end_each_superseding_the_l
 }
 
 #[test]
-fn capture_at_the_end_only_or_not_at_all() {
+fn captures_follow_the_configured_checkpoint_strategy() {
     for (config, n) in [
         (
             StateConfig {
-                capture_when: CaptureWhen::End,
+                capture: CheckpointStrategy::OnComplete,
                 ..StateConfig::default()
             },
             1,
+        ),
+        (
+            StateConfig {
+                capture: CheckpointStrategy::OnDemand,
+                ..StateConfig::default()
+            },
+            0,
+        ),
+        (
+            StateConfig {
+                capture: CheckpointStrategy::EveryEvents(1),
+                ..StateConfig::default()
+            },
+            2,
         ),
         (
             StateConfig {

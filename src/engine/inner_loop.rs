@@ -2,7 +2,9 @@
 //! happens, and its resume from a [`ResumePlan`](crate::ResumePlan).
 
 use crate::engine::provider::{Provider, ProviderRequest};
-use crate::engine::stateful::{CaptureWhen, StateConfig, StatefulProvider, validate_state};
+use crate::engine::stateful::{
+    CapturePoint, StateConfig, StatefulProvider, capture_due, validate_state,
+};
 use crate::engine::tool::{Idempotency, Tool, ToolContext};
 use crate::error::{Error, Result};
 use crate::event::{Outcome, ProviderCallRecord, ProviderOutcome};
@@ -11,6 +13,7 @@ use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, Role, now};
 use crate::resume::ResumeState;
 use crate::session::Session;
 use crate::session::recorder::Evaluation;
+use crate::snapshot::CheckpointStrategy;
 
 /// Whether a resume appends to the crashed session or to a fork of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -68,6 +71,15 @@ pub struct LoopResult {
     /// How it ended.
     pub outcome: Outcome,
 }
+
+/// The last capture of a stateful provider's state in this run.
+struct Captured {
+    state: String,
+    head: u64,
+    at: std::time::Instant,
+}
+
+type Last = Option<Captured>;
 
 /// Drives a provider and tools, recording every step in a session.
 pub struct InnerLoop<'a> {
@@ -335,13 +347,7 @@ impl<'a> InnerLoop<'a> {
                 finished_at,
                 outcome: ProviderOutcome::Ok,
             })?;
-            if self
-                .stateful
-                .as_ref()
-                .is_some_and(|(_, c)| c.capture_when == CaptureWhen::EveryTurn)
-            {
-                self.capture(eval, &mut captured)?;
-            }
+            self.capture_at(eval, &mut captured, CapturePoint::RoundTrip)?;
             let calls = response.tool_calls.clone();
             let id = eval.assistant_with_payload(
                 response.content,
@@ -357,6 +363,7 @@ impl<'a> InnerLoop<'a> {
             for call in calls {
                 let id = self.execute(eval, &call.call_id, &call.name, &call.arguments, false)?;
                 self.push(eval, &mut history, id);
+                self.capture_at(eval, &mut captured, CapturePoint::Tool)?;
             }
         }
     }
@@ -389,19 +396,40 @@ impl<'a> InnerLoop<'a> {
         provider.resume_from(found.as_ref());
     }
 
-    /// Records the stateful provider's state if it changed since `last`.
-    fn capture(&self, eval: &Evaluation, last: &mut Option<String>) -> Result<()> {
+    /// Records the stateful provider's state at `point` if its strategy
+    /// says so.
+    fn capture_at(&self, eval: &Evaluation, last: &mut Last, point: CapturePoint) -> Result<()> {
+        let Some((_, config)) = &self.stateful else {
+            return Ok(());
+        };
+        let events = last
+            .as_ref()
+            .map(|l| eval.session().head().saturating_sub(l.head));
+        let elapsed = last.as_ref().map(|l| l.at.elapsed());
+        if capture_due(config.capture, point, events, elapsed) {
+            self.capture(eval, last)?;
+        }
+        Ok(())
+    }
+
+    /// Records the stateful provider's state (at the end of the evaluation,
+    /// or when due) if it differs from the last capture.
+    fn capture(&self, eval: &Evaluation, last: &mut Last) -> Result<()> {
         let Some((provider, config)) = &self.stateful else {
             return Ok(());
         };
-        if !config.capture_state {
+        if !config.capture_state || config.capture == CheckpointStrategy::OnDemand {
             return Ok(());
         }
         if let Some(c) = provider.capture()
-            && last.as_deref() != Some(c.state.as_str())
+            && last.as_ref().map(|l| l.state.as_str()) != Some(c.state.as_str())
         {
             eval.adapter_state(&c.adapter_type, c.state.clone(), c.resumable)?;
-            *last = Some(c.state);
+            *last = Some(Captured {
+                state: c.state,
+                head: eval.session().head(),
+                at: std::time::Instant::now(),
+            });
         }
         Ok(())
     }

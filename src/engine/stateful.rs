@@ -13,6 +13,7 @@ use crate::engine::provider::Provider;
 use crate::error::{Error, Result};
 use crate::event::AdapterStateSnapshot;
 use crate::model::now;
+use crate::snapshot::CheckpointStrategy;
 
 /// An adapter state as a provider hands it over: its type, its JSON, and
 /// whether it can be resumed from.
@@ -46,8 +47,8 @@ impl CapturedState {
 /// resume_from, ...) -> (response, state)` is this trait driven by
 /// [`InnerLoop::stateful`](crate::InnerLoop::stateful): the loop passes the
 /// state to resume from before the first round trip, asks for the state
-/// after each round trip and at the end (success or failure), and records
-/// it. Deadlines and budgets are the provider's own (the loop has
+/// as its [`StateConfig::capture`] says and at the end (success or
+/// failure), and records it. Deadlines and budgets are the provider's own (the loop has
 /// `max_turns`).
 pub trait StatefulProvider: Provider {
     /// The adapter type of its states; the loop only resumes from states of
@@ -65,17 +66,31 @@ pub trait StatefulProvider: Provider {
     fn capture(&self) -> Option<CapturedState>;
 }
 
-/// When the loop captures the state of a [`StatefulProvider`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum CaptureWhen {
-    /// After every provider round trip whose state differs from the last
-    /// capture, and at the end of the evaluation (the default: a worker that
-    /// dies mid-run leaves the state it had after its last round trip).
-    #[default]
-    EveryTurn,
-    /// Only at the end of the evaluation, on success or failure (the spec's
-    /// `evaluate()`).
-    End,
+/// Where in the loop a capture may happen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CapturePoint {
+    /// After a provider round trip was recorded.
+    RoundTrip,
+    /// After a tool call's result (or failure) was recorded.
+    Tool,
+}
+
+/// Whether `strategy` captures at `point`, `events` events and `elapsed`
+/// time after the last capture (`None`: no capture yet). The end of the
+/// evaluation always captures, except under `OnDemand`.
+pub(crate) fn capture_due(
+    strategy: CheckpointStrategy,
+    point: CapturePoint,
+    events: Option<u64>,
+    elapsed: Option<Duration>,
+) -> bool {
+    match strategy {
+        CheckpointStrategy::OnToolUse => point == CapturePoint::Tool,
+        CheckpointStrategy::OnComplete | CheckpointStrategy::OnDemand => false,
+        CheckpointStrategy::Periodic(d) => elapsed.is_none_or(|e| e > d),
+        CheckpointStrategy::EveryEvents(n) => events.is_none_or(|e| e >= n.max(1)),
+        CheckpointStrategy::Geometric { first, .. } => events.is_none_or(|e| e >= first.max(1)),
+    }
 }
 
 /// The adapter-state spec's `ClaudeAgentSDKClientConfig`, for any
@@ -84,8 +99,17 @@ pub enum CaptureWhen {
 pub struct StateConfig {
     /// Capture the provider's state. Default: `true`.
     pub capture_state: bool,
-    /// When to capture. Default: [`CaptureWhen::EveryTurn`].
-    pub capture_when: CaptureWhen,
+    /// When to capture (the adapter-state spec's checkpointing frequency),
+    /// besides the end of the evaluation (success or failure), which always
+    /// captures except under `OnDemand`: `OnToolUse` (the default) after
+    /// each tool call, `OnComplete` only at the end, `Periodic(d)` after a
+    /// round trip or tool call once `d` has passed since the last capture,
+    /// `OnDemand` never by itself (the application calls
+    /// [`Evaluation::capture_adapter_state`](crate::Evaluation::capture_adapter_state)),
+    /// `EveryEvents(n)` once `n` events were appended since the last
+    /// capture, `Geometric` as `EveryEvents(first)`. A state equal to the
+    /// last capture is not captured again.
+    pub capture: CheckpointStrategy,
     /// A new evaluation ([`InnerLoop::run`](crate::InnerLoop::run)) first
     /// looks for a resumable state in the session. Default: `false`. A
     /// resume ([`InnerLoop::resume`](crate::InnerLoop::resume)) always
@@ -104,7 +128,7 @@ impl Default for StateConfig {
     fn default() -> Self {
         Self {
             capture_state: true,
-            capture_when: CaptureWhen::EveryTurn,
+            capture: CheckpointStrategy::OnToolUse,
             auto_resume: false,
             resume_validation: ResumeValidation::Strict {
                 max_age: Duration::from_secs(3600),
@@ -235,5 +259,42 @@ impl SdkStateTracker {
             return None;
         }
         CapturedState::of(&s).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_strategy_captures_where_the_spec_says() {
+        use CapturePoint::{RoundTrip, Tool};
+        let d = Duration::from_secs(10);
+        let due = |s, p, e, t| capture_due(s, p, e, t);
+        assert!(due(CheckpointStrategy::OnToolUse, Tool, Some(1), None));
+        assert!(!due(CheckpointStrategy::OnToolUse, RoundTrip, None, None));
+        assert!(!due(CheckpointStrategy::OnComplete, Tool, None, None));
+        assert!(!due(CheckpointStrategy::OnDemand, Tool, None, None));
+        let periodic = CheckpointStrategy::Periodic(d);
+        assert!(due(periodic, RoundTrip, Some(1), None));
+        assert!(!due(
+            periodic,
+            RoundTrip,
+            Some(1),
+            Some(Duration::from_secs(1))
+        ));
+        assert!(due(periodic, Tool, Some(1), Some(Duration::from_secs(11))));
+        assert!(!due(
+            CheckpointStrategy::EveryEvents(5),
+            Tool,
+            Some(4),
+            None
+        ));
+        assert!(due(
+            CheckpointStrategy::EveryEvents(5),
+            RoundTrip,
+            Some(5),
+            None
+        ));
     }
 }

@@ -34,7 +34,7 @@ pub struct ConversationEngineConfig {
     pub providers: BTreeMap<String, Arc<dyn ProviderAdapter>>,
     /// The model of each provider when the plan names none.
     pub default_models: BTreeMap<String, String>,
-    /// Chooses the messages sent. Default: [`DefaultHistoryBuilder`] (all).
+    /// Chooses the messages sent. Default: [`DefaultHistoryBuilder`](super::plan::DefaultHistoryBuilder) (all).
     pub history_builder: Option<Arc<dyn HistoryBuilder>>,
     /// Chooses provider and model. Default: the `"provider"` and `"model"`
     /// hints if given, else the first provider (in id order) and its
