@@ -91,7 +91,8 @@ pub use crate::engine::inner_loop::{InnerLoop, LoopResult, ResumeMode, ResumeOpt
 pub use crate::engine::provider::{Provider, ProviderRequest, ProviderResponse};
 pub use crate::engine::scripted::{ScriptStep, ScriptedProvider};
 pub use crate::engine::stateful::{
-    CapturedState, SdkStateTracker, StateConfig, StatefulProvider, validate_state,
+    CapturedState, SdkStateTracker, StateChange, StateConfig, StatefulProvider, diff_states,
+    validate_state,
 };
 pub use crate::engine::tool::{Idempotency, Tool, ToolContext};
 pub use crate::error::{Error, Result};

@@ -345,3 +345,58 @@ fn the_specs_recovery_example_worker_2_resumes_worker_1s_sdk_session_from_a_json
     assert_eq!(p.resumed_from(), [Some("sdk-worker-1".to_owned())]);
     assert!(r.content.starts_with("done: echo"), "{}", r.content);
 }
+
+#[test]
+fn cli_diff_shows_what_changed_in_the_adapter_state() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let (id, head) = {
+        let j = Journal::open(&db).expect("open");
+        let s = j.create_session().expect("session");
+        let p = SdkProvider::new("sdk-abc");
+        InnerLoop::stateful(&p, vec![&Echo], StateConfig::default())
+            .run(&s, "ns", "key", "sys", "go")
+            .expect("run");
+        (s.id().to_string(), s.head() - 1)
+    };
+    let first = {
+        let j = Journal::open(&db).expect("open");
+        let s = j.session(id.parse().expect("id")).expect("session");
+        let states = sdk_states(&s);
+        // The seq of the first capture: the diff from it to the end shows
+        // the second capture's changes.
+        let mut seq = None;
+        s.for_each_event(0..=head, |e| {
+            if matches!(&e.event, agent_journal::Event::AdapterState(a) if a.snapshot_id == states[0].0.snapshot_id) {
+                seq = Some(e.seq);
+            }
+            Ok(())
+        })
+        .expect("events");
+        seq.expect("first capture")
+    };
+    let out = crate::common::run_cli(
+        &db,
+        &["--json", "diff", &id, &first.to_string(), &head.to_string()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let changes = &d["adapter_states"][0];
+    assert_eq!(changes["adapter_type"], "claude_agent_sdk");
+    let fields: Vec<&str> = changes["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .map(|c| c["field"].as_str().expect("field"))
+        .collect();
+    assert!(fields.contains(&"resumable"), "{fields:?}");
+    assert!(fields.contains(&"state.is_complete"), "{fields:?}");
+    assert!(fields.contains(&"state.message_count"), "{fields:?}");
+    let out = crate::common::run_cli(&db, &["diff", &id, &first.to_string(), &head.to_string()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("state.is_complete: false -> true"), "{text}");
+}

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::process::ExitCode;
 
-use agent_journal::{Error, Event, InnerMessage, Session, ToolStatus};
+use agent_journal::{Error, Event, InnerMessage, Session, StateChange, ToolStatus, diff_states};
 use clap::Args;
 
 use crate::cli::Cli;
@@ -45,6 +45,9 @@ struct Diff {
     status_changes: Vec<(String, String, Option<ToolStatus>, ToolStatus)>,
     evaluations: Vec<String>,
     tokens: (u64, u64),
+    /// Per adapter type whose latest state changed: the changed fields
+    /// (against no state at all for a first capture).
+    adapter_states: Vec<(String, Vec<StateChange>)>,
 }
 
 /// Computes the diff; `a` must not be after `b`.
@@ -98,6 +101,29 @@ fn compute(s: &Session, a: u64, b: u64) -> Result<Diff, Error> {
             _ => {}
         }
     }
+    let mut adapter_states = Vec::new();
+    let mut types: Vec<&str> = after
+        .adapter_states()
+        .iter()
+        .map(|a| a.adapter_type.as_str())
+        .collect();
+    types.sort_unstable();
+    types.dedup();
+    for ty in types {
+        let (old, new) = (
+            before.adapter_states().latest(ty),
+            after.adapter_states().latest(ty),
+        );
+        if let Some(new) = new
+            && old.map(|o| o.snapshot_id) != Some(new.snapshot_id)
+        {
+            let empty = agent_journal::AdapterStateSnapshot {
+                state: "{}".into(),
+                ..new.clone()
+            };
+            adapter_states.push((ty.to_owned(), diff_states(old.unwrap_or(&empty), new)));
+        }
+    }
     let (u0, u1) = (before.usage().total().usage, after.usage().total().usage);
     Ok(Diff {
         a,
@@ -110,6 +136,7 @@ fn compute(s: &Session, a: u64, b: u64) -> Result<Diff, Error> {
             u1.input_tokens.saturating_sub(u0.input_tokens),
             u1.output_tokens.saturating_sub(u0.output_tokens),
         ),
+        adapter_states,
     })
 }
 
@@ -147,6 +174,15 @@ impl Diff {
         for e in &self.evaluations {
             outln!("{e}");
         }
+        for (ty, changes) in &self.adapter_states {
+            outln!("adapter state {ty}:");
+            let show = |v: &Option<serde_json::Value>| {
+                v.as_ref().map_or("(none)".into(), |v| v.to_string())
+            };
+            for c in changes {
+                outln!("  {}: {} -> {}", c.field, show(&c.before), show(&c.after));
+            }
+        }
         if self.tokens != (0, 0) {
             outln!(
                 "tokens: +{} input, +{} output",
@@ -171,6 +207,12 @@ impl Diff {
             })).collect::<Vec<_>>(),
             "evaluations": self.evaluations,
             "tokens": {"input": self.tokens.0, "output": self.tokens.1},
+            "adapter_states": self.adapter_states.iter().map(|(ty, changes)| serde_json::json!({
+                "adapter_type": ty,
+                "changes": changes.iter().map(|c| serde_json::json!({
+                    "field": c.field, "from": c.before, "to": c.after,
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
         })
     }
 }

@@ -262,6 +262,60 @@ impl SdkStateTracker {
     }
 }
 
+/// One difference between two adapter states (see [`diff_states`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StateChange {
+    /// The field: `adapter_type`, `resumable`, or a field of the state
+    /// (`state.session_id`); `state` when a state is not a JSON object.
+    pub field: String,
+    /// Its value before (`None`: absent).
+    pub before: Option<Value>,
+    /// Its value after (`None`: absent).
+    pub after: Option<Value>,
+}
+
+/// The adapter-state spec's `diff_states`: what changed from `before` to
+/// `after`, field by field (the state's top-level fields, decoded from its
+/// JSON), in field order. Equal states give no changes.
+pub fn diff_states(
+    before: &AdapterStateSnapshot,
+    after: &AdapterStateSnapshot,
+) -> Vec<StateChange> {
+    let mut changes = Vec::new();
+    let mut field = |name: String, b: Option<Value>, a: Option<Value>| {
+        if b != a {
+            changes.push(StateChange {
+                field: name,
+                before: b,
+                after: a,
+            });
+        }
+    };
+    field(
+        "adapter_type".into(),
+        Some(Value::String(before.adapter_type.clone())),
+        Some(Value::String(after.adapter_type.clone())),
+    );
+    field(
+        "resumable".into(),
+        Some(Value::Bool(before.resumable)),
+        Some(Value::Bool(after.resumable)),
+    );
+    let decode = |s: &AdapterStateSnapshot| {
+        serde_json::from_str::<Value>(&s.state).unwrap_or_else(|_| Value::String(s.state.clone()))
+    };
+    match (decode(before), decode(after)) {
+        (Value::Object(b), Value::Object(a)) => {
+            let keys: std::collections::BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+            for k in keys {
+                field(format!("state.{k}"), b.get(k).cloned(), a.get(k).cloned());
+            }
+        }
+        (b, a) => field("state".into(), Some(b), Some(a)),
+    }
+    changes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,5 +350,39 @@ mod tests {
             Some(5),
             None
         ));
+    }
+
+    #[test]
+    fn diff_states_names_each_changed_field() {
+        let snap = |state: &str, resumable| AdapterStateSnapshot {
+            snapshot_id: uuid::Uuid::nil(),
+            adapter_type: "claude_agent_sdk".into(),
+            state: state.into(),
+            resumable,
+            captured_at: now(),
+            evaluation_id: None,
+            supersedes: None,
+        };
+        let a = snap(r#"{"session_id":"s","message_count":2,"x":1}"#, true);
+        let b = snap(
+            r#"{"session_id":"s","message_count":5,"is_complete":true}"#,
+            false,
+        );
+        let d = diff_states(&a, &b);
+        let fields: Vec<&str> = d.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "resumable",
+                "state.is_complete",
+                "state.message_count",
+                "state.x"
+            ]
+        );
+        assert_eq!(d[2].before, Some(Value::from(2)));
+        assert_eq!(d[3].after, None);
+        assert!(diff_states(&a, &a).is_empty());
+        let d = diff_states(&snap("opaque", true), &snap("other", true));
+        assert_eq!(d[0].field, "state");
     }
 }
