@@ -121,9 +121,10 @@ pub enum SliceNames {
     /// The specs' names, so that WINK's `Snapshot.from_json` reads the
     /// document: `weakincentives.runtime.inner_messages:InnerMessage`,
     /// `weakincentives.runtime.conversation:ConversationState` (the
-    /// conversation-state spec's items, messages embedded) and, with
-    /// `include_logs`, `weakincentives.runtime.adapter_state:AdapterStateSnapshot`
-    /// (LOG). What the specs have no slice for (tool-call and evaluation
+    /// conversation-state spec's items, messages embedded) and
+    /// `weakincentives.runtime.adapter_state:AdapterStateSnapshot` (LOG);
+    /// as WINK does, a slice with no items is left out (so a reader needs
+    /// the module of a type only when the session has such items). What the specs have no slice for (tool-call and evaluation
     /// records, usage, labels, the conversation engine's records,
     /// application slices) travels as JSON text in the `tags` entries
     /// `agent_journal.slices` and `agent_journal.policies`, which WINK keeps
@@ -143,8 +144,11 @@ pub enum SliceNames {
 pub struct JsonOptions {
     /// The slices' type names. Default: [`SliceNames::Journal`].
     pub names: SliceNames,
-    /// Include LOG slices (adapter states, application LOG slices).
-    /// Default: `false`, as WINK's snapshots omit them.
+    /// Include the application's LOG slices. Default: `false`, as WINK's
+    /// snapshots omit LOG slices. The adapter states, a LOG slice too, are
+    /// always written: the specs' recovery flow (restore a checkpoint, find
+    /// the adapter state, resume with it) needs them in a checkpoint written
+    /// with the defaults.
     pub include_logs: bool,
     /// `parent_id` of the document. Default: `None`, which writes the session
     /// this one was forked from, if any.
@@ -170,8 +174,7 @@ impl SessionState {
     /// Slices: `agent_journal:InnerMessage` (the messages, as serde writes
     /// [`InnerMessage`](crate::InnerMessage)), `agent_journal:ToolCall`,
     /// `agent_journal:Evaluation`, `agent_journal:ConversationState` (message
-    /// ids by turn), `agent_journal:AdapterStateSnapshot` (LOG, only with
-    /// `include_logs`), `agent_journal:Usage`, `agent_journal:SessionInfo`
+    /// ids by turn), `agent_journal:AdapterStateSnapshot` (LOG, always), `agent_journal:Usage`, `agent_journal:SessionInfo`
     /// (labels, fork origin, seq), then each application slice under its
     /// name, with its JSON as the only item. With [`SliceNames::Wink`] the
     /// document carries the specs' names instead (see there).
@@ -196,10 +199,10 @@ impl SessionState {
     /// a UUID gets a UUID derived from it (v5), and the session label
     /// `agent_journal.wink_evaluation_ids` keeps the originals, so a WINK
     /// export writes them back. The application slices are those of
-    /// `registry`. LOG slices may be absent
-    /// (they start empty); every STATE slice must be there. Indexes are
-    /// rebuilt from the items, so `from_json(to_json(s))` equals `s` when
-    /// `include_logs` was set.
+    /// `registry`. LOG slices may be absent (they start empty); every STATE
+    /// slice must be there. Indexes are rebuilt from the items, so
+    /// `from_json(to_json(s))` equals `s` when `include_logs` was set (or
+    /// the application has no LOG slice).
     ///
     /// # Errors
     /// [`Error::SnapshotRestore`](crate::Error::SnapshotRestore) naming what

@@ -318,12 +318,12 @@ fn the_tracker_reads_the_session_id_from_either_init_form_and_ignores_an_empty_o
 
 #[test]
 fn the_specs_recovery_example_worker_2_resumes_worker_1s_sdk_session_from_a_json_checkpoint() {
-    // Worker 1 captures and crashes; its checkpoint is WINK JSON with logs.
+    // Worker 1 captures and crashes; its checkpoint is WINK JSON written
+    // with the defaults (the adapter states are in it).
     let j1 = Journal::memory();
     let crashed = crashed_worker(&j1, "/work");
     let checkpoint = crashed.state().to_json(&JsonOptions {
         names: SliceNames::Wink { module: None },
-        include_logs: true,
         ..JsonOptions::default()
     });
     // Worker 2: restore, find the state, evaluate with it.

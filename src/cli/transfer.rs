@@ -28,7 +28,8 @@ pub(crate) struct ExportArgs {
     /// renamed over it.
     #[arg(long, short)]
     output: Option<PathBuf>,
-    /// For `wink`: include LOG slices (adapter states).
+    /// For `wink`: include the application's LOG slices (the adapter
+    /// states are always included).
     #[arg(long)]
     include_logs: bool,
     /// For `wink`: the module of the specs' types in the document

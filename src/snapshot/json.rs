@@ -195,10 +195,11 @@ pub(super) fn to_value(s: &SessionState, opts: &JsonOptions) -> Value {
                 .collect(),
         ),
     ];
-    if opts.include_logs {
-        let items = s.adapter_states.iter().map(|a| val(&adapter_item(a)));
-        slices.push(slice(ADAPTER_STATES, items.collect()));
-    }
+    // A LOG slice, but always written: the specs' recovery flow (restore
+    // the checkpoint, find the adapter state, resume with it) needs it in
+    // a checkpoint written with the defaults.
+    let items = s.adapter_states.iter().map(|a| val(&adapter_item(a)));
+    slices.push(slice(ADAPTER_STATES, items.collect()));
     let usage = s.usage.iter().map(|(eval, t)| {
         val(&UsageItem {
             evaluation_id: eval,
@@ -228,7 +229,7 @@ pub(super) fn to_value(s: &SessionState, opts: &JsonOptions) -> Value {
         );
     }
     for (name, policy) in BUILT_INS {
-        if policy == SlicePolicy::State || opts.include_logs {
+        if policy == SlicePolicy::State || name == ADAPTER_STATES || opts.include_logs {
             policies.insert(name.into(), Value::String(policy.as_str().into()));
         }
     }

@@ -282,9 +282,19 @@ pub(in crate::snapshot) fn to_wink_value(
     let state = || Value::String(SlicePolicy::State.as_str().into());
     wink_policies.insert(names.messages.clone(), state());
     wink_policies.insert(names.conversation.clone(), state());
-    if opts.include_logs {
+    // As WINK does, no empty slice: a reader needs the module of each type
+    // written, and a session without adapter states or conversation needs
+    // none for them.
+    slices.retain(|e| {
+        e["items"].as_array().is_some_and(|i| !i.is_empty()) || e["slice_type"] == names.messages
+    });
+    let written = |name: &str| slices.iter().any(|e| e["slice_type"] == name);
+    if written(&names.adapter_states) {
         let log = Value::String(SlicePolicy::Log.as_str().into());
         wink_policies.insert(names.adapter_states.clone(), log);
+    }
+    if !written(&names.conversation) {
+        wink_policies.remove(&names.conversation);
     }
     let mut tags = match obj.remove("tags") {
         Some(Value::Object(t)) => t,
