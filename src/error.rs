@@ -180,6 +180,36 @@ pub enum Error {
         /// Its error.
         message: String,
     },
+    /// An error of the PostgreSQL server or of the connection to it. It
+    /// poisons nothing: the failed operation had no effect, or (a commit
+    /// whose answer was lost) a retry with the same expected head finds it
+    /// as a `Conflict`.
+    #[error("database error: {0}")]
+    Database(String),
+    /// An append or renewal under a lease that another worker has taken
+    /// over (or that was released): nothing was written. CLI exit code 4.
+    #[error("session {session}: the lease of epoch {epoch} is no longer held{}", match holder {
+        Some((owner, epoch)) => format!(" ({owner:?} holds epoch {epoch})"),
+        None => String::new(),
+    })]
+    Fenced {
+        /// The session.
+        session: SessionId,
+        /// The epoch of the stale lease.
+        epoch: u64,
+        /// Who holds the lease now, and its epoch, if anyone does.
+        holder: Option<(String, u64)>,
+    },
+    /// Another worker holds a live lease of the session. CLI exit code 4.
+    #[error("session {session} is leased by {owner:?} until {expires_at}")]
+    LeaseHeld {
+        /// The session.
+        session: SessionId,
+        /// The worker holding it.
+        owner: String,
+        /// When the lease lapses unless renewed.
+        expires_at: chrono::DateTime<chrono::Utc>,
+    },
     /// No provider adapter is configured under this id.
     #[error("no provider adapter {0:?} is configured")]
     UnknownProvider(String),

@@ -161,6 +161,11 @@ impl std::fmt::Debug for Journal {
     }
 }
 
+/// True if `s` names a PostgreSQL journal.
+fn is_postgres_url(s: &str) -> bool {
+    s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
 impl Journal {
     /// Opens the journal at `path` with the default configuration, creating
     /// a database there if nothing exists.
@@ -179,6 +184,9 @@ impl Journal {
     /// Opens the journal at `path` with `config`. See [`Journal::open`].
     pub fn open_with(path: impl AsRef<Path>, config: JournalConfig) -> Result<Journal> {
         let path = path.as_ref();
+        if let Some(url) = path.to_str().filter(|s| is_postgres_url(s)) {
+            return Self::open_postgres(url, config);
+        }
         if path.is_file() && file::looks_like_journal_file(path) {
             let contents = file::read_file(path, config.max_event_bytes)?;
             let store = Arc::new(memory::MemoryStore::frozen(contents.streams));
@@ -213,6 +221,27 @@ impl Journal {
             }
         }
         Ok(journal)
+    }
+
+    /// The journal in a PostgreSQL database (`postgres://` or
+    /// `postgresql://`; the `schema=NAME` parameter picks the schema of its
+    /// tables, default `agent_journal`), created there if missing. Any
+    /// number of processes may open it at once; see `docs/postgres.md`.
+    #[cfg(feature = "postgres")]
+    fn open_postgres(url: &str, config: JournalConfig) -> Result<Journal> {
+        let store = Arc::new(crate::store::postgres::PostgresStore::open(
+            url,
+            config.durability,
+        )?);
+        Ok(Self::build(store, config, None, None, Poison::default()))
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    fn open_postgres(url: &str, _config: JournalConfig) -> Result<Journal> {
+        let _ = url;
+        Err(crate::Error::Unsupported(
+            "this build has no PostgreSQL store (cargo feature `postgres`)".into(),
+        ))
     }
 
     /// A journal in memory, with `Durability::Buffered` semantics: nothing

@@ -118,5 +118,5 @@ pub use crate::state::{
     Messages, SessionState, Slice, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, TurnIds,
     TurnView, Usage, UsageTotals,
 };
-pub use crate::store::{Durability, Loss, Store, SyncStats, Visit};
+pub use crate::store::{Durability, Lease, Loss, Store, SyncStats, Visit};
 pub use crate::verify::{Problem, ProblemKind, VerifyReport};

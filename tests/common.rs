@@ -26,7 +26,8 @@ use tempfile::TempDir;
 
 /// A journal under test, with the directory that keeps it alive.
 pub struct Backend {
-    /// The store's name, for assertion messages: `"sled"` or `"memory"`.
+    /// The store's name, for assertion messages: `"sled"`, `"memory"` or
+    /// `"postgres"`.
     pub name: &'static str,
     /// The journal.
     pub journal: Journal,
@@ -34,7 +35,9 @@ pub struct Backend {
     pub _dir: Option<TempDir>,
 }
 
-/// The same journal contract on every store: sled (on disk) and memory.
+/// The same journal contract on every store: sled (on disk), memory, and
+/// PostgreSQL (a schema of its own on the test server, when there is one:
+/// see `pg_server.rs`).
 pub fn backends() -> Vec<Backend> {
     backends_with(JournalConfig::default)
 }
@@ -47,7 +50,8 @@ pub fn backends_with(config: impl Fn() -> JournalConfig) -> Vec<Backend> {
     let mut c = config();
     c.durability = Durability::Buffered;
     let sled = Journal::open_with(dir.path().join("db"), c).expect("open sled");
-    vec![
+    #[allow(unused_mut)]
+    let mut all = vec![
         Backend {
             name: "sled",
             journal: sled,
@@ -58,7 +62,18 @@ pub fn backends_with(config: impl Fn() -> JournalConfig) -> Vec<Backend> {
             journal: Journal::memory_with(config()),
             _dir: None,
         },
-    ]
+    ];
+    #[cfg(feature = "postgres")]
+    if let Some(url) = crate::pg_server::fresh_url() {
+        let mut c = config();
+        c.durability = Durability::Buffered;
+        all.push(Backend {
+            name: "postgres",
+            journal: Journal::open_with(url, c).expect("open postgres"),
+            _dir: None,
+        });
+    }
+    all
 }
 
 // ---------------------------------------------------------------------------

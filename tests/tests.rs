@@ -20,6 +20,8 @@ mod http_adapters;
 mod kill;
 mod layers;
 mod losses;
+#[cfg(feature = "postgres")]
+mod pg_server;
 mod powerloss;
 mod recovery;
 mod resume;

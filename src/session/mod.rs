@@ -1,5 +1,6 @@
 //! Sessions: append, read, fold, time travel, fork.
 
+mod lease;
 mod open;
 pub(crate) mod recorder;
 mod replay;
@@ -44,6 +45,8 @@ pub(crate) struct Core {
     tail: Option<TailDamage>,
     load: LoadStats,
     checkpoint_error: Option<String>,
+    /// The lease this handle's appends are made under, if it took one.
+    lease: Option<crate::store::Lease>,
 }
 
 pub(crate) struct SessionShared {
@@ -122,6 +125,7 @@ impl Session {
                     tail: None,
                     load: LoadStats::default(),
                     checkpoint_error: None,
+                    lease: None,
                 }),
             }),
         }
@@ -287,7 +291,7 @@ impl Session {
                     store.truncate(id, first)?;
                     core.tail = None;
                 }
-                store.append(id, first, &frames)
+                store.append_leased(id, first, &frames, core.lease.as_ref())
             });
             match written {
                 Ok(()) => {}

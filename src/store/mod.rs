@@ -17,8 +17,11 @@ pub(crate) mod fs;
 pub(crate) mod group_commit;
 pub(crate) mod heads;
 pub(crate) mod keys;
+pub(crate) mod lease;
 pub(crate) mod memory;
 pub(crate) mod poison;
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
 pub(crate) mod sled;
 pub(crate) mod snapfiles;
 pub(crate) mod wal;
@@ -27,6 +30,7 @@ use crate::error::Result;
 pub use crate::format::SharedBytes;
 use crate::model::SessionId;
 pub use heads::Loss;
+pub use lease::Lease;
 
 /// How durable an event is when `append` returns.
 ///
@@ -186,5 +190,56 @@ pub trait Store: Send + Sync + 'static {
     /// has none to report).
     fn sync_stats(&self) -> SyncStats {
         SyncStats::default()
+    }
+
+    /// [`append`](Self::append) made under `lease` (`None`: under none): a
+    /// store shared between processes checks, in the same transaction as
+    /// the insert, that the lease is still the session's
+    /// ([`Error::Fenced`](crate::Error::Fenced) if another worker took it
+    /// over) and that an append without one meets no other worker's live
+    /// lease ([`Error::LeaseHeld`](crate::Error::LeaseHeld)). Default: a
+    /// store only one process opens has no leases to check.
+    fn append_leased(
+        &self,
+        session: SessionId,
+        expected: u64,
+        frames: &[Vec<u8>],
+        lease: Option<&Lease>,
+    ) -> Result<()> {
+        let _ = lease;
+        self.append(session, expected, frames)
+    }
+
+    /// Takes the session's lease for `owner` for `ttl` (see [`Lease`]).
+    /// Default: [`Error::Unsupported`](crate::Error::Unsupported), as a
+    /// store only one process opens needs none.
+    fn acquire_lease(
+        &self,
+        session: SessionId,
+        owner: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Lease> {
+        let _ = (session, owner, ttl);
+        Err(crate::Error::Unsupported(format!(
+            "leases need a store shared between processes (PostgreSQL), not {}",
+            self.kind()
+        )))
+    }
+
+    /// Extends a lease by `ttl` from now. Default: unsupported.
+    fn renew_lease(&self, lease: &Lease, ttl: std::time::Duration) -> Result<Lease> {
+        self.acquire_lease(lease.session, &lease.owner, ttl)
+    }
+
+    /// Gives a lease up. Default: nothing to do.
+    fn release_lease(&self, lease: &Lease) -> Result<()> {
+        let _ = lease;
+        Ok(())
+    }
+
+    /// The session's live lease, if any. Default: none.
+    fn lease(&self, session: SessionId) -> Result<Option<Lease>> {
+        let _ = session;
+        Ok(None)
     }
 }

@@ -1,0 +1,91 @@
+//! Leases of a session on a shared store (PostgreSQL): one worker drives a
+//! session at a time, and a worker whose lease was taken over is fenced out.
+
+use std::time::Duration;
+
+use super::{Session, replay};
+use crate::error::Result;
+use crate::journal::Journal;
+use crate::model::SessionId;
+use crate::store::Lease;
+
+impl Session {
+    /// Takes the session's lease for `owner` (a name unique to the worker)
+    /// for `ttl`: a new lease, a renewal of `owner`'s own, or the takeover
+    /// of an expired one (its epoch + 1). From then on every append of this
+    /// handle (and its clones) is made under the lease, checked in the same
+    /// transaction as the insert. The handle then catches up with events
+    /// the previous holder appended after it was loaded.
+    ///
+    /// # Errors
+    /// [`Error::LeaseHeld`](crate::Error::LeaseHeld) while another worker's
+    /// lease is live; [`Error::Unsupported`](crate::Error::Unsupported) on
+    /// a store only one process opens (sled, memory), which needs none.
+    pub fn acquire_lease(&self, owner: &str, ttl: Duration) -> Result<Lease> {
+        let store = self.journal.inner.store.clone();
+        let lease = store.acquire_lease(self.id(), owner, ttl)?;
+        let mut core = self.core();
+        core.lease = Some(lease.clone());
+        let len = store.len(self.id())?.unwrap_or(0);
+        if len > core.head {
+            let from = core.head;
+            let state = std::sync::Arc::make_mut(&mut core.state);
+            let (head, _) = replay(&self.journal, self.id(), from, len, state, &mut 0)?;
+            core.head = head;
+        }
+        Ok(lease)
+    }
+
+    /// Extends the lease this handle holds by `ttl` from now.
+    ///
+    /// # Errors
+    /// [`Error::Fenced`](crate::Error::Fenced) if another worker took it
+    /// over (the handle then holds none); [`Error::InvalidInput`](crate::Error::InvalidInput)
+    /// if it holds none.
+    pub fn renew_lease(&self, ttl: Duration) -> Result<Lease> {
+        let held = self.held()?;
+        let renewed = self.journal.inner.store.renew_lease(&held, ttl);
+        let mut core = self.core();
+        match renewed {
+            Ok(l) => {
+                core.lease = Some(l.clone());
+                Ok(l)
+            }
+            Err(e) => {
+                if matches!(e, crate::Error::Fenced { .. }) {
+                    core.lease = None;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Gives up the lease this handle holds (if it still is the session's);
+    /// later appends are made under none.
+    pub fn release_lease(&self) -> Result<()> {
+        let held = self.core().lease.take();
+        match held {
+            Some(l) => self.journal.inner.store.release_lease(&l),
+            None => Ok(()),
+        }
+    }
+
+    /// The lease this handle's appends are made under, if any.
+    pub fn lease(&self) -> Option<Lease> {
+        self.core().lease.clone()
+    }
+
+    fn held(&self) -> Result<Lease> {
+        self.core().lease.clone().ok_or_else(|| {
+            crate::Error::InvalidInput(format!("session {} holds no lease", self.id()))
+        })
+    }
+}
+
+impl Journal {
+    /// The live lease of session `id`, whoever holds it (`None` on a store
+    /// without leases).
+    pub fn lease_of(&self, id: SessionId) -> Result<Option<Lease>> {
+        self.inner.store.lease(id)
+    }
+}

@@ -1,0 +1,522 @@
+//! The PostgreSQL store: the same frames as sled, in tables of one schema,
+//! for sessions read and resumed from several machines.
+//!
+//! ```sql
+//! meta      (key text primary key, value text)          -- schema_version
+//! sessions  (session uuid primary key, head bigint)     -- next seq
+//! events    (session uuid, seq bigint, frame bytea, primary key (session, seq))
+//! snapshots (session uuid primary key, seq bigint, frame bytea)
+//! leases    (session uuid primary key, owner text, epoch bigint, expires_at timestamptz)
+//! ```
+//!
+//! An append is one transaction: it locks the session's row, checks the
+//! head it expects (a mismatch is `Conflict`, never an overwrite) and, under
+//! a lease, the lease's epoch, inserts the frames and moves the head. With
+//! `Durability::Synced` (and `Flushed`) it commits with `synchronous_commit
+//! = on`: durable when it returns; concurrent appenders on their own
+//! connections share the server's WAL flushes (PostgreSQL's group commit).
+//! `Buffered` commits with `synchronous_commit = off` (a server crash may
+//! lose the last commits, never half of one); `flush` then forces the WAL
+//! out. A lost connection poisons nothing: the failed append is reported
+//! ([`Error::Database`]) and the connection dropped; a retry with the same
+//! expected head is safe (`Conflict` if the first attempt did commit).
+
+mod leases;
+pub(crate) mod url;
+
+use std::sync::{Mutex, MutexGuard};
+
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::types::ToSql;
+use postgres::{Client, NoTls};
+
+use crate::error::{Error, Result};
+use crate::model::SessionId;
+use crate::store::lease::Lease;
+use crate::store::{Durability, SharedBytes, Store, Visit};
+
+/// The version of the tables this build writes and reads.
+const SCHEMA_VERSION: i64 = 1;
+
+/// Connections kept open for reuse.
+const POOL: usize = 16;
+
+/// A PostgreSQL error as the crate's, with what was being done.
+pub(crate) fn db(e: postgres::Error, what: &str) -> Error {
+    Error::Database(format!("{what}: {}", describe(&e)))
+}
+
+fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(d) => format!("{} ({})", d.message(), d.code().code()),
+        None => e.to_string(),
+    }
+}
+
+fn is_unique_violation(e: &postgres::Error) -> bool {
+    e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION)
+}
+
+/// The journal's tables in one schema of one database.
+pub(crate) struct PostgresStore {
+    conn: String,
+    /// The URL without password, for messages.
+    shown: String,
+    schema: String,
+    synced: bool,
+    pool: Mutex<Vec<Client>>,
+}
+
+/// A connection taken from the pool; back to it when dropped, unless it
+/// broke.
+struct Conn<'a> {
+    store: &'a PostgresStore,
+    client: Option<Client>,
+}
+
+impl std::ops::Deref for Conn<'_> {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        self.client.as_ref().expect("present until drop")
+    }
+}
+
+impl std::ops::DerefMut for Conn<'_> {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.client.as_mut().expect("present until drop")
+    }
+}
+
+impl Drop for Conn<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take()
+            && !c.is_closed()
+        {
+            let mut pool = self.store.pool();
+            if pool.len() < POOL {
+                pool.push(c);
+            }
+        }
+    }
+}
+
+impl PostgresStore {
+    /// Connects to `url` (see `url.rs`), creates or checks the tables.
+    ///
+    /// # Errors
+    /// [`Error::Database`] if the server cannot be reached or refuses;
+    /// [`Error::Unsupported`] for tables of a newer schema version;
+    /// [`Error::InvalidInput`] for a bad `schema` parameter.
+    pub(crate) fn open(url: &str, durability: Durability) -> Result<Self> {
+        let (conn, schema) = url::split(url)?;
+        let store = Self {
+            conn,
+            shown: url::redacted(url),
+            schema,
+            synced: durability != Durability::Buffered,
+            pool: Mutex::new(Vec::new()),
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn pool(&self) -> MutexGuard<'_, Vec<Client>> {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn client(&self) -> Result<Conn<'_>> {
+        let pooled = self.pool().pop();
+        let client = match pooled {
+            Some(c) => c,
+            None => Client::connect(&self.conn, NoTls)
+                .map_err(|e| db(e, &format!("connecting to {}", self.shown)))?,
+        };
+        Ok(Conn {
+            store: self,
+            client: Some(client),
+        })
+    }
+
+    /// `name` qualified with the journal's schema (an identifier checked
+    /// by `url::split`).
+    fn t(&self, name: &str) -> String {
+        format!("\"{}\".{name}", self.schema)
+    }
+
+    /// Creates the schema and tables, or checks their version; concurrent
+    /// openers are serialized by an advisory lock.
+    fn migrate(&self) -> Result<()> {
+        let mut c = self.client()?;
+        let mut tx = c
+            .transaction()
+            .map_err(|e| db(e, "starting the schema check"))?;
+        let lock_key = i64::from(crc32fast::hash(self.schema.as_bytes()));
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&lock_key])
+            .map_err(|e| db(e, "locking the schema"))?;
+        let s = &self.schema;
+        let ddl = format!(
+            "CREATE SCHEMA IF NOT EXISTS \"{s}\";
+             CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL);
+             CREATE TABLE IF NOT EXISTS {sessions} (session uuid PRIMARY KEY, head bigint NOT NULL);
+             CREATE TABLE IF NOT EXISTS {events} (session uuid NOT NULL, seq bigint NOT NULL,
+                 frame bytea NOT NULL, PRIMARY KEY (session, seq));
+             CREATE TABLE IF NOT EXISTS {snapshots} (session uuid PRIMARY KEY, seq bigint NOT NULL,
+                 frame bytea NOT NULL);
+             CREATE TABLE IF NOT EXISTS {leases} (session uuid PRIMARY KEY, owner text NOT NULL,
+                 epoch bigint NOT NULL, expires_at timestamptz NOT NULL);",
+            meta = self.t("meta"),
+            sessions = self.t("sessions"),
+            events = self.t("events"),
+            snapshots = self.t("snapshots"),
+            leases = self.t("leases"),
+        );
+        tx.batch_execute(&ddl)
+            .map_err(|e| db(e, &format!("creating the tables in schema {s}")))?;
+        let found = tx
+            .query_opt(
+                &format!(
+                    "SELECT value FROM {} WHERE key = 'schema_version'",
+                    self.t("meta")
+                ),
+                &[],
+            )
+            .map_err(|e| db(e, "reading the schema version"))?;
+        match found {
+            None => {
+                tx.execute(
+                    &format!(
+                        "INSERT INTO {} (key, value) VALUES ('schema_version', $1)",
+                        self.t("meta")
+                    ),
+                    &[&SCHEMA_VERSION.to_string()],
+                )
+                .map_err(|e| db(e, "writing the schema version"))?;
+            }
+            Some(row) => {
+                let v: String = row.get(0);
+                let version: i64 = v.parse().unwrap_or(i64::MAX);
+                if version > SCHEMA_VERSION {
+                    return Err(Error::Unsupported(format!(
+                        "the journal tables in schema {s} of {} are version {v}, newer than \
+                         this build reads ({SCHEMA_VERSION}); upgrade agent-journal",
+                        self.shown
+                    )));
+                }
+            }
+        }
+        tx.commit().map_err(|e| db(e, "committing the schema"))
+    }
+
+    /// The head in a transaction, `None` if the session does not exist.
+    fn head_for_update(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        session: SessionId,
+    ) -> Result<Option<u64>> {
+        let row = tx
+            .query_opt(
+                &format!(
+                    "SELECT head FROM {} WHERE session = $1 FOR UPDATE",
+                    self.t("sessions")
+                ),
+                &[&session.0],
+            )
+            .map_err(|e| db(e, &format!("locking session {session}")))?;
+        Ok(row.map(|r| r.get::<_, i64>(0) as u64))
+    }
+
+    /// Appends `frames`, checking `lease` in the same transaction (see
+    /// [`Store::append_leased`]).
+    fn append_in_tx(
+        &self,
+        session: SessionId,
+        expected: u64,
+        frames: &[Vec<u8>],
+        lease: Option<&Lease>,
+    ) -> Result<()> {
+        let mut c = self.client()?;
+        let mut tx = c
+            .transaction()
+            .map_err(|e| db(e, &format!("appending to session {session}")))?;
+        if !self.synced {
+            tx.batch_execute("SET LOCAL synchronous_commit = off")
+                .map_err(|e| db(e, "setting synchronous_commit"))?;
+        }
+        self.check_lease(&mut tx, session, lease)?;
+        let head = self.head_for_update(&mut tx, session)?;
+        let found = head.unwrap_or(0);
+        if found != expected {
+            return Err(Error::Conflict {
+                session,
+                expected,
+                found,
+            });
+        }
+        if frames.is_empty() {
+            return Ok(());
+        }
+        let next = (expected + frames.len() as u64) as i64;
+        let sql = match head {
+            None => format!(
+                "INSERT INTO {} (session, head) VALUES ($1, $2)",
+                self.t("sessions")
+            ),
+            Some(_) => format!(
+                "UPDATE {} SET head = $2 WHERE session = $1",
+                self.t("sessions")
+            ),
+        };
+        let conflict = |e: postgres::Error| -> Error {
+            if is_unique_violation(&e) {
+                // Another writer created the session or wrote these seqs.
+                Error::Conflict {
+                    session,
+                    expected,
+                    found: self.len(session).ok().flatten().unwrap_or(expected + 1),
+                }
+            } else {
+                db(e, &format!("appending to session {session}"))
+            }
+        };
+        if let Err(e) = tx.execute(&sql, &[&session.0, &next]) {
+            drop(tx);
+            return Err(conflict(e));
+        }
+        let seqs: Vec<i64> = (expected..expected + frames.len() as u64)
+            .map(|s| s as i64)
+            .collect();
+        let bodies: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        let insert = format!(
+            "INSERT INTO {} (session, seq, frame) SELECT $1, s, f FROM unnest($2::bigint[], $3::bytea[]) AS t(s, f)",
+            self.t("events")
+        );
+        if let Err(e) = tx.execute(&insert, &[&session.0, &seqs, &bodies]) {
+            drop(tx);
+            return Err(conflict(e));
+        }
+        match tx.commit() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                drop(c);
+                Err(conflict(e))
+            }
+        }
+    }
+}
+
+impl Store for PostgresStore {
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn append(&self, session: SessionId, expected: u64, frames: &[Vec<u8>]) -> Result<()> {
+        self.append_in_tx(session, expected, frames, None)
+    }
+
+    fn append_leased(
+        &self,
+        session: SessionId,
+        expected: u64,
+        frames: &[Vec<u8>],
+        lease: Option<&Lease>,
+    ) -> Result<()> {
+        self.append_in_tx(session, expected, frames, lease)
+    }
+
+    fn len(&self, session: SessionId) -> Result<Option<u64>> {
+        let mut c = self.client()?;
+        let row = c
+            .query_opt(
+                &format!("SELECT head FROM {} WHERE session = $1", self.t("sessions")),
+                &[&session.0],
+            )
+            .map_err(|e| db(e, &format!("reading the head of session {session}")))?;
+        Ok(row.map(|r| r.get::<_, i64>(0) as u64))
+    }
+
+    fn scan(
+        &self,
+        session: SessionId,
+        from: u64,
+        to: u64,
+        visit: &mut dyn FnMut(u64, &[u8]) -> Result<Visit>,
+    ) -> Result<()> {
+        let to = to.min(i64::MAX as u64) as i64;
+        let from = from.min(i64::MAX as u64) as i64;
+        let mut c = self.client()?;
+        let sql = format!(
+            "SELECT seq, frame FROM {} WHERE session = $1 AND seq >= $2 AND seq < $3 ORDER BY seq",
+            self.t("events")
+        );
+        let params: [&(dyn ToSql + Sync); 3] = [&session.0, &from, &to];
+        let what = || format!("reading the events of session {session}");
+        let mut rows = c
+            .query_raw(&sql, params.iter().copied())
+            .map_err(|e| db(e, &what()))?;
+        while let Some(row) = rows.next().map_err(|e| db(e, &what()))? {
+            let seq: i64 = row.get(0);
+            let frame: &[u8] = row.get(1);
+            if visit(seq as u64, frame)?.is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionId>> {
+        let mut c = self.client()?;
+        let rows = c
+            .query(
+                &format!(
+                    "SELECT session FROM {} ORDER BY session",
+                    self.t("sessions")
+                ),
+                &[],
+            )
+            .map_err(|e| db(e, "listing sessions"))?;
+        Ok(rows.iter().map(|r| SessionId(r.get(0))).collect())
+    }
+
+    fn put_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
+        let mut c = self.client()?;
+        c.execute(
+            &format!(
+                "INSERT INTO {} (session, seq, frame) VALUES ($1, $2, $3)
+                 ON CONFLICT (session) DO UPDATE SET seq = EXCLUDED.seq, frame = EXCLUDED.frame",
+                self.t("snapshots")
+            ),
+            &[&session.0, &(seq as i64), &frame],
+        )
+        .map_err(|e| db(e, &format!("writing a snapshot of session {session}")))?;
+        Ok(())
+    }
+
+    fn latest_snapshot(&self, session: SessionId) -> Result<Option<(u64, SharedBytes)>> {
+        let mut c = self.client()?;
+        let row = c
+            .query_opt(
+                &format!(
+                    "SELECT seq, frame FROM {} WHERE session = $1",
+                    self.t("snapshots")
+                ),
+                &[&session.0],
+            )
+            .map_err(|e| db(e, &format!("reading the snapshot of session {session}")))?;
+        Ok(row.map(|r| {
+            let seq: i64 = r.get(0);
+            let frame: Vec<u8> = r.get(1);
+            (seq as u64, SharedBytes::from(frame))
+        }))
+    }
+
+    fn truncate(&self, session: SessionId, from: u64) -> Result<()> {
+        let mut c = self.client()?;
+        let mut tx = c
+            .transaction()
+            .map_err(|e| db(e, &format!("cutting session {session}")))?;
+        let from = from.min(i64::MAX as u64) as i64;
+        let what = || format!("cutting session {session} at seq {from}");
+        tx.execute(
+            &format!(
+                "DELETE FROM {} WHERE session = $1 AND seq >= $2",
+                self.t("events")
+            ),
+            &[&session.0, &from],
+        )
+        .map_err(|e| db(e, &what()))?;
+        tx.execute(
+            &format!(
+                "DELETE FROM {} WHERE session = $1 AND seq >= $2",
+                self.t("snapshots")
+            ),
+            &[&session.0, &from],
+        )
+        .map_err(|e| db(e, &what()))?;
+        let sql = if from == 0 {
+            format!(
+                "DELETE FROM {} WHERE session = $1 AND $2 = 0",
+                self.t("sessions")
+            )
+        } else {
+            format!(
+                "UPDATE {} SET head = LEAST(head, $2) WHERE session = $1",
+                self.t("sessions")
+            )
+        };
+        tx.execute(&sql, &[&session.0, &from])
+            .map_err(|e| db(e, &what()))?;
+        tx.commit().map_err(|e| db(e, &what()))
+    }
+
+    fn delete_session(&self, session: SessionId) -> Result<()> {
+        let mut c = self.client()?;
+        let mut tx = c
+            .transaction()
+            .map_err(|e| db(e, &format!("deleting session {session}")))?;
+        for table in ["events", "snapshots", "leases", "sessions"] {
+            tx.execute(
+                &format!("DELETE FROM {} WHERE session = $1", self.t(table)),
+                &[&session.0],
+            )
+            .map_err(|e| db(e, &format!("deleting session {session}")))?;
+        }
+        tx.commit()
+            .map_err(|e| db(e, &format!("deleting session {session}")))
+    }
+
+    fn drop_snapshots(&self, session: SessionId) -> Result<()> {
+        let mut c = self.client()?;
+        c.execute(
+            &format!("DELETE FROM {} WHERE session = $1", self.t("snapshots")),
+            &[&session.0],
+        )
+        .map_err(|e| db(e, &format!("dropping the snapshots of session {session}")))?;
+        Ok(())
+    }
+
+    fn flush(&self, level: Durability) -> Result<()> {
+        if self.synced || level == Durability::Buffered {
+            // Every commit was durable when it returned.
+            return Ok(());
+        }
+        // A synchronous commit flushes the WAL up to its own record, which
+        // covers every asynchronous commit before it.
+        let mut c = self.client()?;
+        c.batch_execute("BEGIN; SET LOCAL synchronous_commit = on; SELECT txid_current(); COMMIT;")
+            .map_err(|e| db(e, "flushing the server's write-ahead log"))
+    }
+
+    fn size_on_disk(&self) -> Result<u64> {
+        let mut c = self.client()?;
+        let row = c
+            .query_one(
+                "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint
+                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname = $1 AND c.relkind = 'r'",
+                &[&self.schema],
+            )
+            .map_err(|e| db(e, "measuring the tables"))?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    fn acquire_lease(
+        &self,
+        session: SessionId,
+        owner: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Lease> {
+        leases::acquire(self, session, owner, ttl)
+    }
+
+    fn renew_lease(&self, lease: &Lease, ttl: std::time::Duration) -> Result<Lease> {
+        leases::renew(self, lease, ttl)
+    }
+
+    fn release_lease(&self, lease: &Lease) -> Result<()> {
+        leases::release(self, lease)
+    }
+
+    fn lease(&self, session: SessionId) -> Result<Option<Lease>> {
+        leases::current(self, session)
+    }
+}
