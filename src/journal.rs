@@ -232,6 +232,7 @@ impl Journal {
         let store = Arc::new(crate::store::postgres::PostgresStore::open(
             url,
             config.durability,
+            config.create_if_missing,
         )?);
         Ok(Self::build(store, config, None, None, Poison::default()))
     }

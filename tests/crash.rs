@@ -23,7 +23,7 @@ fn json(out: &Output) -> serde_json::Value {
     })
 }
 
-type Conversation = Vec<(String, String, u64, u32, Vec<String>, Option<String>)>;
+pub(crate) type Conversation = Vec<(String, String, u64, u32, Vec<String>, Option<String>)>;
 
 fn open(db: &Path) -> Journal {
     Journal::open_with(
@@ -37,7 +37,7 @@ fn open(db: &Path) -> Journal {
 }
 
 /// The conversation of a session with ids and timestamps left out.
-fn conversation(db: &Path, id: SessionId) -> Conversation {
+pub(crate) fn conversation(db: &Path, id: SessionId) -> Conversation {
     let j = open(db);
     let s = j.session(id).expect("session");
     let st = s.state();
@@ -67,7 +67,7 @@ fn only_session(db: &Path) -> SessionId {
 }
 
 /// Every real execution of a write_file call, from the sandbox's log.
-fn executions(sandbox_root: &Path) -> Vec<String> {
+pub(crate) fn executions(sandbox_root: &Path) -> Vec<String> {
     let mut lines = Vec::new();
     for dir in std::fs::read_dir(sandbox_root)
         .expect("sandbox root")
@@ -182,7 +182,7 @@ fn run_crash_case(reference: &Conversation, n: u64, last: u64, how: &str) {
     );
 }
 
-fn reference() -> (Conversation, u64) {
+pub(crate) fn reference() -> (Conversation, u64) {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("db");
     let sb = dir.path().join("sb");

@@ -22,6 +22,8 @@ mod layers;
 mod losses;
 #[cfg(feature = "postgres")]
 mod pg_server;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod powerloss;
 mod recovery;
 mod resume;

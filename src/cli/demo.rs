@@ -20,6 +20,7 @@ use agent_journal::{
     ResumeState, ScriptStep, ScriptedProvider, Session, Tool, ToolContext,
 };
 
+use crate::cli::lease::{LeaseArgs, hold};
 use crate::cli::sandbox::{CallRecord, Sandbox, encode};
 
 pub(crate) const PROMPT_NS: &str = "demo";
@@ -164,8 +165,29 @@ impl Tool for ListDir {
     }
 }
 
+/// The demo's provider, slowed by `AGENT_JOURNAL_DEMO_DELAY_MS` per round
+/// trip (default none): a knob for tests that stop or kill a run midway.
+struct Demo(ScriptedProvider, std::time::Duration);
+
+impl agent_journal::Provider for Demo {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn complete(
+        &self,
+        request: &agent_journal::ProviderRequest<'_>,
+    ) -> Result<agent_journal::ProviderResponse, String> {
+        std::thread::sleep(self.1);
+        self.0.complete(request)
+    }
+}
+
 fn with_tools<T>(sandbox: &Arc<Sandbox>, f: impl FnOnce(&InnerLoop<'_>) -> T) -> T {
-    let provider = ScriptedProvider::new(script());
+    let delay = std::env::var("AGENT_JOURNAL_DEMO_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(std::time::Duration::ZERO, std::time::Duration::from_millis);
+    let provider = Demo(ScriptedProvider::new(script()), delay);
     let (w, c, l) = (
         WriteFile(sandbox.clone()),
         WordCount(sandbox.clone()),
@@ -182,6 +204,7 @@ pub(crate) fn run(
     journal: &Journal,
     db: &Path,
     sandbox_root: &Path,
+    lease: &LeaseArgs,
 ) -> Result<(LoopResult, PathBuf), Error> {
     let sandbox = Arc::new(Sandbox::create_under(sandbox_root)?);
     // The label is for people (`show` prints it); a resume never reads it.
@@ -195,9 +218,13 @@ pub(crate) fn run(
     let session = journal.create_session_with_labels(labels)?;
     // Recorded outside the session's events, before any tool runs.
     sandbox.admit(db, session.id())?;
+    let held = hold(&session, lease)?;
     let result = with_tools(&sandbox, |lp| {
         lp.run(&session, PROMPT_NS, PROMPT_KEY, SYSTEM, USER)
     })?;
+    if let Some(h) = held {
+        h.release()?;
+    }
     Ok((result, sandbox.path().to_owned()))
 }
 
@@ -233,6 +260,7 @@ pub(crate) fn resume(
     mode: ResumeMode,
     interrupt_never_tools: bool,
     chosen: Option<&Path>,
+    lease: &LeaseArgs,
 ) -> Result<(LoopResult, PathBuf), Error> {
     plan.check_prompt(PROMPT_NS, PROMPT_KEY)?;
     if plan.is_finished() {
@@ -264,6 +292,15 @@ pub(crate) fn resume(
         interrupt_never_tools,
         ..ResumeOptions::new(PROMPT_NS, PROMPT_KEY)
     };
+    // A session continued in place is leased by the caller before its plan
+    // was read; a fork is leased here, before its tools run.
+    let held = match mode {
+        ResumeMode::Fork => hold(&target, lease)?,
+        ResumeMode::Continue => None,
+    };
     let result = with_tools(&sandbox, |lp| lp.resume(&target, &options))?;
+    if let Some(h) = held {
+        h.release()?;
+    }
     Ok((result, sandbox.path().to_owned()))
 }

@@ -29,6 +29,7 @@ mod conversation;
 mod conversation_demo;
 mod demo;
 mod diff;
+mod lease;
 mod open;
 mod output;
 mod read;
@@ -126,7 +127,12 @@ pub fn main() -> ExitCode {
         Err(e) => {
             let line = e.to_string().replace('\n', " ");
             eprintln!("error: {line}");
-            ExitCode::from(if e.is_corruption() { 3 } else { 1 })
+            let code = match e {
+                _ if e.is_corruption() => 3,
+                Error::Fenced { .. } | Error::LeaseHeld { .. } => 4,
+                _ => 1,
+            };
+            ExitCode::from(code)
         }
     }
 }

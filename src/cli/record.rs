@@ -28,6 +28,8 @@ pub(crate) struct DemoArgs {
     /// (tools, hooks printing to stderr, and a turn that fails).
     #[arg(long)]
     conversation: bool,
+    #[command(flatten)]
+    lease: crate::cli::lease::LeaseArgs,
 }
 
 /// The arguments of `resume`.
@@ -47,6 +49,8 @@ pub(crate) struct ResumeArgs {
     /// an imported one always needs it.
     #[arg(long, value_name = "DIR")]
     sandbox: Option<PathBuf>,
+    #[command(flatten)]
+    lease: crate::cli::lease::LeaseArgs,
 }
 
 /// How `demo --crash-after` ends the process.
@@ -83,9 +87,14 @@ pub(crate) fn demo(cli: &Cli, args: &DemoArgs) -> Result<ExitCode, Error> {
         .clone()
         .unwrap_or_else(|| default_sandbox(&cli.db));
     if args.conversation {
+        if args.lease.lease_owner.is_some() {
+            return Err(Error::Unsupported(
+                "--lease-owner applies to the inner-loop demo, not to --conversation".into(),
+            ));
+        }
         return demo_conversation(cli, &journal, &sandbox);
     }
-    let (result, sandbox) = demo::run(&journal, &cli.db, &sandbox)?;
+    let (result, sandbox) = demo::run(&journal, &cli.db, &sandbox, &args.lease)?;
     let session = &result.session;
     if cli.json {
         print_json(&serde_json::json!({
@@ -215,9 +224,22 @@ pub(crate) fn resume(cli: &Cli, args: &ResumeArgs) -> Result<ExitCode, Error> {
     } else {
         ResumeMode::Fork
     };
+    // Another worker's live lease refuses the resume before anything is
+    // read or written; continuing in place takes the lease before the plan
+    // is read (the handle catches up with the last holder's events).
+    crate::cli::lease::check_free(&journal, s.id(), &args.lease)?;
     if s.state().conversation_log().is_conversation() {
+        if args.lease.lease_owner.is_some() {
+            return Err(Error::Unsupported(
+                "--lease-owner applies to the inner-loop demo, not to conversations".into(),
+            ));
+        }
         return resume_conversation(cli, args, &s, mode);
     }
+    let held = match mode {
+        ResumeMode::Continue => crate::cli::lease::hold(&s, &args.lease)?,
+        ResumeMode::Fork => None,
+    };
     let plan = s.resume_plan()?;
     let (result, sandbox) = demo::resume(
         &cli.db,
@@ -226,7 +248,11 @@ pub(crate) fn resume(cli: &Cli, args: &ResumeArgs) -> Result<ExitCode, Error> {
         mode,
         args.interrupt_never,
         args.sandbox.as_deref(),
+        &args.lease,
     )?;
+    if let Some(h) = held {
+        h.release()?;
+    }
     let target = &result.session;
     if cli.json {
         print_json(&serde_json::json!({
@@ -264,6 +290,10 @@ pub(crate) fn resume(cli: &Cli, args: &ResumeArgs) -> Result<ExitCode, Error> {
 
 /// `agent-journal-sandbox` next to the database.
 fn default_sandbox(db: &Path) -> PathBuf {
+    if db.to_str().is_some_and(|s| s.contains("://")) {
+        // A database on a server: the current folder.
+        return PathBuf::from("agent-journal-sandbox");
+    }
     let parent = db
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

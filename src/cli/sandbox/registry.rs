@@ -17,6 +17,9 @@ pub(super) const REGISTRY: &str = "demo-sandboxes";
 /// The sandbox recorded for session `id` in the database at `db` (the last
 /// record wins); `None` if there is none, or `db` is not a directory.
 pub(super) fn lookup(db: &Path, id: SessionId) -> Result<Option<PathBuf>, Error> {
+    if is_url(db) {
+        return Ok(None);
+    }
     let file = db.join(REGISTRY);
     let text = match std::fs::read(&file) {
         Ok(bytes) => bytes,
@@ -52,6 +55,11 @@ pub(super) fn lookup(db: &Path, id: SessionId) -> Result<Option<PathBuf>, Error>
 /// Adds "session `id` runs its tools in `sandbox`" to the database's
 /// registry, durably.
 pub(super) fn add(db: &Path, id: SessionId, sandbox: &Path) -> Result<(), Error> {
+    if is_url(db) {
+        // A database on a server has no folder to keep the registry in: a
+        // resume of its sessions always names its folder (`--sandbox`).
+        return Ok(());
+    }
     let file = db.join(REGISTRY);
     let io = |e: io::Error| Error::Io {
         context: format!(
@@ -104,6 +112,11 @@ pub(crate) fn copy(from: &Path, to: &Path) -> Result<(), Error> {
         .map_err(io)?;
     std::fs::rename(&tmp, &target).map_err(io)?;
     sys::sync_dir(to).map_err(io)
+}
+
+/// True for a database given as a URL (`postgres://...`), not a folder.
+fn is_url(db: &Path) -> bool {
+    db.to_str().is_some_and(|s| s.contains("://"))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -107,7 +107,7 @@ impl PostgresStore {
     /// [`Error::Database`] if the server cannot be reached or refuses;
     /// [`Error::Unsupported`] for tables of a newer schema version;
     /// [`Error::InvalidInput`] for a bad `schema` parameter.
-    pub(crate) fn open(url: &str, durability: Durability) -> Result<Self> {
+    pub(crate) fn open(url: &str, durability: Durability, create: bool) -> Result<Self> {
         let (conn, schema) = url::split(url)?;
         let store = Self {
             conn,
@@ -116,7 +116,7 @@ impl PostgresStore {
             synced: durability != Durability::Buffered,
             pool: Mutex::new(Vec::new()),
         };
-        store.migrate()?;
+        store.migrate(create)?;
         Ok(store)
     }
 
@@ -145,7 +145,7 @@ impl PostgresStore {
 
     /// Creates the schema and tables, or checks their version; concurrent
     /// openers are serialized by an advisory lock.
-    fn migrate(&self) -> Result<()> {
+    fn migrate(&self, create: bool) -> Result<()> {
         let mut c = self.client()?;
         let mut tx = c
             .transaction()
@@ -154,6 +154,18 @@ impl PostgresStore {
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&lock_key])
             .map_err(|e| db(e, "locking the schema"))?;
         let s = &self.schema;
+        let exists: bool = tx
+            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&self.t("meta")])
+            .map_err(|e| db(e, "looking for the journal tables"))?
+            .get(0);
+        if !exists && !create {
+            return Err(Error::NotAJournal {
+                path: self.shown.clone().into(),
+                reason: format!(
+                    "schema {s} holds no journal tables (only `demo` and `import` create them)"
+                ),
+            });
+        }
         let ddl = format!(
             "CREATE SCHEMA IF NOT EXISTS \"{s}\";
              CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL);

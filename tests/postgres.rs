@@ -1,0 +1,413 @@
+//! The PostgreSQL store beyond the shared store suite (which runs on it
+//! through `backends()`): leases and fencing, a takeover with real
+//! processes, racing writer processes, damaged frames, schema versions, and
+//! the CLI on `--db postgres://...`.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_journal::{Error, Event, Journal, JournalConfig, SessionId};
+
+use crate::common::{cli_command, custom, path_str};
+use crate::crash::{conversation, executions, reference};
+use crate::pg_server::fresh_url;
+
+fn open(url: &str) -> Journal {
+    Journal::open(url).expect("open postgres journal")
+}
+
+fn schema_of(url: &str) -> String {
+    url.rsplit("schema=").next().expect("schema").to_owned()
+}
+
+fn raw(url: &str) -> postgres::Client {
+    let conn = url.split("&schema=").next().expect("url");
+    postgres::Client::connect(conn, postgres::NoTls).expect("raw connect")
+}
+
+fn payload(e: &Event) -> u64 {
+    match e {
+        Event::Custom { payload, .. } => {
+            u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"))
+        }
+        other => panic!("not a test event: {other:?}"),
+    }
+}
+
+#[test]
+fn a_worker_whose_lease_was_taken_over_is_fenced_and_writes_nothing() {
+    let Some(url) = fresh_url() else { return };
+    let (ja, jb) = (open(&url), open(&url));
+    let a = ja.create_session().expect("session");
+    let la = a
+        .acquire_lease("worker-a", Duration::from_millis(800))
+        .expect("lease");
+    assert_eq!(la.epoch, 1);
+    a.append(custom(1)).expect("append under the lease");
+
+    let b = jb.session(a.id()).expect("session");
+    match b.acquire_lease("worker-b", Duration::from_secs(5)) {
+        Err(Error::LeaseHeld { owner, .. }) => assert_eq!(owner, "worker-a"),
+        other => panic!("expected LeaseHeld, got {other:?}"),
+    }
+    assert!(
+        matches!(b.append(custom(2)), Err(Error::LeaseHeld { .. })),
+        "no append without the lease while another worker's is live"
+    );
+    assert_eq!(
+        jb.lease_of(a.id()).expect("lease").map(|l| l.owner),
+        Some("worker-a".to_owned())
+    );
+
+    std::thread::sleep(Duration::from_millis(1000));
+    let lb = b
+        .acquire_lease("worker-b", Duration::from_secs(5))
+        .expect("takeover after expiry");
+    assert_eq!(lb.epoch, 2);
+    b.append(custom(3)).expect("append under the new lease");
+
+    // Worker A wakes up late: fenced, whatever it tries.
+    match a.append(custom(4)) {
+        Err(Error::Fenced { epoch, holder, .. }) => {
+            assert_eq!(epoch, 1);
+            assert_eq!(holder, Some(("worker-b".to_owned(), 2)));
+        }
+        other => panic!("expected Fenced, got {other:?}"),
+    }
+    assert!(matches!(
+        a.renew_lease(Duration::from_secs(5)),
+        Err(Error::Fenced { .. })
+    ));
+    let s = open(&url).session(a.id()).expect("session");
+    let got: Vec<u64> = s
+        .events(1..)
+        .expect("events")
+        .iter()
+        .map(|e| payload(&e.event))
+        .collect();
+    assert_eq!(got, [1, 3], "nothing of the fenced worker's late append");
+
+    b.release_lease().expect("release");
+    s.append(custom(5))
+        .expect("a released session takes plain appends");
+}
+
+#[test]
+fn a_damaged_frame_is_named_and_a_newer_schema_is_refused() {
+    let Some(url) = fresh_url() else { return };
+    let id = {
+        let j = open(&url);
+        let s = j.create_session().expect("session");
+        s.append_batch((0..5).map(custom).collect())
+            .expect("append");
+        s.id()
+    };
+    let schema = schema_of(&url);
+    let mut c = raw(&url);
+    c.execute(
+        &format!(
+            "UPDATE \"{schema}\".events SET frame = set_byte(frame, 12, get_byte(frame, 12) # 90)
+             WHERE session = $1 AND seq = 3"
+        ),
+        &[&id.0],
+    )
+    .expect("flip a byte");
+    let j = open(&url);
+    match j.session(id) {
+        Err(Error::Corruption { session, seq, .. }) => {
+            assert_eq!((session, seq), (Some(id), Some(3)));
+        }
+        other => panic!("expected Corruption at seq 3, got {other:?}"),
+    }
+    assert!(!j.verify(None, |_| {}).expect("verify").is_clean());
+
+    c.execute(
+        &format!("UPDATE \"{schema}\".meta SET value = '2' WHERE key = 'schema_version'"),
+        &[],
+    )
+    .expect("newer version");
+    match Journal::open(&url) {
+        Err(Error::Unsupported(m)) => assert!(m.contains("newer"), "{m}"),
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+}
+
+#[test]
+fn read_commands_never_create_tables_on_a_mistyped_schema() {
+    let Some(url) = fresh_url() else { return };
+    let e = Journal::open_with(
+        &url,
+        JournalConfig {
+            create_if_missing: false,
+            ..JournalConfig::default()
+        },
+    )
+    .expect_err("no journal there");
+    assert!(matches!(e, Error::NotAJournal { .. }), "{e:?}");
+    let out = cli_command(Path::new(&url))
+        .arg("sessions")
+        .output()
+        .expect("cli");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("holds no journal tables"));
+}
+
+/// A writer process of `racing_writer_processes_lose_and_double_nothing`:
+/// appends 40 events to the session, retrying each on `Conflict`.
+#[test]
+#[ignore = "a child of racing_writer_processes_lose_and_double_nothing"]
+fn child_appender() {
+    let (Ok(url), Ok(id), Ok(k)) = (
+        std::env::var("AJ_PG_URL"),
+        std::env::var("AJ_PG_SESSION"),
+        std::env::var("AJ_PG_WRITER"),
+    ) else {
+        return;
+    };
+    let k: u64 = k.parse().expect("writer");
+    let s = open(&url)
+        .session(id.parse().expect("id"))
+        .expect("session");
+    for i in 0..40 {
+        loop {
+            match s.append(custom(k * 1000 + i)) {
+                Ok(_) => break,
+                Err(Error::Conflict { .. }) => continue,
+                Err(e) => panic!("writer {k}: {e}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn racing_writer_processes_lose_and_double_nothing() {
+    let Some(url) = fresh_url() else { return };
+    let id = open(&url).create_session().expect("session").id();
+    let children: Vec<_> = (1..=4u64)
+        .map(|k| {
+            Command::new(std::env::current_exe().expect("test binary"))
+                .args([
+                    "postgres::child_appender",
+                    "--exact",
+                    "--ignored",
+                    "--nocapture",
+                ])
+                .env("AJ_PG_URL", &url)
+                .env("AJ_PG_SESSION", id.to_string())
+                .env("AJ_PG_WRITER", k.to_string())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn writer")
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().expect("writer");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let s = open(&url).session(id).expect("session");
+    assert_eq!(s.head(), 1 + 160, "every append got its own seq");
+    let mut got: Vec<u64> = s
+        .events(1..)
+        .expect("events")
+        .iter()
+        .map(|e| payload(&e.event))
+        .collect();
+    got.sort_unstable();
+    let mut want: Vec<u64> = (1..=4)
+        .flat_map(|k| (0..40).map(move |i| k * 1000 + i))
+        .collect();
+    want.sort_unstable();
+    assert_eq!(got, want, "no event lost, none doubled");
+}
+
+fn only_session(url: &str) -> SessionId {
+    let ids = open(url).sessions().expect("sessions");
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    ids[0]
+}
+
+/// Runs `resume ID --continue --lease-owner B` until the lease of the
+/// worker before it lapses; returns whether it was refused at least once
+/// (exit 4, the holder named).
+fn take_over(url: &str, id: SessionId, sb: &Path, previous: &str) -> bool {
+    // The folder `demo` made under `sb` for the session: a database on a
+    // server keeps no record of it, so the resume names it.
+    let folder = std::fs::read_dir(sb)
+        .expect("sandbox root")
+        .flatten()
+        .find(|e| e.path().is_dir())
+        .expect("the demo's folder")
+        .path();
+    let sb = folder.as_path();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut refused = false;
+    loop {
+        let out = cli_command(Path::new(url))
+            .args([
+                "resume",
+                &id.to_string(),
+                "--continue",
+                "--sandbox",
+                path_str(sb),
+            ])
+            .args(["--lease-owner", "worker-b", "--lease-ttl", "30"])
+            .output()
+            .expect("resume");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        match out.status.code() {
+            Some(0) => return refused,
+            Some(4) => {
+                assert!(
+                    stderr.contains(&format!("leased by \"{previous}\"")),
+                    "{stderr}"
+                );
+                refused = true;
+            }
+            other => panic!("resume failed ({other:?}): {stderr}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the lease never lapsed: {stderr}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn check_finished_once(url: &str, id: SessionId, sb: &Path) {
+    let (want, _) = reference();
+    assert_eq!(conversation(Path::new(url), id), want);
+    let ex = executions(sb);
+    let mut unique = ex.clone();
+    unique.dedup();
+    assert_eq!(ex, unique, "a tool ran twice: {ex:?}");
+    assert_eq!(
+        ex.len(),
+        2,
+        "both write_file calls ran exactly once: {ex:?}"
+    );
+}
+
+#[test]
+fn a_worker_killed_mid_run_is_taken_over_after_its_lease_lapses() {
+    for n in [4u64, 9, 15] {
+        let Some(url) = fresh_url() else { return };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sb = dir.path().join("sb");
+        let out = cli_command(Path::new(&url))
+            .args([
+                "demo",
+                "--sandbox",
+                path_str(&sb),
+                "--lease-owner",
+                "worker-a",
+            ])
+            .args([
+                "--lease-ttl",
+                "3",
+                "--crash-after",
+                &n.to_string(),
+                "--crash-with",
+                "kill",
+            ])
+            .output()
+            .expect("demo");
+        assert!(
+            out.status.code().is_none(),
+            "killed after event {n}: {out:?}"
+        );
+        let id = only_session(&url);
+        assert!(
+            take_over(&url, id, &sb, "worker-a"),
+            "a live lease refuses the resume (kill after {n})"
+        );
+        check_finished_once(&url, id, &sb);
+    }
+}
+
+#[test]
+fn a_paused_worker_that_wakes_after_the_takeover_is_fenced() {
+    let Some(url) = fresh_url() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sb = dir.path().join("sb");
+    let a = cli_command(Path::new(&url))
+        .args([
+            "demo",
+            "--sandbox",
+            path_str(&sb),
+            "--lease-owner",
+            "worker-a",
+        ])
+        .args(["--lease-ttl", "1"])
+        .env("AGENT_JOURNAL_DEMO_DELAY_MS", "700")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("demo");
+    // Paused once its run is under way (its first tool calls recorded).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let id = loop {
+        let ids = open(&url).sessions().expect("sessions");
+        if let Some(id) = ids.first()
+            && open(&url).session(*id).expect("session").head() >= 6
+        {
+            break *id;
+        }
+        assert!(Instant::now() < deadline, "the demo never got going");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let pid = a.id().to_string();
+    let signal = |sig: &str| {
+        let ok = Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {sig} {pid}");
+    };
+    signal("-STOP");
+    take_over(&url, id, &sb, "worker-a");
+    signal("-CONT");
+    let out = a.wait_with_output().expect("demo");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "fenced: {stderr}");
+    assert!(stderr.contains("no longer held"), "{stderr}");
+    check_finished_once(&url, id, &sb);
+}
+
+#[test]
+fn the_cli_records_and_reads_a_session_on_postgres() {
+    let Some(url) = fresh_url() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sb = dir.path().join("sb");
+    let db = Path::new(&url);
+    let out = cli_command(db)
+        .args(["--json", "demo", "--sandbox", path_str(&sb)])
+        .output()
+        .expect("demo");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = only_session(&url).to_string();
+    for args in [
+        vec!["sessions"],
+        vec!["log", id.as_str()],
+        vec!["show", id.as_str()],
+        vec!["verify"],
+    ] {
+        let out = cli_command(db).args(&args).output().expect("cli");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = cli_command(db).args(["log", &id]).output().expect("log");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("EvaluationFinished"));
+}
