@@ -131,7 +131,7 @@ impl Journal {
 
     /// Copies session `id`'s verified frames, and its latest snapshot, into
     /// `out`; returns the number of events.
-    fn copy_session(
+    pub(crate) fn copy_session(
         &self,
         out: &Journal,
         id: SessionId,

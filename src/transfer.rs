@@ -14,8 +14,11 @@ use crate::model::{EvaluationId, InnerMessage, SessionId};
 use crate::provider::ConversationFormat;
 use crate::session::Session;
 
+mod copy;
 mod journal_file;
 mod snapshot;
+
+pub use copy::CopyReport;
 
 impl Journal {
     /// Imports a conversation as a new session, in one atomic append:

@@ -411,3 +411,75 @@ fn the_cli_records_and_reads_a_session_on_postgres() {
     let out = cli_command(db).args(["log", &id]).output().expect("log");
     assert!(String::from_utf8_lossy(&out.stdout).contains("EvaluationFinished"));
 }
+
+#[test]
+fn copy_moves_every_session_from_sled_to_postgres_and_back_verified() {
+    let Some(url) = fresh_url() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (sled, back) = (dir.path().join("db"), dir.path().join("back"));
+    let sb = dir.path().join("sb");
+    for _ in 0..2 {
+        let out = cli_command(&sled)
+            .args(["demo", "--sandbox", path_str(&sb)])
+            .output()
+            .expect("demo");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let copy = |from: &Path, to: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_agent-journal"))
+            .env_remove("AGENT_JOURNAL_DB")
+            .args([
+                "--json",
+                "copy",
+                "--from",
+                path_str(from),
+                "--to",
+                path_str(to),
+            ])
+            .output()
+            .expect("copy")
+    };
+    let out = copy(&sled, Path::new(&url));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["sessions"].as_array().expect("sessions").len(), 2);
+    let out = copy(Path::new(&url), &back);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let frames = |db: &Path| {
+        let j = Journal::open(db).expect("open");
+        j.sessions()
+            .expect("sessions")
+            .into_iter()
+            .map(|id| {
+                let s = j.session(id).expect("session");
+                (id, s.events(..).expect("events"))
+            })
+            .collect::<Vec<_>>()
+    };
+    let original = frames(&sled);
+    assert_eq!(
+        frames(Path::new(&url)),
+        original,
+        "sled to PostgreSQL, exactly"
+    );
+    assert_eq!(frames(&back), original, "and back, exactly");
+
+    // Again into the same place: refused, nothing written.
+    let out = copy(&sled, Path::new(&url));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
+    assert_eq!(frames(Path::new(&url)).len(), 2);
+}

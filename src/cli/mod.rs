@@ -27,6 +27,7 @@ mod admin;
 mod chat;
 mod conversation;
 mod conversation_demo;
+mod copy;
 mod demo;
 mod diff;
 mod lease;
@@ -114,6 +115,9 @@ enum Command {
     Import(transfer::ImportArgs),
     /// A new session branching from SESSION after event SEQ.
     Fork(admin::ForkArgs),
+    /// Copy every session of one journal into another (sled, PostgreSQL,
+    /// an exported file), verifying each frame; all or nothing per session.
+    Copy(copy::CopyArgs),
 }
 
 /// Runs the command line and maps errors to exit codes.
@@ -182,5 +186,6 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Export(args) => transfer::export(cli, args),
         Command::Import(args) => transfer::import(cli, args),
         Command::Fork(args) => admin::fork(cli, args),
+        Command::Copy(args) => copy::copy(cli, args),
     }
 }
