@@ -483,3 +483,50 @@ fn copy_moves_every_session_from_sled_to_postgres_and_back_verified() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
     assert_eq!(frames(Path::new(&url)).len(), 2);
 }
+
+#[test]
+fn log_follow_sees_events_another_process_appends_within_a_second() {
+    use std::io::BufRead;
+    let Some(url) = fresh_url() else { return };
+    let j = open(&url);
+    let s = j.create_session().expect("session");
+    s.append(custom(1)).expect("append");
+    let mut child = cli_command(Path::new(&url))
+        .args(["--json", "log", &s.id().to_string(), "--follow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("log --follow");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx
+                .send(serde_json::from_str(&line).expect("a JSON line"))
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    let next = |within: Duration| rx.recv_timeout(within).expect("an event line in time");
+    assert_eq!(next(Duration::from_secs(10))["seq"], 0);
+    assert_eq!(next(Duration::from_secs(5))["seq"], 1);
+    for n in 2..5u64 {
+        std::thread::sleep(Duration::from_millis(300));
+        let at = Instant::now();
+        s.append(custom(n)).expect("append");
+        let line = next(Duration::from_secs(5));
+        assert_eq!(line["seq"], n);
+        assert!(
+            at.elapsed() < Duration::from_secs(1),
+            "seen after {:?}",
+            at.elapsed()
+        );
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

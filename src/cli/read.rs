@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use agent_journal::{Error, JsonOptions};
+use agent_journal::{Error, Journal, JsonOptions, Session};
 use clap::Args;
 
 use crate::cli::open::{at_or_last, open_for_reading, read_session, session_arg, warn_torn_tail};
@@ -33,6 +33,11 @@ pub(crate) struct LogArgs {
     /// Last seq to show (inclusive).
     #[arg(long)]
     to: Option<u64>,
+    /// Keep printing events as they are appended (by any process, on
+    /// PostgreSQL at once through LISTEN/NOTIFY), until interrupted; with
+    /// `--json`, one JSON object a line.
+    #[arg(long, conflicts_with = "to")]
+    follow: bool,
 }
 
 /// The arguments of `show`.
@@ -93,6 +98,9 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<ExitCode, Error> {
         Some(t) => t.saturating_add(1),
         None => head,
     };
+    if args.follow {
+        return follow(cli, &journal, &s, from);
+    }
     if cli.json {
         let events = s.events(from..to)?;
         let v = serde_json::to_value(&events).map_err(|e| Error::InvalidInput(e.to_string()))?;
@@ -101,6 +109,27 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<ExitCode, Error> {
         render::print_log(&s, from, to)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `log SESSION --follow`: the events from `from` on, then each new one as
+/// it lands.
+fn follow(cli: &Cli, journal: &Journal, s: &Session, mut next: u64) -> Result<ExitCode, Error> {
+    loop {
+        let head = s.refresh()?;
+        if head > next {
+            if cli.json {
+                for e in s.events(next..head)? {
+                    let v =
+                        serde_json::to_value(&e).map_err(|e| Error::InvalidInput(e.to_string()))?;
+                    outln!("{v}");
+                }
+            } else {
+                render::print_log(s, next, head)?;
+            }
+            next = head;
+        }
+        journal.wait_for_events(s.id(), next, std::time::Duration::from_secs(1))?;
+    }
 }
 
 /// `show SESSION [--at SEQ]`.

@@ -1,5 +1,6 @@
-//! Leases of a session on a shared store (PostgreSQL): one worker drives a
-//! session at a time, and a worker whose lease was taken over is fenced out.
+//! Sessions on a shared store (PostgreSQL): leases (one worker drives a
+//! session at a time, and a worker whose lease was taken over is fenced
+//! out), and following the events other processes append.
 
 use std::time::Duration;
 
@@ -24,15 +25,8 @@ impl Session {
     pub fn acquire_lease(&self, owner: &str, ttl: Duration) -> Result<Lease> {
         let store = self.journal.inner.store.clone();
         let lease = store.acquire_lease(self.id(), owner, ttl)?;
-        let mut core = self.core();
-        core.lease = Some(lease.clone());
-        let len = store.len(self.id())?.unwrap_or(0);
-        if len > core.head {
-            let from = core.head;
-            let state = std::sync::Arc::make_mut(&mut core.state);
-            let (head, _) = replay(&self.journal, self.id(), from, len, state, &mut 0)?;
-            core.head = head;
-        }
+        self.core().lease = Some(lease.clone());
+        self.refresh()?;
         Ok(lease)
     }
 
@@ -75,6 +69,21 @@ impl Session {
         self.core().lease.clone()
     }
 
+    /// Catches up with the events other processes appended to the session
+    /// since this handle last saw its stream (a shared store); returns the
+    /// new head. Cheap when there is nothing new.
+    pub fn refresh(&self) -> Result<u64> {
+        let len = self.journal.inner.store.len(self.id())?.unwrap_or(0);
+        let mut core = self.core();
+        if len > core.head {
+            let from = core.head;
+            let state = std::sync::Arc::make_mut(&mut core.state);
+            let (head, _) = replay(&self.journal, self.id(), from, len, state, &mut 0)?;
+            core.head = head;
+        }
+        Ok(core.head)
+    }
+
     fn held(&self) -> Result<Lease> {
         self.core().lease.clone().ok_or_else(|| {
             crate::Error::InvalidInput(format!("session {} holds no lease", self.id()))
@@ -83,6 +92,20 @@ impl Session {
 }
 
 impl Journal {
+    /// Waits until session `id` holds more than `len` events or `timeout`
+    /// passed; returns its length then. On PostgreSQL an append in any
+    /// process wakes the wait at once (`LISTEN`/`NOTIFY`); elsewhere it
+    /// polls. Follow a session with it and [`Session::refresh`].
+    pub fn wait_for_events(&self, id: SessionId, len: u64, timeout: Duration) -> Result<u64> {
+        let store = &self.inner.store;
+        let now = store.len(id)?.unwrap_or(0);
+        if now > len {
+            return Ok(now);
+        }
+        store.wait_for_append(id, len, timeout)?;
+        Ok(store.len(id)?.unwrap_or(0))
+    }
+
     /// The live lease of session `id`, whoever holds it (`None` on a store
     /// without leases).
     pub fn lease_of(&self, id: SessionId) -> Result<Option<Lease>> {

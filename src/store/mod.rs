@@ -237,6 +237,21 @@ pub trait Store: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Waits until session `session` holds more than `len` events, or
+    /// `timeout` passed (then returns `Ok` all the same: the caller reads
+    /// the length again). Default: sleeps a little (a poll); a store shared
+    /// between processes wakes at once (PostgreSQL's `LISTEN`/`NOTIFY`).
+    fn wait_for_append(
+        &self,
+        session: SessionId,
+        len: u64,
+        timeout: std::time::Duration,
+    ) -> Result<()> {
+        let _ = (session, len);
+        std::thread::sleep(timeout.min(std::time::Duration::from_millis(200)));
+        Ok(())
+    }
+
     /// The session's live lease, if any. Default: none.
     fn lease(&self, session: SessionId) -> Result<Option<Lease>> {
         let _ = session;

@@ -65,6 +65,8 @@ pub(crate) struct PostgresStore {
     schema: String,
     synced: bool,
     pool: Mutex<Vec<Client>>,
+    /// The connection that `LISTEN`s for appends, made at the first wait.
+    listener: Mutex<Option<Client>>,
 }
 
 /// A connection taken from the pool; back to it when dropped, unless it
@@ -115,6 +117,7 @@ impl PostgresStore {
             schema,
             synced: durability != Durability::Buffered,
             pool: Mutex::new(Vec::new()),
+            listener: Mutex::new(None),
         };
         store.migrate(create)?;
         Ok(store)
@@ -135,6 +138,13 @@ impl PostgresStore {
             store: self,
             client: Some(client),
         })
+    }
+
+    /// The channel appends are announced on (`NOTIFY`), one per schema.
+    fn channel(&self) -> String {
+        let mut c = format!("aj_{}", self.schema);
+        c.truncate(63);
+        c
     }
 
     /// `name` qualified with the journal's schema (an identifier checked
@@ -305,6 +315,17 @@ impl PostgresStore {
         if let Err(e) = tx.execute(&insert, &[&session.0, &seqs, &bodies]) {
             drop(tx);
             return Err(conflict(e));
+        }
+        // Delivered to the followers when (and only if) the append commits.
+        if let Err(e) = tx.execute(
+            "SELECT pg_notify($1, $2)",
+            &[&self.channel(), &session.to_string()],
+        ) {
+            drop(tx);
+            return Err(db(
+                e,
+                &format!("announcing the append to session {session}"),
+            ));
         }
         match tx.commit() {
             Ok(()) => Ok(()),
@@ -509,6 +530,50 @@ impl Store for PostgresStore {
             )
             .map_err(|e| db(e, "measuring the tables"))?;
         Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    fn wait_for_append(
+        &self,
+        session: SessionId,
+        len: u64,
+        timeout: std::time::Duration,
+    ) -> Result<()> {
+        let mut guard = self.listener.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            let mut c = Client::connect(&self.conn, NoTls)
+                .map_err(|e| db(e, &format!("connecting to {}", self.shown)))?;
+            c.batch_execute(&format!("LISTEN \"{}\"", self.channel()))
+                .map_err(|e| db(e, "listening for appends"))?;
+            *guard = Some(c);
+        }
+        // An append between the caller's look and the LISTEN is not missed.
+        if self.len(session)?.unwrap_or(0) > len {
+            return Ok(());
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        let wanted = session.to_string();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            let Some(c) = guard.as_mut() else {
+                return Ok(());
+            };
+            let next = c
+                .notifications()
+                .timeout_iter(left)
+                .next()
+                .map(|n| n.map(|n| n.payload() == wanted));
+            match next {
+                Ok(Some(true)) | Ok(None) => return Ok(()),
+                Ok(Some(false)) => continue,
+                Err(e) => {
+                    *guard = None;
+                    return Err(db(e, "waiting for appends"));
+                }
+            }
+        }
     }
 
     fn acquire_lease(
