@@ -30,7 +30,7 @@ use common::tempdir;
 
 /// The sections, by number and name; a filter argument selects a section
 /// when it equals its number or is part of its name.
-const SECTIONS: [(&str, &str, &str); 10] = [
+const SECTIONS: [(&str, &str, &str); 11] = [
     ("1", "buffered", "Buffered append vs raw sled inserts"),
     (
         "2",
@@ -68,6 +68,11 @@ const SECTIONS: [(&str, &str, &str); 10] = [
         "10",
         "compaction",
         "the request of a turn at 100,000 messages vs 1,000 (window, compaction); state blob vs serde_json",
+    ),
+    (
+        "11",
+        "postgres",
+        "PostgreSQL store vs raw INSERT + commit and SELECT on the same server",
     ),
 ];
 
@@ -243,6 +248,9 @@ fn main() {
     }
     if opts.selected("10") {
         common::compaction::section_compaction(opts.quick, &mut rep);
+    }
+    if opts.selected("11") {
+        common::pg::section_postgres(&sizes, &mut rep);
     }
 
     println!();

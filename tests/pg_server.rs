@@ -94,12 +94,18 @@ fn start() -> Option<Server> {
     );
     // The server, watched by a shell that stops it when this test binary
     // (its parent) exits.
+    // The tests need no durability from the server; the benchmark does
+    // (`AGENT_JOURNAL_PG_FSYNC=on`).
+    let fsync = std::env::var("AGENT_JOURNAL_PG_FSYNC").unwrap_or_else(|_| "off".into());
+    let durable = fsync == "on";
     let server = format!(
-        "{} -D {} -k {} -p 5432 -c listen_addresses= -c fsync=off -c full_page_writes=off \
+        "{} -D {} -k {} -p 5432 -c listen_addresses= -c fsync={} -c full_page_writes={} \
          -c max_connections=400 -c shared_buffers=64MB",
         bin.join("postgres").display(),
         data.display(),
-        data.display()
+        data.display(),
+        if durable { "on" } else { "off" },
+        if durable { "on" } else { "off" },
     );
     let log = dir.path().join("server.log");
     let watch = format!(

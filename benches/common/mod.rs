@@ -7,6 +7,7 @@ pub mod conversation;
 pub mod events;
 pub mod growth;
 pub mod open;
+pub mod pg;
 pub mod raw;
 pub mod report;
 pub mod resume;

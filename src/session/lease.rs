@@ -34,24 +34,14 @@ impl Session {
     ///
     /// # Errors
     /// [`Error::Fenced`](crate::Error::Fenced) if another worker took it
-    /// over (the handle then holds none); [`Error::InvalidInput`](crate::Error::InvalidInput)
-    /// if it holds none.
+    /// over: the handle keeps the stale lease, so that its every later
+    /// append is refused as fenced too (never made without a lease);
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) if it holds none.
     pub fn renew_lease(&self, ttl: Duration) -> Result<Lease> {
         let held = self.held()?;
-        let renewed = self.journal.inner.store.renew_lease(&held, ttl);
-        let mut core = self.core();
-        match renewed {
-            Ok(l) => {
-                core.lease = Some(l.clone());
-                Ok(l)
-            }
-            Err(e) => {
-                if matches!(e, crate::Error::Fenced { .. }) {
-                    core.lease = None;
-                }
-                Err(e)
-            }
-        }
+        let renewed = self.journal.inner.store.renew_lease(&held, ttl)?;
+        self.core().lease = Some(renewed.clone());
+        Ok(renewed)
     }
 
     /// Gives up the lease this handle holds (if it still is the session's);

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::model::SessionId;
 use crate::store::lease::Lease;
 
-fn at(micros: i64) -> DateTime<Utc> {
+pub(super) fn at(micros: i64) -> DateTime<Utc> {
     Utc.timestamp_micros(micros).single().unwrap_or_default()
 }
 
@@ -37,44 +37,6 @@ fn row(r: &postgres::Row) -> Row {
 
 fn seconds(ttl: Duration) -> f64 {
     ttl.as_secs_f64()
-}
-
-impl PostgresStore {
-    /// Checks, inside an append's transaction, that `lease` is still the
-    /// session's (its epoch current), or that an append without one meets
-    /// no live lease of another worker. The lease row is locked for share:
-    /// a takeover waits for the append, or the append sees the takeover.
-    pub(super) fn check_lease(
-        &self,
-        tx: &mut postgres::Transaction<'_>,
-        session: SessionId,
-        lease: Option<&Lease>,
-    ) -> Result<()> {
-        let found = tx
-            .query_opt(
-                &format!(
-                    "SELECT {COLUMNS} FROM {} WHERE session = $1 FOR SHARE",
-                    self.t("leases")
-                ),
-                &[&session.0],
-            )
-            .map_err(|e| db(e, &format!("checking the lease of session {session}")))?
-            .map(|r| row(&r));
-        match (lease, found) {
-            (Some(l), Some(r)) if r.epoch == l.epoch && r.owner == l.owner => Ok(()),
-            (Some(l), r) => Err(Error::Fenced {
-                session,
-                epoch: l.epoch,
-                holder: r.map(|r| (r.owner, r.epoch)),
-            }),
-            (None, Some(r)) if r.live => Err(Error::LeaseHeld {
-                session,
-                owner: r.owner,
-                expires_at: r.expires_at,
-            }),
-            (None, _) => Ok(()),
-        }
-    }
 }
 
 /// Takes the session's lease for `owner` for `ttl`: a new lease (epoch 1),

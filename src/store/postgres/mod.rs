@@ -67,6 +67,8 @@ pub(crate) struct PostgresStore {
     pool: Mutex<Vec<Client>>,
     /// The connection that `LISTEN`s for appends, made at the first wait.
     listener: Mutex<Option<Client>>,
+    /// The sessions this process follows, with when it last said so.
+    followed: Mutex<std::collections::HashMap<SessionId, std::time::Instant>>,
 }
 
 /// A connection taken from the pool; back to it when dropped, unless it
@@ -118,6 +120,7 @@ impl PostgresStore {
             synced: durability != Durability::Buffered,
             pool: Mutex::new(Vec::new()),
             listener: Mutex::new(None),
+            followed: Mutex::new(std::collections::HashMap::new()),
         };
         store.migrate(create)?;
         Ok(store)
@@ -131,8 +134,15 @@ impl PostgresStore {
         let pooled = self.pool().pop();
         let client = match pooled {
             Some(c) => c,
-            None => Client::connect(&self.conn, NoTls)
-                .map_err(|e| db(e, &format!("connecting to {}", self.shown)))?,
+            None => {
+                let mut c = Client::connect(&self.conn, NoTls)
+                    .map_err(|e| db(e, &format!("connecting to {}", self.shown)))?;
+                if !self.synced {
+                    c.batch_execute("SET synchronous_commit = off")
+                        .map_err(|e| db(e, "setting synchronous_commit"))?;
+                }
+                c
+            }
         };
         Ok(Conn {
             store: self,
@@ -185,12 +195,17 @@ impl PostgresStore {
              CREATE TABLE IF NOT EXISTS {snapshots} (session uuid PRIMARY KEY, seq bigint NOT NULL,
                  frame bytea NOT NULL);
              CREATE TABLE IF NOT EXISTS {leases} (session uuid PRIMARY KEY, owner text NOT NULL,
-                 epoch bigint NOT NULL, expires_at timestamptz NOT NULL);",
+                 epoch bigint NOT NULL, expires_at timestamptz NOT NULL);
+             CREATE TABLE IF NOT EXISTS {followers} (session uuid NOT NULL, follower text NOT NULL,
+                 until timestamptz NOT NULL, PRIMARY KEY (session, follower));
+             {append}",
             meta = self.t("meta"),
             sessions = self.t("sessions"),
             events = self.t("events"),
             snapshots = self.t("snapshots"),
             leases = self.t("leases"),
+            followers = self.t("followers"),
+            append = self.append_function(),
         );
         tx.batch_execute(&ddl)
             .map_err(|e| db(e, &format!("creating the tables in schema {s}")))?;
@@ -229,26 +244,70 @@ impl PostgresStore {
         tx.commit().map_err(|e| db(e, "committing the schema"))
     }
 
-    /// The head in a transaction, `None` if the session does not exist.
-    fn head_for_update(
-        &self,
-        tx: &mut postgres::Transaction<'_>,
-        session: SessionId,
-    ) -> Result<Option<u64>> {
-        let row = tx
-            .query_opt(
-                &format!(
-                    "SELECT head FROM {} WHERE session = $1 FOR UPDATE",
-                    self.t("sessions")
-                ),
-                &[&session.0],
-            )
-            .map_err(|e| db(e, &format!("locking session {session}")))?;
-        Ok(row.map(|r| r.get::<_, i64>(0) as u64))
+    /// The server-side append: the checks and the writes of an append in
+    /// one statement (one round trip, one implicit transaction). It locks
+    /// the lease row for share and the session row for update, and answers
+    /// `ok`, `fenced`, `held` or `conflict` with what the caller reports.
+    /// It announces the append (`NOTIFY`) only while someone follows the
+    /// session: a notifying commit takes a lock every other notifying
+    /// commit waits for, which would undo the server's group commit.
+    fn append_function(&self) -> String {
+        format!(
+            "CREATE OR REPLACE FUNCTION {f}(p_session uuid, p_expected bigint, p_frames bytea[],
+                 p_owner text, p_epoch bigint, p_channel text)
+             RETURNS TABLE (status text, found bigint, holder text, holder_epoch bigint,
+                 expires_micros bigint)
+             LANGUAGE plpgsql AS $fn$
+             DECLARE
+                 l_owner text; l_epoch bigint; l_expires timestamptz; h bigint;
+                 n bigint := coalesce(array_length(p_frames, 1), 0);
+             BEGIN
+                 SELECT owner, epoch, expires_at INTO l_owner, l_epoch, l_expires
+                     FROM {leases} WHERE session = p_session FOR SHARE;
+                 IF p_owner IS NOT NULL THEN
+                     IF l_owner IS NULL OR l_epoch <> p_epoch OR l_owner <> p_owner THEN
+                         RETURN QUERY SELECT 'fenced'::text, 0::bigint, l_owner, l_epoch, 0::bigint;
+                         RETURN;
+                     END IF;
+                 ELSIF l_owner IS NOT NULL AND l_expires > now() THEN
+                     RETURN QUERY SELECT 'held'::text, 0::bigint, l_owner, l_epoch,
+                         (extract(epoch FROM l_expires) * 1000000)::bigint;
+                     RETURN;
+                 END IF;
+                 SELECT head INTO h FROM {sessions} WHERE session = p_session FOR UPDATE;
+                 IF coalesce(h, 0) <> p_expected THEN
+                     RETURN QUERY SELECT 'conflict'::text, coalesce(h, 0), NULL::text, NULL::bigint,
+                         NULL::bigint;
+                     RETURN;
+                 END IF;
+                 IF n > 0 THEN
+                     IF h IS NULL THEN
+                         INSERT INTO {sessions} (session, head) VALUES (p_session, p_expected + n);
+                     ELSE
+                         UPDATE {sessions} SET head = p_expected + n WHERE session = p_session;
+                     END IF;
+                     INSERT INTO {events} (session, seq, frame)
+                         SELECT p_session, p_expected + i - 1, p_frames[i]
+                         FROM generate_subscripts(p_frames, 1) AS i;
+                     IF EXISTS (SELECT 1 FROM {followers}
+                                WHERE session = p_session AND until > now()) THEN
+                         PERFORM pg_notify(p_channel, p_session::text);
+                     END IF;
+                 END IF;
+                 RETURN QUERY SELECT 'ok'::text, p_expected + n, NULL::text, NULL::bigint,
+                     NULL::bigint;
+             END
+             $fn$;",
+            f = self.t("append"),
+            leases = self.t("leases"),
+            sessions = self.t("sessions"),
+            events = self.t("events"),
+            followers = self.t("followers"),
+        )
     }
 
-    /// Appends `frames`, checking `lease` in the same transaction (see
-    /// [`Store::append_leased`]).
+    /// Appends `frames` under `lease` (see [`Store::append_leased`]): one
+    /// call of the server-side append.
     fn append_in_tx(
         &self,
         session: SessionId,
@@ -256,84 +315,77 @@ impl PostgresStore {
         frames: &[Vec<u8>],
         lease: Option<&Lease>,
     ) -> Result<()> {
+        let what = || format!("appending to session {session}");
         let mut c = self.client()?;
-        let mut tx = c
-            .transaction()
-            .map_err(|e| db(e, &format!("appending to session {session}")))?;
-        if !self.synced {
-            tx.batch_execute("SET LOCAL synchronous_commit = off")
-                .map_err(|e| db(e, "setting synchronous_commit"))?;
-        }
-        self.check_lease(&mut tx, session, lease)?;
-        let head = self.head_for_update(&mut tx, session)?;
-        let found = head.unwrap_or(0);
-        if found != expected {
-            return Err(Error::Conflict {
-                session,
-                expected,
-                found,
-            });
-        }
-        if frames.is_empty() {
-            return Ok(());
-        }
-        let next = (expected + frames.len() as u64) as i64;
-        let sql = match head {
-            None => format!(
-                "INSERT INTO {} (session, head) VALUES ($1, $2)",
-                self.t("sessions")
-            ),
-            Some(_) => format!(
-                "UPDATE {} SET head = $2 WHERE session = $1",
-                self.t("sessions")
-            ),
-        };
-        let conflict = |e: postgres::Error| -> Error {
-            if is_unique_violation(&e) {
-                // Another writer created the session or wrote these seqs.
-                Error::Conflict {
+        let bodies: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        let owner = lease.map(|l| l.owner.as_str());
+        let epoch = lease.map(|l| l.epoch as i64);
+        let row = c.query_one(
+            &format!("SELECT * FROM {}($1, $2, $3, $4, $5, $6)", self.t("append")),
+            &[
+                &session.0,
+                &(expected as i64),
+                &bodies,
+                &owner,
+                &epoch,
+                &self.channel(),
+            ],
+        );
+        let row = match row {
+            Ok(r) => r,
+            Err(e) if is_unique_violation(&e) => {
+                // Another writer created the session or wrote these seqs
+                // between our look and our insert.
+                drop(c);
+                return Err(Error::Conflict {
                     session,
                     expected,
-                    found: self.len(session).ok().flatten().unwrap_or(expected + 1),
-                }
-            } else {
-                db(e, &format!("appending to session {session}"))
+                    found: self.len(session)?.unwrap_or(expected + 1),
+                });
             }
+            Err(e) => return Err(db(e, &what())),
         };
-        if let Err(e) = tx.execute(&sql, &[&session.0, &next]) {
-            drop(tx);
-            return Err(conflict(e));
+        let status: &str = row.get(0);
+        let found: i64 = row.get(1);
+        let holder: Option<String> = row.get(2);
+        let holder_epoch: Option<i64> = row.get(3);
+        match status {
+            "ok" => Ok(()),
+            "conflict" => Err(Error::Conflict {
+                session,
+                expected,
+                found: found as u64,
+            }),
+            "fenced" => Err(Error::Fenced {
+                session,
+                epoch: lease.map_or(0, |l| l.epoch),
+                holder: holder.zip(holder_epoch.map(|e| e as u64)),
+            }),
+            "held" => Err(Error::LeaseHeld {
+                session,
+                owner: holder.unwrap_or_default(),
+                expires_at: leases::at(row.get::<_, Option<i64>>(4).unwrap_or(0)),
+            }),
+            other => Err(Error::Database(format!(
+                "{}: the server answered {other:?}",
+                what()
+            ))),
         }
-        let seqs: Vec<i64> = (expected..expected + frames.len() as u64)
-            .map(|s| s as i64)
-            .collect();
-        let bodies: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-        let insert = format!(
-            "INSERT INTO {} (session, seq, frame) SELECT $1, s, f FROM unnest($2::bigint[], $3::bytea[]) AS t(s, f)",
-            self.t("events")
-        );
-        if let Err(e) = tx.execute(&insert, &[&session.0, &seqs, &bodies]) {
-            drop(tx);
-            return Err(conflict(e));
-        }
-        // Delivered to the followers when (and only if) the append commits.
-        if let Err(e) = tx.execute(
-            "SELECT pg_notify($1, $2)",
-            &[&self.channel(), &session.to_string()],
-        ) {
-            drop(tx);
-            return Err(db(
-                e,
-                &format!("announcing the append to session {session}"),
-            ));
-        }
-        match tx.commit() {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                drop(c);
-                Err(conflict(e))
-            }
-        }
+    }
+
+    /// Registers this process as a follower of `session` for a minute (the
+    /// appends announce themselves while one is registered).
+    fn follow(&self, c: &mut Client, session: SessionId) -> Result<()> {
+        c.execute(
+            &format!(
+                "INSERT INTO {} (session, follower, until) VALUES ($1, $2, now() + interval '60 seconds')
+                 ON CONFLICT (session, follower) DO UPDATE SET until = EXCLUDED.until",
+                self.t("followers")
+            ),
+            &[&session.0, &format!("pid {}", std::process::id())],
+        )
+        .map_err(|e| db(e, &format!("following session {session}")))?;
+        Ok(())
     }
 }
 
@@ -486,7 +538,7 @@ impl Store for PostgresStore {
         let mut tx = c
             .transaction()
             .map_err(|e| db(e, &format!("deleting session {session}")))?;
-        for table in ["events", "snapshots", "leases", "sessions"] {
+        for table in ["events", "snapshots", "leases", "followers", "sessions"] {
             tx.execute(
                 &format!("DELETE FROM {} WHERE session = $1", self.t(table)),
                 &[&session.0],
@@ -546,7 +598,21 @@ impl Store for PostgresStore {
                 .map_err(|e| db(e, "listening for appends"))?;
             *guard = Some(c);
         }
-        // An append between the caller's look and the LISTEN is not missed.
+        let due = {
+            let mut f = self.followed.lock().unwrap_or_else(|p| p.into_inner());
+            let due = f
+                .get(&session)
+                .is_none_or(|t| t.elapsed() > std::time::Duration::from_secs(20));
+            if due {
+                f.insert(session, std::time::Instant::now());
+            }
+            due
+        };
+        if due && let Some(c) = guard.as_mut() {
+            self.follow(c, session)?;
+        }
+        // An append between the caller's look and the LISTEN (or the
+        // registration) is not missed.
         if self.len(session)?.unwrap_or(0) > len {
             return Ok(());
         }
