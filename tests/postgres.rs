@@ -530,3 +530,82 @@ fn log_follow_sees_events_another_process_appends_within_a_second() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn a_lost_connection_is_reported_poisons_nothing_and_a_retry_is_safe() {
+    let Some(url) = fresh_url() else { return };
+    let j = open(&url);
+    let s = j.create_session().expect("session");
+    s.append(custom(1)).expect("append");
+    // The server drops every connection of the journal (a restart, a
+    // network cut): the pooled one is dead.
+    let mut admin = raw(&url);
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE pid <> pg_backend_pid() AND datname = current_database()
+               AND backend_type = 'client backend'",
+            &[],
+        )
+        .expect("terminate");
+    match s.append(custom(2)) {
+        Err(Error::Database(m)) => assert!(m.contains("appending to session"), "{m}"),
+        other => panic!("expected a database error, got {other:?}"),
+    }
+    // Nothing is poisoned: the next append reconnects; a retry of an
+    // append that did commit is a Conflict, never a duplicate.
+    let head = s.refresh().expect("refresh");
+    s.append(custom(3)).expect("the journal goes on");
+    let again = s.append_batch_at(head, vec![custom(3)]);
+    assert!(matches!(again, Err(Error::Conflict { .. })), "{again:?}");
+    let got: Vec<u64> = open(&url)
+        .session(s.id())
+        .expect("session")
+        .events(1..)
+        .expect("events")
+        .iter()
+        .map(|e| payload(&e.event))
+        .collect();
+    assert_eq!(got, [1, 3], "the failed append wrote nothing");
+}
+
+#[test]
+fn the_conversation_engine_runs_under_a_lease_and_a_second_worker_is_refused() {
+    use agent_journal::conversation::{
+        ConversationEngine, ConversationEngineConfig, ConversationMessage, CreateConversation,
+        JournalConversationStore, RunTurn,
+    };
+    use std::sync::Arc;
+    let Some(url) = fresh_url() else { return };
+    let worker = |name: &str| {
+        let journal = open(&url);
+        let store = Arc::new(JournalConversationStore::new(journal.clone()));
+        let adapter = crate::conversation::Recording::new("scripted", "ok");
+        let engine = ConversationEngine::new(
+            ConversationEngineConfig::new(name, store).provider(adapter, "m"),
+        );
+        (journal, engine)
+    };
+    let (ja, a) = worker("a");
+    let c = a
+        .create_conversation(CreateConversation {
+            initial_messages: vec![ConversationMessage::user("hi")],
+            ..Default::default()
+        })
+        .expect("create");
+    // Worker A takes the conversation's session lease: its engine's
+    // appends are made under it (one session handle per process).
+    let lease = ja
+        .session(c.id)
+        .expect("session")
+        .acquire_lease("worker-a", Duration::from_secs(30))
+        .expect("lease");
+    assert_eq!(lease.epoch, 1);
+    a.run_turn(c.id, RunTurn::default())
+        .expect("turn under the lease");
+    let (_jb, b) = worker("b");
+    match b.run_turn(c.id, RunTurn::default()) {
+        Err(Error::LeaseHeld { owner, .. }) => assert_eq!(owner, "worker-a"),
+        other => panic!("expected LeaseHeld, got {other:?}"),
+    }
+}
