@@ -127,7 +127,9 @@ fn check_openai(messages: &[Value]) -> Result<(), String> {
 ///
 /// - `system`, when present, is a string or an array of text blocks;
 /// - messages are objects with role `user` or `assistant` (no `system` role
-///   inside messages), alternating, starting with `user`;
+///   inside messages), starting with `user`; consecutive messages of one role
+///   make one turn, as the API combines them, and the rules below hold for
+///   turns ("message" there means turn);
 /// - `content` is a string or an array of typed content blocks; `tool_use`
 ///   blocks have a string `id` and `name` and an object `input`, with ids
 ///   unique in the request; they appear only in assistant messages, and
@@ -143,6 +145,9 @@ fn check_openai(messages: &[Value]) -> Result<(), String> {
 pub fn anthropic(request: &Value) -> Result<()> {
     check_anthropic(request).map_err(Error::InvalidInput)
 }
+
+/// A turn: its role, the path of its first message, its blocks with their paths.
+type Turn<'a> = (&'a str, String, Vec<(String, Block<'a>)>);
 
 /// [`anthropic`], with the problem as the bare message text.
 fn check_anthropic(request: &Value) -> Result<(), String> {
@@ -171,37 +176,40 @@ fn check_anthropic(request: &Value) -> Result<(), String> {
         }
     };
 
-    let mut uses: HashMap<&str, String> = HashMap::new();
-    // The tool_use blocks of the previous message, if it was an assistant's:
-    // (id, block path, answered).
-    let mut open: Option<Vec<(&str, String, bool)>> = None;
-    let mut prev: Option<&str> = None;
+    // The API makes one turn of consecutive messages of one role (their
+    // blocks in order): the rules below hold for turns.
+    let mut turns: Vec<Turn<'_>> = Vec::new();
     for (i, m) in messages.iter().enumerate() {
         let path = format!("messages[{i}]");
         let obj = m
             .as_object()
             .ok_or_else(|| format!("{path}: expected an object, found {}", kind(m)))?;
         let role = anthropic_role(obj, &path)?;
-        match prev {
-            None if role != "user" => {
-                return Err(format!(
-                    "{path}: the first message must have role \"user\", found \"{role}\""
-                ));
-            }
-            Some(p) if p == role => {
-                return Err(format!(
-                    "{path}: two \"{role}\" messages in a row (messages[{}] and messages[{i}]); roles must alternate",
-                    i - 1
-                ));
-            }
-            _ => {}
+        if turns.is_empty() && role != "user" {
+            return Err(format!(
+                "{path}: the first message must have role \"user\", found \"{role}\""
+            ));
         }
-        prev = Some(role);
-        let blocks = anthropic_blocks(obj, &path)?;
+        let blocks: Vec<(String, Block<'_>)> = anthropic_blocks(obj, &path)?
+            .into_iter()
+            .enumerate()
+            .map(|(j, b)| (format!("{path}.content[{j}]"), b))
+            .collect();
+        match turns.last_mut() {
+            Some((r, _, bs)) if *r == role => bs.extend(blocks),
+            _ => turns.push((role, path, blocks)),
+        }
+    }
+
+    let mut uses: HashMap<&str, String> = HashMap::new();
+    // The tool_use blocks of the previous turn, if it was an assistant's:
+    // (id, block path, answered).
+    let mut open: Option<Vec<(&str, String, bool)>> = None;
+    for (role, path, blocks) in turns {
         if role == "assistant" {
             let mut calls = Vec::new();
-            for (j, b) in blocks.iter().enumerate() {
-                let bpath = format!("{path}.content[{j}]");
+            for (bpath, b) in &blocks {
+                let bpath = bpath.clone();
                 match b {
                     Block::ToolResult { .. } => {
                         return Err(format!(
@@ -228,8 +236,7 @@ fn check_anthropic(request: &Value) -> Result<(), String> {
         // A user message: it answers the previous assistant message's calls.
         let mut expected = open.take();
         let mut other_seen = false;
-        for (j, b) in blocks.iter().enumerate() {
-            let bpath = format!("{path}.content[{j}]");
+        for (bpath, b) in &blocks {
             match b {
                 Block::ToolUse { .. } => {
                     return Err(format!("{bpath}: tool_use in a user message"));

@@ -25,6 +25,36 @@ fn anthropic_round_trip_is_exact() {
 }
 
 #[test]
+fn consecutive_user_messages_export_as_they_were_sent() {
+    // A tool result, then the user's text in a message of its own: the API
+    // takes the two as one turn; the export keeps them two messages.
+    let x = json!({"messages": [
+        {"role": "user", "content": "Read a."},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Reading."},
+            {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "a"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "A"}]},
+        {"role": "user", "content": "Now b, please."},
+        {"role": "user", "content": [{"type": "text", "text": "And hurry."}]},
+    ]});
+    let msgs = an(&x);
+    assert_eq!(anthropic::to_request(&msgs), x);
+    assert_eq!(verdict(validate::anthropic(&x)), Ok(()));
+    // Built from the neutral fields alone, the turn is one valid message.
+    let neutral: Vec<_> = msgs
+        .iter()
+        .cloned()
+        .map(|mut m| {
+            m.provider_payload = None;
+            m
+        })
+        .collect();
+    let rebuilt = anthropic::to_request(&neutral);
+    assert_eq!(rebuilt["messages"].as_array().expect("messages").len(), 3);
+    assert_eq!(verdict(validate::anthropic(&rebuilt)), Ok(()));
+}
+
+#[test]
 fn anthropic_import_splits_tool_results_and_tags_the_parts() {
     let msgs = an(&anthropic_conversation());
     use Role::*;

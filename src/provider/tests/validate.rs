@@ -188,8 +188,15 @@ fn anthropic_validator_messages() {
             "messages[0]: the first message must have role \"user\", found \"assistant\"",
         ),
         (
-            req(vec![user.clone(), user.clone()]),
-            "messages[1]: two \"user\" messages in a row (messages[0] and messages[1]); roles must alternate",
+            // Consecutive user messages are one turn: a result after the
+            // first one's text comes after other content.
+            req(vec![
+                user.clone(),
+                json!({"role": "assistant", "content": [tool_use("t")]}),
+                json!({"role": "user", "content": "first"}),
+                json!({"role": "user", "content": [result("t")]}),
+            ]),
+            "messages[3].content[0]: tool_result after other content",
         ),
         (
             req(vec![
@@ -252,6 +259,15 @@ fn anthropic_validator_messages() {
             "messages[1].content[0]: tool_result in an assistant message",
         ),
     ];
+    // What the API accepts: consecutive messages of one role make one turn.
+    let consecutive = req(vec![
+        user.clone(),
+        user.clone(),
+        json!({"role": "assistant", "content": [tool_use("t")]}),
+        json!({"role": "user", "content": [result("t")]}),
+        json!({"role": "user", "content": "and then"}),
+    ]);
+    validate::anthropic(&consecutive).expect("consecutive user messages are one turn");
     for (request, want) in cases {
         let got = verdict(validate::anthropic(&request)).expect_err("invalid");
         assert!(
