@@ -17,6 +17,7 @@ use crate::cli::Cli;
 use crate::cli::open::{open_for_reading, read_session, session_arg};
 use crate::cli::output::print_json;
 use crate::cli::render::clip;
+use crate::cli::render::short;
 
 /// The arguments of `turns`.
 #[derive(Args, Debug)]
@@ -24,13 +25,6 @@ pub(crate) struct TurnsArgs {
     /// Conversation (session) id, or a unique prefix of it.
     #[arg(value_parser = session_arg)]
     conversation: String,
-}
-
-/// The last 8 digits of an id: UUIDv7 ids made in the same millisecond
-/// share their first ones, never their random last ones.
-fn short(id: impl std::fmt::Display) -> String {
-    let s = id.to_string();
-    s[s.len().saturating_sub(8)..].to_owned()
 }
 
 /// The calls of `turn` in `log`, the last one's provider and model, and

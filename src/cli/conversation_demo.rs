@@ -19,6 +19,7 @@ use agent_journal::conversation::{
 use agent_journal::{Error, Journal, ResumeMode, Session};
 
 use crate::cli::demo::{ListDir, WordCount, WriteFile, label_of};
+use crate::cli::render::short;
 use crate::cli::sandbox::Sandbox;
 
 /// The agent of demo conversations: `resume` takes only these.
@@ -63,13 +64,6 @@ fn script() -> Vec<Vec<ScriptedReply>> {
             "Acheter du lait, réparer le test instable, appeler la banque.",
         )],
     ]
-}
-
-/// The last 8 digits of an id: UUIDv7 ids made in the same millisecond
-/// share their first ones, never their random last ones.
-fn short(id: impl std::fmt::Display) -> String {
-    let s = id.to_string();
-    s[s.len().saturating_sub(8)..].to_owned()
 }
 
 /// Hooks that tell the user, on stderr, what the engine does.

@@ -21,8 +21,11 @@ pub(crate) fn clip(s: &str, n: usize) -> String {
     }
 }
 
-fn short(id: impl std::fmt::Display) -> String {
-    id.to_string().chars().take(8).collect()
+/// The last 8 digits of an id: UUIDv7 ids made in the same minute share
+/// their first ones (their time), never their random last ones.
+pub(crate) fn short(id: impl std::fmt::Display) -> String {
+    let s = id.to_string();
+    s[s.len().saturating_sub(8)..].to_owned()
 }
 
 pub(crate) fn outcome(o: &Outcome) -> String {

@@ -365,3 +365,28 @@ fn pending_shows_the_crash_point_and_the_unfinished_tool_calls() {
     let line = aj(&db, &["pending", "ffff"]).assert_error(1).to_owned();
     assert!(line.contains("no session matches"), "{line}");
 }
+
+#[test]
+fn log_tells_apart_evaluations_started_in_the_same_minute() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let id = {
+        let j = agent_journal::Journal::open(&db).expect("open");
+        let s = j.create_session().expect("session");
+        for _ in 0..3 {
+            let e = s.start_evaluation("ns", "key").expect("start");
+            e.finish(agent_journal::Outcome::Succeeded).expect("finish");
+        }
+        s.id().to_string()
+    };
+    let out = aj(&db, &["log", &id]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let shown: std::collections::BTreeSet<&str> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.split("evaluation ").nth(1)?.split(' ').next())
+        .collect();
+    // UUIDv7 ids of one minute share their first digits: the log shows
+    // their random last ones.
+    assert_eq!(shown.len(), 3, "{}", out.stdout);
+}
