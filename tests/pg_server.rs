@@ -162,5 +162,9 @@ pub fn fresh_url() -> Option<String> {
     let base = server_url()?;
     let schema = format!("t{}", uuid::Uuid::now_v7().simple());
     let sep = if base.contains('?') { '&' } else { '?' };
-    Some(format!("{base}{sep}schema={schema}"))
+    // The application name tells this journal's connections apart on the
+    // server (a test that cuts them cuts no other test's).
+    Some(format!(
+        "{base}{sep}application_name={schema}&schema={schema}"
+    ))
 }

@@ -540,14 +540,14 @@ fn a_lost_connection_is_reported_poisons_nothing_and_a_retry_is_safe() {
     // The server drops every connection of the journal (a restart, a
     // network cut): the pooled one is dead.
     let mut admin = raw(&url);
-    admin
+    let cut = admin
         .execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-             WHERE pid <> pg_backend_pid() AND datname = current_database()
-               AND backend_type = 'client backend'",
-            &[],
+             WHERE pid <> pg_backend_pid() AND application_name = $1",
+            &[&schema_of(&url)],
         )
         .expect("terminate");
+    assert!(cut >= 1, "the journal's pooled connection was cut");
     match s.append(custom(2)) {
         Err(Error::Database(m)) => assert!(m.contains("appending to session"), "{m}"),
         other => panic!("expected a database error, got {other:?}"),
