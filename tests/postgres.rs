@@ -293,28 +293,29 @@ fn check_finished_once(url: &str, id: SessionId, sb: &Path) {
     );
 }
 
+/// `demo` in a sandbox under `sb`, as worker A holding the lease for `ttl`
+/// seconds.
+fn demo_as_worker_a(url: &str, sb: &Path, ttl: &str) -> Command {
+    let mut c = cli_command(Path::new(url));
+    c.args([
+        "demo",
+        "--sandbox",
+        path_str(sb),
+        "--lease-owner",
+        "worker-a",
+    ])
+    .args(["--lease-ttl", ttl]);
+    c
+}
+
 #[test]
 fn a_worker_killed_mid_run_is_taken_over_after_its_lease_lapses() {
     for n in [4u64, 9, 15] {
         let Some(url) = fresh_url() else { return };
         let dir = tempfile::tempdir().expect("tempdir");
         let sb = dir.path().join("sb");
-        let out = cli_command(Path::new(&url))
-            .args([
-                "demo",
-                "--sandbox",
-                path_str(&sb),
-                "--lease-owner",
-                "worker-a",
-            ])
-            .args([
-                "--lease-ttl",
-                "3",
-                "--crash-after",
-                &n.to_string(),
-                "--crash-with",
-                "kill",
-            ])
+        let out = demo_as_worker_a(&url, &sb, "3")
+            .args(["--crash-after", &n.to_string(), "--crash-with", "kill"])
             .output()
             .expect("demo");
         assert!(
@@ -335,15 +336,7 @@ fn a_paused_worker_that_wakes_after_the_takeover_is_fenced() {
     let Some(url) = fresh_url() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let sb = dir.path().join("sb");
-    let a = cli_command(Path::new(&url))
-        .args([
-            "demo",
-            "--sandbox",
-            path_str(&sb),
-            "--lease-owner",
-            "worker-a",
-        ])
-        .args(["--lease-ttl", "1"])
+    let a = demo_as_worker_a(&url, &sb, "1")
         .env("AGENT_JOURNAL_DEMO_DELAY_MS", "700")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

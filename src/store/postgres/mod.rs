@@ -501,22 +501,17 @@ impl Store for PostgresStore {
             .map_err(|e| db(e, &format!("cutting session {session}")))?;
         let from = from.min(i64::MAX as u64) as i64;
         let what = || format!("cutting session {session} at seq {from}");
-        tx.execute(
-            &format!(
-                "DELETE FROM {} WHERE session = $1 AND seq >= $2",
-                self.t("events")
-            ),
-            &[&session.0, &from],
-        )
-        .map_err(|e| db(e, &what()))?;
-        tx.execute(
-            &format!(
-                "DELETE FROM {} WHERE session = $1 AND seq >= $2",
-                self.t("snapshots")
-            ),
-            &[&session.0, &from],
-        )
-        .map_err(|e| db(e, &what()))?;
+        // A snapshot after the cut is not of the stream any more.
+        for table in ["events", "snapshots"] {
+            tx.execute(
+                &format!(
+                    "DELETE FROM {} WHERE session = $1 AND seq >= $2",
+                    self.t(table)
+                ),
+                &[&session.0, &from],
+            )
+            .map_err(|e| db(e, &what()))?;
+        }
         let sql = if from == 0 {
             format!(
                 "DELETE FROM {} WHERE session = $1 AND $2 = 0",
