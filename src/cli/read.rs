@@ -94,8 +94,9 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<ExitCode, Error> {
     let s = read_session(&journal, &args.session)?;
     let head = s.head();
     let from = args.from.unwrap_or(0);
+    // A `--to` past the head means "to the end".
     let to = match args.to {
-        Some(t) => t.saturating_add(1),
+        Some(t) => t.saturating_add(1).min(head),
         None => head,
     };
     if args.follow {

@@ -69,9 +69,16 @@ pub(crate) fn demo(cli: &Cli, args: &DemoArgs) -> Result<ExitCode, Error> {
         let how = args.crash_with;
         config.after_append = Some(std::sync::Arc::new(move |id, _first, last| {
             if last >= n {
-                eprintln!(
-                    "crash injected ({how:?}) right after event {last} of session {id} is durable"
-                );
+                if last == n {
+                    eprintln!(
+                        "crash injected ({how:?}) right after event {n} of session {id} is durable"
+                    );
+                } else {
+                    eprintln!(
+                        "crash injected ({how:?}) after event {n} of session {id}: it was written \
+                         in one atomic batch with the events up to {last}, all durable"
+                    );
+                }
                 if how == CrashWith::Kill {
                     let _ = std::process::Command::new("kill")
                         .args(["-KILL", &std::process::id().to_string()])

@@ -448,9 +448,18 @@ impl Session {
         let head = self.head();
         let (from, to) = bounds(range, head);
         if from > to || to > head {
+            if from > to && from < head {
+                return Err(Error::InvalidInput(format!(
+                    "session {}: the range starts at seq {from}, after its end ({})",
+                    self.id(),
+                    to.saturating_sub(1)
+                )));
+            }
+            // The first seq asked for that the stream lacks.
+            let seq = if from >= head { from } else { head };
             return Err(Error::SeqOutOfRange {
                 session: self.id(),
-                seq: to.max(from).saturating_sub(1).max(from.min(to)),
+                seq,
                 len: head,
             });
         }

@@ -89,9 +89,11 @@ fn log_shows_one_line_per_event_and_from_to_restrict_it() {
     assert_eq!(part.len(), 5);
     assert_eq!(part[..], all[5..10]);
 
-    // Past the head: an error, not an empty timeline.
-    d.run(&["log", &d.id, "--from", "5", "--to", "25"])
-        .assert_error(1);
+    // A `--to` past the head means the end; a `--from` past it is an error,
+    // not an empty timeline.
+    let out = d.run(&["log", &d.id, "--from", "5", "--to", "25"]);
+    assert_eq!(out.lines().len(), 18, "{out:?}");
+    d.run(&["log", &d.id, "--from", "25"]).assert_error(1);
 }
 
 #[test]
@@ -389,4 +391,36 @@ fn log_tells_apart_evaluations_started_in_the_same_minute() {
     // UUIDv7 ids of one minute share their first digits: the log shows
     // their random last ones.
     assert_eq!(shown.len(), 3, "{}", out.stdout);
+}
+
+#[test]
+fn log_names_the_seq_asked_for_and_a_to_past_the_head_clamps() {
+    let d = Demo::new();
+    let out = d.run(&["log", &d.id, "--from", "500"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("seq 500 is past the head"), "{out:?}");
+    let out = d.run(&["log", &d.id, "--from", "20", "--to", "900"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let seqs: Vec<u64> = out.stdout.lines().map(line_seq).collect();
+    assert_eq!(seqs, [20, 21, 22], "to the end of the 23 events");
+}
+
+#[test]
+fn a_crash_inside_an_atomic_batch_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let sb = dir.path().join("sb");
+    // Events 15 and 16 of the demo are one batch (a tool result and its
+    // status).
+    let out = aj(
+        &db,
+        &["demo", "--sandbox", path_str(&sb), "--crash-after", "15"],
+    );
+    assert!(
+        out.stderr.contains("after event 15")
+            && out
+                .stderr
+                .contains("one atomic batch with the events up to 16"),
+        "{out:?}"
+    );
 }
