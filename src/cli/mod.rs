@@ -118,6 +118,13 @@ enum Command {
     /// Copy every session of one journal into another (sled, PostgreSQL,
     /// an exported file), verifying each frame; all or nothing per session.
     Copy(copy::CopyArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), generated from these definitions.
+    Man,
 }
 
 /// Runs the command line and maps errors to exit codes.
@@ -187,5 +194,28 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Import(args) => transfer::import(cli, args),
         Command::Fork(args) => admin::fork(cli, args),
         Command::Copy(args) => copy::copy(cli, args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut cmd = Cli::command();
+            clap_complete::generate(*shell, &mut cmd, "agent-journal", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            let mut out = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut out)
+                .map_err(|source| Error::Io {
+                    context: "rendering the man page".into(),
+                    source,
+                })?;
+            std::io::Write::write_all(&mut std::io::stdout(), &out).map_err(|source| {
+                Error::Io {
+                    context: "writing the man page".into(),
+                    source,
+                }
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

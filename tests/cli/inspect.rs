@@ -424,3 +424,20 @@ fn a_crash_inside_an_atomic_batch_says_so() {
         "{out:?}"
     );
 }
+
+#[test]
+fn completions_and_the_man_page_come_from_the_command_definitions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    for shell in ["bash", "zsh", "fish"] {
+        let out = aj(&db, &["completions", shell]);
+        assert_eq!(out.code, 0, "{out:?}");
+        for sub in ["demo", "resume", "copy", "verify"] {
+            assert!(out.stdout.contains(sub), "{shell} lacks {sub}");
+        }
+    }
+    let out = aj(&db, &["man"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains(".TH agent-journal 1"), "{}", out.stdout);
+    assert!(!db.exists(), "neither creates a database");
+}
