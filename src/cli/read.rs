@@ -102,6 +102,12 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<ExitCode, Error> {
     if args.follow {
         return follow(cli, &journal, &s, from);
     }
+    if from < head && from >= to {
+        return Err(Error::InvalidInput(format!(
+            "--from {from} is after --to {}",
+            to.saturating_sub(1)
+        )));
+    }
     if cli.json {
         let events = s.events(from..to)?;
         let v = serde_json::to_value(&events).map_err(|e| Error::InvalidInput(e.to_string()))?;

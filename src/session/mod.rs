@@ -448,15 +448,13 @@ impl Session {
         let head = self.head();
         let (from, to) = bounds(range, head);
         if from > to || to > head {
-            if from > to && from < head {
-                return Err(Error::InvalidInput(format!(
-                    "session {}: the range starts at seq {from}, after its end ({})",
-                    self.id(),
-                    to.saturating_sub(1)
-                )));
-            }
-            // The first seq asked for that the stream lacks.
-            let seq = if from >= head { from } else { head };
+            // The start of a range that starts past the head (or after its
+            // own end), else the range's last seq.
+            let seq = if from >= head || from > to {
+                from
+            } else {
+                to - 1
+            };
             return Err(Error::SeqOutOfRange {
                 session: self.id(),
                 seq,
