@@ -92,6 +92,9 @@ pub struct SessionInfo {
     pub labels: Vec<(String, String)>,
     /// Running (unfinished evaluation), finished, or empty.
     pub status: SessionStatus,
+    /// For a fork: the session it branches from and the last seq of that
+    /// session it includes.
+    pub forked_from: Option<(SessionId, u64)>,
 }
 
 /// Whether a session's latest evaluation finished.

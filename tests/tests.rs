@@ -34,4 +34,5 @@ mod state_blob;
 mod stateful;
 mod store;
 mod transfer;
+mod view;
 mod wink;

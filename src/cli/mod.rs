@@ -30,6 +30,7 @@ mod conversation_demo;
 mod copy;
 mod demo;
 mod diff;
+mod event_json;
 mod lease;
 mod open;
 mod output;
@@ -38,6 +39,7 @@ mod record;
 mod render;
 mod sandbox;
 mod transfer;
+mod view;
 
 /// Writes one line to stdout; a closed pipe ends the process with success.
 pub(crate) fn emit(args: std::fmt::Arguments<'_>) {
@@ -107,6 +109,9 @@ enum Command {
     Log(read::LogArgs),
     /// The state at a seq: evaluations, messages, tool calls and their status.
     Show(read::ShowArgs),
+    /// Write a session as one self-contained HTML page: a timeline, a
+    /// scrubber over its state, search and filters (no network needed).
+    View(view::ViewArgs),
     /// Check every frame and invariant; exit 3 with the location of any damage.
     Verify(admin::VerifyArgs),
     /// Export a session.
@@ -189,6 +194,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Salvage(args) => admin::salvage(cli, &args.to),
         Command::Log(args) => read::log(cli, args),
         Command::Show(args) => read::show(cli, args),
+        Command::View(args) => view::view(cli, args),
         Command::Verify(args) => admin::verify(cli, args.session.as_deref()),
         Command::Export(args) => transfer::export(cli, args),
         Command::Import(args) => transfer::import(cli, args),

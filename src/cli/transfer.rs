@@ -279,7 +279,7 @@ fn import_journal(cli: &Cli, journal: &Journal, file: &Path) -> Result<ExitCode,
 
 /// Writes `text` and a newline to `path` (whole or not at all, see
 /// [`replace_file`]), or to stdout without one.
-fn write_output(path: Option<&Path>, text: &str) -> Result<(), Error> {
+pub(crate) fn write_output(path: Option<&Path>, text: &str) -> Result<(), Error> {
     match path {
         Some(p) => replace_file(p, format!("{text}\n").as_bytes()),
         None => {

@@ -543,6 +543,7 @@ impl Session {
             last_activity,
             events: head,
             labels: state.labels().to_vec(),
+            forked_from: state.forked_from(),
             status,
         })
     }

@@ -1,0 +1,191 @@
+//! `view SESSION [-o FILE.html]`: the run as one self-contained HTML page
+//! (lanes of evaluations or turns, provider calls and tool calls; a
+//! scrubber that shows the state folded up to any event; search and
+//! filters), and the page that `serve` hands out for each session.
+//!
+//! The page loads nothing: its script, style and data are inline, and its
+//! Content-Security-Policy forbids any other load (`connect-src 'self'`
+//! only for a live page of `serve`, which polls for new events). Every text
+//! of the journal reaches the page as JSON (with `<` escaped) and is put in
+//! it with `textContent`, so a message cannot inject markup.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use agent_journal::{Error, Journal, Session, SessionId, SessionStatus};
+use clap::Args;
+
+use crate::cli::event_json;
+use crate::cli::open::{open_for_reading, read_session, session_arg};
+use crate::cli::output::print_json;
+use crate::cli::transfer::write_output;
+use crate::cli::{Cli, render};
+
+const TEMPLATE: &str = include_str!("view/timeline.html");
+const SCRIPT: &str = include_str!("view/timeline.js");
+const STYLE: &str = include_str!("view/timeline.css");
+
+/// The arguments of `view`.
+#[derive(Args, Debug)]
+pub(crate) struct ViewArgs {
+    /// Session id (or a unique prefix of it).
+    #[arg(value_parser = session_arg)]
+    session: String,
+    /// The HTML file to write (default: SESSION-ID.html in the current
+    /// directory); written whole under a temporary name, then renamed.
+    #[arg(short, long, value_name = "FILE.html")]
+    output: Option<PathBuf>,
+}
+
+/// What a live page (`serve`) adds: where its links and its polls go.
+pub(crate) struct Live {
+    /// Prefix of a session's page (`/s/`): forks and parents link there.
+    pub(crate) link_base: String,
+    /// The URL the page polls for new events (`?from=SEQ` is added).
+    pub(crate) poll: String,
+}
+
+/// `view SESSION [-o FILE]`.
+pub(crate) fn view(cli: &Cli, args: &ViewArgs) -> Result<ExitCode, Error> {
+    let journal = open_for_reading(&cli.db)?;
+    let s = read_session(&journal, &args.session)?;
+    let html = page(&journal, &s, None)?;
+    let path = args
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}.html", s.id())));
+    write_output(Some(&path), &html)?;
+    if cli.json {
+        print_json(&serde_json::json!({
+            "schema": event_json::SCHEMA_VERSION,
+            "session": s.id().to_string(),
+            "events": s.head(),
+            "path": path.display().to_string(),
+            "bytes": html.len(),
+        }))?;
+    } else {
+        outln!(
+            "wrote {} ({} events, {} KiB): open it in a browser; it needs no network",
+            path.display(),
+            s.head(),
+            html.len().div_ceil(1024)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The status word of a session for the page.
+pub(crate) fn status_word(s: SessionStatus) -> &'static str {
+    match s {
+        SessionStatus::Idle => "idle",
+        SessionStatus::Unfinished => "unfinished",
+        SessionStatus::Finished => "finished",
+    }
+}
+
+/// The forks of `id` among the sessions of `journal`, with their fork points.
+fn forks_of(journal: &Journal, id: SessionId) -> Result<Vec<(SessionId, u64)>, Error> {
+    let mut out = Vec::new();
+    for other in journal.sessions()? {
+        if other == id {
+            continue;
+        }
+        // The `Forked` event is seq 0 or 1 of a fork: read those only.
+        let s = journal.session(other)?;
+        for e in s.events(0..2.min(s.head()))? {
+            if let agent_journal::Event::Forked { parent, at } = e.event {
+                if parent == id {
+                    out.push((other, at));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The JSON events `from..to` of `s` as one JSON array, built as text
+/// event by event (no tree of the whole session in memory).
+pub(crate) fn events_array(s: &Session, from: u64, to: u64) -> Result<String, Error> {
+    let mut out = String::from("[");
+    s.for_each_event(from..to, |e| {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str(&event_json::event(&e).to_string());
+        Ok(())
+    })?;
+    out.push(']');
+    Ok(out)
+}
+
+/// JSON text made safe inside a `<script>` element: `<` only ever occurs
+/// inside JSON strings, where `\u003c` means the same.
+fn script_safe(json: &str) -> String {
+    json.replace('<', "\\u003c")
+}
+
+/// The whole page for `s`; `live` makes it a page of `serve` that polls
+/// for new events.
+pub(crate) fn page(journal: &Journal, s: &Session, live: Option<&Live>) -> Result<String, Error> {
+    let info = s.info()?;
+    let session = serde_json::json!({
+        "id": s.id().to_string(),
+        "short": render::short(s.id()),
+        "status": status_word(info.status),
+        "labels": info.labels.iter().map(|(k, v)| serde_json::json!([k, v])).collect::<Vec<_>>(),
+        "parent": info.forked_from.map(|(p, at)| serde_json::json!({"id": p.to_string(), "at": at})),
+        "forks": forks_of(journal, s.id())?.iter()
+            .map(|(f, at)| serde_json::json!({"id": f.to_string(), "at": at})).collect::<Vec<_>>(),
+    });
+    let events = events_array(s, 0, s.head())?;
+    let data = format!(
+        "{{\"version\":{},\"session\":{},\"link_base\":{},\"live\":{},\"events\":{}}}",
+        event_json::SCHEMA_VERSION,
+        session,
+        serde_json::json!(live.map(|l| l.link_base.as_str())),
+        serde_json::json!(live.map(|l| l.poll.as_str())),
+        events
+    );
+    let html = TEMPLATE
+        .replacen(
+            "{{TITLE}}",
+            &format!("agent-journal · session {}", s.id()),
+            1,
+        )
+        .replacen("{{VERSION}}", env!("CARGO_PKG_VERSION"), 1)
+        .replacen(
+            "{{CONNECT}}",
+            if live.is_some() { "'self'" } else { "'none'" },
+            1,
+        )
+        .replacen("{{CSS}}", STYLE, 1)
+        .replacen("{{JS}}", SCRIPT, 1);
+    // The data goes in last, so that nothing in it is taken for a slot.
+    Ok(html.replacen("{{DATA}}", &script_safe(&data), 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn script_safe_keeps_json_meaning_and_ends_no_script() {
+        let json = serde_json::json!({"t": "</script><img src=x onerror=alert(1)>"}).to_string();
+        let safe = script_safe(&json);
+        assert!(!safe.contains('<'));
+        let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back["t"], "</script><img src=x onerror=alert(1)>");
+    }
+
+    #[test]
+    fn the_template_loads_nothing_from_elsewhere() {
+        for text in [TEMPLATE, SCRIPT, STYLE] {
+            for needle in ["http:", "https:", "//cdn", "src=\"", "@import", "url("] {
+                assert!(!text.contains(needle), "{needle} in the page");
+            }
+        }
+        for slot in ["{{TITLE}}", "{{CSS}}", "{{JS}}", "{{DATA}}", "{{CONNECT}}"] {
+            assert_eq!(TEMPLATE.matches(slot).count(), 1, "{slot}");
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! `view`: the self-contained HTML timeline, loaded in headless Chromium
+//! from a file with no network (a network namespace of its own where the
+//! machine allows one), scrubbed to an event through the page's own
+//! `#seq=N` handling, its DOM read back and a screenshot taken.
+//!
+//! Chromium comes from Debian's `chromium` package (`.ci/chromium.sh`).
+//! Without it these tests print a notice and pass, except in CI (`CI`
+//! set), where they fail.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use agent_journal::{Journal, ToolCallRecord};
+
+use crate::common::{path_str, run_cli};
+
+/// The Chromium binary, or `None` (outside CI) when it is not installed.
+pub(crate) fn chromium() -> Option<PathBuf> {
+    let found = std::env::var_os("CHROMIUM").map(PathBuf::from).or_else(|| {
+        ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run the viewer tests: run .ci/chromium.sh first (no /usr/bin/chromium)"
+        );
+        eprintln!("notice: chromium is not installed; skipping the viewer's browser test");
+    }
+    found
+}
+
+/// Runs headless Chromium on `url` with `mode` (`--dump-dom` or
+/// `--screenshot=PATH`), without network, and returns its stdout.
+pub(crate) fn headless(chromium: &Path, profile: &Path, url: &str, mode: &[&str]) -> String {
+    // A network namespace of its own: no interface but a downed loopback.
+    let isolated = Command::new("unshare")
+        .args(["-n", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    let mut c = if isolated {
+        let mut c = Command::new("unshare");
+        c.arg("-n").arg(chromium);
+        c
+    } else {
+        Command::new(chromium)
+    };
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        "--window-size=1400,900",
+        // No network either way: every request goes to a closed port.
+        "--proxy-server=127.0.0.1:9",
+        "--proxy-bypass-list=<-loopback>",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .args(mode)
+    .arg(url);
+    let out = c.output().expect("run chromium");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The value of attribute `attr` on the element whose attributes include
+/// `marker` in the dumped DOM.
+fn attr_near<'a>(dom: &'a str, marker: &str, attr: &str) -> Option<&'a str> {
+    let at = dom.find(marker)?;
+    let start = dom[..at].rfind('<')?;
+    let end = at + dom[at..].find('>')?;
+    let tag = &dom[start..end];
+    let key = format!("{attr}=\"");
+    let v = tag.find(&key)? + key.len();
+    Some(&tag[v..v + tag[v..].find('"')?])
+}
+
+#[test]
+fn the_timeline_page_scrubs_to_an_event_in_chromium_without_network() {
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // A run that stopped with one call done and one in doubt, and a user
+    // message that tries to end the data script and inject markup.
+    let (id, result_seq, last_seq) = {
+        let journal = Journal::open(&db).unwrap();
+        let s = journal.create_session().unwrap();
+        let e = s.start_evaluation("demo", "files").unwrap();
+        e.system("You are careful.").unwrap();
+        e.user("</script><img src=x onerror=\"document.title='pwned'\"> list it")
+            .unwrap();
+        e.assistant(
+            "Two writes.",
+            vec![
+                ToolCallRecord::new("call_a", "write_file", "{\"path\":\"a.txt\"}"),
+                ToolCallRecord::new("call_b", "write_file", "{\"path\":\"b.txt\"}"),
+            ],
+        )
+        .unwrap();
+        e.tool_started("call_a").unwrap();
+        e.tool_result("call_a", "wrote a.txt").unwrap();
+        let result_seq = s.head() - 1;
+        e.tool_started("call_b").unwrap();
+        (s.id(), result_seq, s.head() - 1)
+    };
+    let page = dir.path().join("run.html");
+    let out = run_cli(&db, &["view", &id.to_string()[..8], "-o", path_str(&page)]);
+    assert!(out.status.success(), "{out:?}");
+    let url = format!("file://{}", page.display());
+    let profile = dir.path().join("profile");
+
+    // Scrubbed to the first tool result: call_a done, call_b not started.
+    let dom = headless(
+        &chromium,
+        &profile,
+        &format!("{url}#seq={result_seq}"),
+        &["--dump-dom"],
+    );
+    let seq = result_seq.to_string();
+    assert_eq!(
+        attr_near(&dom, "id=\"state-seq\"", "data-seq"),
+        Some(seq.as_str()),
+        "{dom}"
+    );
+    assert_eq!(
+        attr_near(&dom, "data-call=\"call_a\"", "data-status"),
+        Some("completed")
+    );
+    assert_eq!(
+        attr_near(&dom, "data-call=\"call_b\"", "data-status"),
+        Some("pending")
+    );
+    assert_eq!(
+        dom.matches("class=\"msg\"").count(),
+        4,
+        "system, user, assistant, tool"
+    );
+    assert!(dom.contains("wrote a.txt"));
+    // The injected markup is text, not an element.
+    assert!(dom.contains("&lt;/script&gt;&lt;img src=x"), "{dom}");
+    assert!(
+        !dom.contains("<img"),
+        "markup from the journal became an element"
+    );
+    assert!(!dom.contains("pwned</title>"));
+    assert!(attr_near(&dom, "data-first-render-ms", "data-first-render-ms").is_some());
+
+    // At the end: call_b was started and never answered, so it is in doubt.
+    let dom = headless(&chromium, &profile, &url, &["--dump-dom"]);
+    let last = last_seq.to_string();
+    assert_eq!(
+        attr_near(&dom, "id=\"state-seq\"", "data-seq"),
+        Some(last.as_str())
+    );
+    assert_eq!(
+        attr_near(&dom, "data-call=\"call_b\"", "data-status"),
+        Some("in-doubt")
+    );
+    assert!(dom.contains("status-unfinished"));
+
+    // A screenshot, kept under target/ to be looked at.
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("view");
+    std::fs::create_dir_all(&shots).unwrap();
+    let png = shots.join("timeline.png");
+    let _ = std::fs::remove_file(&png);
+    headless(
+        &chromium,
+        &profile,
+        &format!("{url}#seq={result_seq}"),
+        &[&format!("--screenshot={}", png.display())],
+    );
+    let bytes = std::fs::read(&png).expect("a screenshot");
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 10_000);
+}
+
+#[test]
+fn view_writes_the_whole_page_or_nothing_and_names_what_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let id = {
+        let journal = Journal::open(&db).unwrap();
+        let s = journal.create_session().unwrap();
+        s.start_evaluation("p", "k").unwrap().user("hello").unwrap();
+        s.id()
+    };
+    let page = dir.path().join("out.html");
+    let out = run_cli(
+        &db,
+        &["--json", "view", &id.to_string(), "-o", path_str(&page)],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["events"], 3);
+    assert_eq!(v["path"], path_str(&page));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
+    assert!(html.contains("\"content\":\"hello\""));
+    // A directory that does not exist: an error naming it, nothing written.
+    let missing = dir.path().join("no/such/dir/out.html");
+    let out = run_cli(&db, &["view", &id.to_string(), "-o", path_str(&missing)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no/such/dir"));
+    assert!(!missing.exists());
+}
