@@ -45,6 +45,10 @@ pub struct JournalConfig {
     pub cache_bytes: u64,
     /// Called after each append is durable. Default: none.
     pub after_append: Option<AfterAppend>,
+    /// While this process has a sled database open, serve it read-only to
+    /// other local processes ([`Journal::attach`]) over a Unix socket in
+    /// the database folder, `readers.sock`. Default: `true` (on Unix).
+    pub serve_readers: bool,
 }
 
 impl std::fmt::Debug for JournalConfig {
@@ -58,6 +62,7 @@ impl std::fmt::Debug for JournalConfig {
             .field("create_if_missing", &self.create_if_missing)
             .field("cache_bytes", &self.cache_bytes)
             .field("after_append", &self.after_append.as_ref().map(|_| "Fn"))
+            .field("serve_readers", &self.serve_readers)
             .finish()
     }
 }
@@ -73,6 +78,7 @@ impl Default for JournalConfig {
             create_if_missing: true,
             cache_bytes: 512 << 20,
             after_append: None,
+            serve_readers: true,
         }
     }
 }
@@ -111,6 +117,10 @@ pub enum SessionStatus {
 }
 
 pub(crate) struct Inner {
+    /// The read service of a sled database (dropped first: it stops its
+    /// threads before the store closes).
+    #[cfg(unix)]
+    readers: Option<crate::store::reader::ReadService>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) config: JournalConfig,
     path: Option<PathBuf>,
@@ -149,7 +159,8 @@ impl Inner {
 /// file (read-only), or memory. Cheap to clone; `Send + Sync`.
 ///
 /// Only one process may open a sled database at a time: a second one gets
-/// [`Error::Locked`](crate::Error::Locked).
+/// [`Error::Locked`](crate::Error::Locked), and may read it meanwhile with
+/// [`Journal::attach`].
 #[derive(Clone)]
 pub struct Journal {
     pub(crate) inner: Arc<Inner>,
@@ -209,7 +220,18 @@ impl Journal {
             config.durability == Durability::Synced,
             poison.clone(),
         )?);
-        let journal = Self::build(store, config, Some(path.to_owned()), None, poison);
+        let store: Arc<dyn Store> = store;
+        let mut journal = Self::build(store, config, Some(path.to_owned()), None, poison);
+        #[cfg(unix)]
+        if journal.inner.config.serve_readers {
+            let service = crate::store::reader::ReadService::start(
+                path,
+                Arc::downgrade(&journal.inner.store),
+            );
+            if let Some(inner) = Arc::get_mut(&mut journal.inner) {
+                inner.readers = service;
+            }
+        }
         // An import of an exported journal that a crash interrupted is
         // rolled back before anything reads the database.
         // An intent file that does not read whole is left as it is, for the
@@ -224,6 +246,48 @@ impl Journal {
             }
         }
         Ok(journal)
+    }
+
+    /// Opens, read-only, the sled database at `path` that another process
+    /// of this machine has open, through that process's read service
+    /// ([`JournalConfig::serve_readers`]): sessions, events, states and
+    /// `verify` work as on a database opened here, and see the writer's
+    /// appends as they land (`Session::refresh`); every write is refused.
+    ///
+    /// # Errors
+    /// [`Error::Locked`](crate::Error::Locked) when no process serves the
+    /// database (it does not run a read service, or it stopped);
+    /// [`Error::Unsupported`](crate::Error::Unsupported) off Unix.
+    pub fn attach(path: impl AsRef<Path>) -> Result<Journal> {
+        Self::attach_with(path, JournalConfig::default())
+    }
+
+    /// [`Journal::attach`] with `config` (its slices and limits apply).
+    pub fn attach_with(path: impl AsRef<Path>, config: JournalConfig) -> Result<Journal> {
+        let path = path.as_ref();
+        #[cfg(unix)]
+        {
+            let store = crate::store::reader::RemoteStore::connect(path).map_err(|_| {
+                crate::Error::Locked {
+                    path: path.to_owned(),
+                }
+            })?;
+            Ok(Self::build(
+                Arc::new(store),
+                config,
+                Some(path.to_owned()),
+                None,
+                Poison::default(),
+            ))
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = config;
+            Err(crate::Error::Unsupported(format!(
+                "{}: live reads need Unix sockets",
+                path.display()
+            )))
+        }
     }
 
     /// The journal in a PostgreSQL database (`postgres://` or
@@ -274,6 +338,8 @@ impl Journal {
     ) -> Journal {
         Journal {
             inner: Arc::new(Inner {
+                #[cfg(unix)]
+                readers: None,
                 store,
                 config,
                 path,

@@ -51,6 +51,7 @@ fn open_new(dir: &Path) -> Result<Journal> {
         dir,
         JournalConfig {
             durability: Durability::Buffered,
+            serve_readers: false,
             ..JournalConfig::default()
         },
     )

@@ -187,15 +187,17 @@ pub fn path_str(p: &Path) -> &str {
 }
 
 /// Copies a directory tree (a database, for a crash image or a pristine
-/// copy to damage).
+/// copy to damage): its directories and regular files (not the read
+/// service's socket of a database that is open).
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for entry in std::fs::read_dir(from).expect("read_dir") {
         let entry = entry.expect("entry");
         let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
+        let kind = entry.file_type().expect("type");
+        if kind.is_dir() {
             copy_dir(&entry.path(), &target);
-        } else {
+        } else if kind.is_file() {
             std::fs::copy(entry.path(), &target).expect("copy");
         }
     }
@@ -211,7 +213,7 @@ pub fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             let p = entry.expect("entry").path();
             if p.is_dir() {
                 stack.push(p);
-            } else {
+            } else if p.is_file() {
                 out.insert(p.clone(), std::fs::read(&p).expect("read"));
             }
         }

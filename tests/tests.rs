@@ -19,6 +19,8 @@ mod golden;
 mod http_adapters;
 mod kill;
 mod layers;
+#[cfg(unix)]
+mod live;
 mod losses;
 #[cfg(feature = "postgres")]
 mod pg_server;

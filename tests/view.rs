@@ -215,3 +215,120 @@ fn view_writes_the_whole_page_or_nothing_and_names_what_it_wrote() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no/such/dir"));
     assert!(!missing.exists());
 }
+
+/// A GET with `host` as the Host header: (status code, body).
+fn http_get(port: u16, host: &str, method: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        c,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    c.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a response");
+    let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (code, body.to_owned())
+}
+
+#[test]
+fn serve_lists_the_sessions_and_follows_one_while_an_agent_appends() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // This process is the agent: it holds the database the whole time.
+    let journal = Journal::open(&db).unwrap();
+    let s = journal.create_session().unwrap();
+    let e = s.start_evaluation("demo", "files").unwrap();
+    e.user("hello <b>there</b>").unwrap();
+    let mut server = crate::common::cli_command(&db)
+        .args(["serve", "--port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let port: u16 = first
+        .rsplit("127.0.0.1:")
+        .next()
+        .and_then(|t| t.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {first:?}"));
+    let host = format!("127.0.0.1:{port}");
+    let id = s.id().to_string();
+
+    let (code, index) = http_get(port, &host, "GET", "/");
+    assert_eq!(code, 200, "{index}");
+    assert!(index.contains(&format!("href=\"/s/{id}\"")));
+    let (code, page) = http_get(port, &host, "GET", &format!("/s/{}", &id[..8]));
+    assert_eq!(code, 200);
+    assert!(page.contains("connect-src 'self'") && page.contains("hello \\u003cb>there"));
+
+    let events = |from: u64| {
+        let (code, body) = http_get(
+            port,
+            &host,
+            "GET",
+            &format!("/api/s/{id}/events?from={from}"),
+        );
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()
+    };
+    let before = s.head();
+    let all = events(0);
+    assert_eq!(all["events"].as_array().unwrap().len() as u64, before);
+    assert_eq!(all["status"], "unfinished");
+    // The agent goes on: the page's poll gets exactly the new events.
+    e.assistant("done", vec![]).unwrap();
+    e.finish(agent_journal::Outcome::Succeeded).unwrap();
+    let new = events(before);
+    let types: Vec<&str> = new["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["message", "evaluation_finished"]);
+    assert_eq!(new["events"][0]["seq"], before);
+    assert_eq!(new["status"], "finished");
+
+    // Refusals: another Host (DNS rebinding), another method, no such page.
+    assert_eq!(http_get(port, "evil.example", "GET", "/").0, 403);
+    assert_eq!(http_get(port, &host, "POST", "/").0, 405);
+    assert_eq!(http_get(port, &host, "GET", "/nothing").0, 404);
+    assert_eq!(http_get(port, &host, "GET", "/s/ffffffff").0, 404);
+
+    // The served page in a browser: the state at the last event.
+    if let Some(chromium) = chromium() {
+        let out = Command::new(&chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--dump-dom",
+            ])
+            .arg(format!(
+                "--user-data-dir={}",
+                dir.path().join("p").display()
+            ))
+            .arg(format!("http://{host}/s/{id}"))
+            .output()
+            .unwrap();
+        let dom = String::from_utf8_lossy(&out.stdout);
+        let last = (s.head() - 1).to_string();
+        assert_eq!(
+            attr_near(&dom, "id=\"state-seq\"", "data-seq"),
+            Some(last.as_str()),
+            "{dom}"
+        );
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+}

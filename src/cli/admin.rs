@@ -107,7 +107,8 @@ pub(crate) fn salvage(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
 
 /// `verify [SESSION]`.
 pub(crate) fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error> {
-    let journal = open_existing(&cli.db)?;
+    // `verify` reports what a damaged file end cut off itself.
+    let journal = crate::cli::open::open_quietly(&cli.db)?;
     let id = match session {
         Some(text) => Some(find_session_id(&journal, text)?),
         None => None,

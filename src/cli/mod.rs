@@ -38,6 +38,7 @@ mod read;
 mod record;
 mod render;
 mod sandbox;
+mod serve;
 mod transfer;
 mod view;
 
@@ -112,6 +113,9 @@ enum Command {
     /// Write a session as one self-contained HTML page: a timeline, a
     /// scrubber over its state, search and filters (no network needed).
     View(view::ViewArgs),
+    /// Serve the timeline of every session on 127.0.0.1, following live
+    /// sessions as their events land.
+    Serve(serve::ServeArgs),
     /// Check every frame and invariant; exit 3 with the location of any damage.
     Verify(admin::VerifyArgs),
     /// Export a session.
@@ -195,6 +199,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Log(args) => read::log(cli, args),
         Command::Show(args) => read::show(cli, args),
         Command::View(args) => view::view(cli, args),
+        Command::Serve(args) => serve::serve(cli, args),
         Command::Verify(args) => admin::verify(cli, args.session.as_deref()),
         Command::Export(args) => transfer::export(cli, args),
         Command::Import(args) => transfer::import(cli, args),

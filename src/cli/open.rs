@@ -34,15 +34,36 @@ pub(crate) fn open_existing(db: &Path) -> Result<Journal, Error> {
     )
 }
 
-/// [`open_existing`] for a command that reads: warns (on stderr) when an
-/// exported journal file was cut short or damaged at its end, since what it
-/// prints then lacks the records after the damage.
+/// The configuration of a reading command: it does not create a database,
+/// and it offers no read service (it holds the database for a moment only).
+fn reading() -> JournalConfig {
+    JournalConfig {
+        create_if_missing: false,
+        serve_readers: false,
+        ..JournalConfig::default()
+    }
+}
+
+/// [`open_existing`] for a command that reads: a database that another
+/// process has open (an agent appending to it) is read through that
+/// process's read service ([`Journal::attach`]), without stopping it. Warns
+/// (on stderr) when an exported journal file was cut short or damaged at
+/// its end, since what it prints then lacks the records after the damage.
 pub(crate) fn open_for_reading(db: &Path) -> Result<Journal, Error> {
-    let journal = open_existing(db)?;
+    let journal = open_quietly(db)?;
     if let Some(d) = journal.file_damage() {
         warn(format_args!("{}: {d}", db.display()));
     }
     Ok(journal)
+}
+
+/// [`open_for_reading`] without its warning (for `log --follow`, which
+/// opens again at every poll).
+pub(crate) fn open_quietly(db: &Path) -> Result<Journal, Error> {
+    match Journal::open_with(db, reading()) {
+        Err(Error::Locked { .. }) => Journal::attach_with(db, reading()),
+        other => other,
+    }
 }
 
 /// One `warning:` line on stderr, in text and `--json` mode alike (stdout

@@ -3,10 +3,12 @@
 
 use std::process::ExitCode;
 
-use agent_journal::{Error, Journal, JsonOptions, Session};
+use agent_journal::{Error, Journal, JsonOptions, Session, SessionId};
 use clap::Args;
 
-use crate::cli::open::{at_or_last, open_for_reading, read_session, session_arg, warn_torn_tail};
+use crate::cli::open::{
+    at_or_last, open_for_reading, open_quietly, read_session, session_arg, warn_torn_tail,
+};
 use crate::cli::output::print_json;
 use crate::cli::{Cli, conversation, render};
 
@@ -100,7 +102,9 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<ExitCode, Error> {
         None => head,
     };
     if args.follow {
-        return follow(cli, &journal, &s, from);
+        let id = s.id();
+        drop((s, journal));
+        return follow(cli, id, from);
     }
     if from < head && from >= to {
         return Err(Error::InvalidInput(format!(
@@ -119,10 +123,37 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<ExitCode, Error> {
 }
 
 /// `log SESSION --follow`: the events from `from` on, then each new one as
-/// it lands.
-fn follow(cli: &Cli, journal: &Journal, s: &Session, mut next: u64) -> Result<ExitCode, Error> {
+/// it lands. A database this process would hold (a sled folder nobody else
+/// has open, an exported file being written) is opened again at every
+/// poll, so that an agent can start meanwhile and the file's new records
+/// are read; one read through a writer's read service or on PostgreSQL is
+/// kept, and waits for appends there.
+fn follow(cli: &Cli, id: SessionId, mut next: u64) -> Result<ExitCode, Error> {
+    let mut kept: Option<(Journal, Session)> = None;
     loop {
-        let head = s.refresh()?;
+        let (journal, s) = match kept.take() {
+            Some(open) => open,
+            None => {
+                let journal = open_quietly(&cli.db)?;
+                let s = journal.session(id)?;
+                (journal, s)
+            }
+        };
+        // Through a read service (read-only, a folder) or on PostgreSQL (no
+        // path): other processes write while this one reads.
+        let shared = match journal.path() {
+            None => true,
+            Some(p) => journal.is_read_only() && p.is_dir(),
+        };
+        let head = match s.refresh() {
+            Ok(head) => head,
+            // The writer stopped: open again (directly, now).
+            Err(_) if shared && journal.path().is_some() => {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         if head > next {
             if cli.json {
                 for e in s.events(next..head)? {
@@ -131,11 +162,17 @@ fn follow(cli: &Cli, journal: &Journal, s: &Session, mut next: u64) -> Result<Ex
                     outln!("{v}");
                 }
             } else {
-                render::print_log(s, next, head)?;
+                render::print_log(&s, next, head)?;
             }
             next = head;
         }
-        journal.wait_for_events(s.id(), next, std::time::Duration::from_secs(1))?;
+        if shared {
+            journal.wait_for_events(id, next, std::time::Duration::from_secs(1))?;
+            kept = Some((journal, s));
+        } else {
+            drop((s, journal));
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
     }
 }
 

@@ -22,6 +22,8 @@ pub(crate) mod memory;
 pub(crate) mod poison;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
+#[cfg(unix)]
+pub(crate) mod reader;
 pub(crate) mod sled;
 pub(crate) mod snapfiles;
 pub(crate) mod wal;

@@ -58,7 +58,15 @@ fn paths_that_are_not_databases_exit_1_and_are_left_alone() {
 fn a_locked_database_is_reported_by_path() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("db");
-    let journal = agent_journal::Journal::open(&db).expect("open");
+    // A process that offers no read service: every command is refused.
+    let journal = agent_journal::Journal::open_with(
+        &db,
+        agent_journal::JournalConfig {
+            serve_readers: false,
+            ..Default::default()
+        },
+    )
+    .expect("open");
     journal.create_session().expect("create");
     for cmd in [&["sessions"][..], &["demo"]] {
         let line = aj(&db, cmd).assert_error(1).to_owned();
@@ -68,6 +76,18 @@ fn a_locked_database_is_reported_by_path() {
         );
     }
     assert_eq!(journal.sessions().expect("sessions").len(), 1);
+    drop(journal);
+    // One that does (the default): reading goes through it, writing is
+    // still refused by path.
+    let journal = agent_journal::Journal::open(&db).expect("open");
+    let out = aj(&db, &["sessions", "--json"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.json().as_array().map(Vec::len), Some(1));
+    let line = aj(&db, &["demo"]).assert_error(1).to_owned();
+    assert!(
+        line.contains("locked") && line.contains(path_str(&db)),
+        "{line}"
+    );
     drop(journal);
     let out = aj(&db, &["sessions", "--json"]);
     assert_eq!(out.code, 0, "{out:?}");

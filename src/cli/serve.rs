@@ -1,0 +1,199 @@
+//! `serve [--port P]`: the timeline of every session of a database over
+//! HTTP on 127.0.0.1, live: a session's page polls for the events that land
+//! while it is open.
+//!
+//! Each request opens the database and closes it again, so the server never
+//! holds a sled database an agent wants to open; while an agent has it
+//! open, requests read it through the agent's read service. Only `GET`, and
+//! only with a `Host` of this loopback address (a page of another site
+//! cannot read the journal through a DNS name pointed at 127.0.0.1).
+//!
+//! Routes: `/` (the sessions), `/s/ID` (a session's page), `/api/sessions`
+//! (JSON), `/api/s/ID/events?from=SEQ` (JSON: `status` and the `events`
+//! from SEQ on, as `log --json` prints them).
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use agent_journal::{Error, SessionInfo};
+use clap::Args;
+
+use crate::cli::open::{find_session, open_quietly};
+use crate::cli::view::{Live, events_array, page, status_word};
+use crate::cli::{Cli, event_json, render};
+
+/// The arguments of `serve`.
+#[derive(Args, Debug)]
+pub(crate) struct ServeArgs {
+    /// The port on 127.0.0.1 (0: any free one; the first line printed
+    /// names the address).
+    #[arg(long, default_value_t = 4780)]
+    port: u16,
+}
+
+/// `serve [--port P]`: serves until interrupted.
+pub(crate) fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode, Error> {
+    // The database must exist (and be readable) before we listen.
+    drop(open_quietly(&cli.db)?);
+    let listener = TcpListener::bind(("127.0.0.1", args.port)).map_err(|e| Error::Io {
+        context: format!("listening on 127.0.0.1:{}", args.port),
+        source: e,
+    })?;
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(args.port);
+    outln!(
+        "serving {} on http://127.0.0.1:{port}/ (Ctrl-C stops)",
+        cli.db.display()
+    );
+    for conn in listener.incoming().flatten() {
+        let db = cli.db.clone();
+        std::thread::spawn(move || {
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+            let _ = handle(conn, &db, port);
+        });
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A response: status line, content type, body.
+struct Reply(&'static str, &'static str, Vec<u8>);
+
+fn text(status: &'static str, body: String) -> Reply {
+    Reply(status, "text/plain; charset=utf-8", body.into_bytes())
+}
+
+fn handle(conn: TcpStream, db: &std::path::Path, port: u16) -> std::io::Result<()> {
+    let mut input = BufReader::new(conn.try_clone()?);
+    let mut request = String::new();
+    input.read_line(&mut request)?;
+    let mut host = None;
+    let mut header_bytes = 0;
+    loop {
+        let mut line = String::new();
+        let n = input.read_line(&mut line)?;
+        header_bytes += n;
+        if n == 0 || line == "\r\n" || line == "\n" || header_bytes > 64 << 10 {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            if k.eq_ignore_ascii_case("host") {
+                host = Some(v.trim().to_owned());
+            }
+        }
+    }
+    let mut words = request.split_whitespace();
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let allowed = [format!("127.0.0.1:{port}"), format!("localhost:{port}")];
+    let reply = if method != "GET" {
+        text("405 Method Not Allowed", "only GET\n".into())
+    } else if !host.as_ref().is_some_and(|h| allowed.contains(h)) {
+        text("403 Forbidden", "wrong Host header\n".into())
+    } else {
+        route(db, target).unwrap_or_else(|e| {
+            let status = match e {
+                Error::InvalidInput(_) | Error::SessionNotFound(_) => "404 Not Found",
+                _ => "500 Internal Server Error",
+            };
+            text(status, format!("{}\n", e.to_string().replace('\n', " ")))
+        })
+    };
+    let Reply(status, kind, body) = reply;
+    let mut out = conn;
+    write!(
+        out,
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
+        body.len()
+    )?;
+    out.write_all(&body)?;
+    out.flush()
+}
+
+fn route(db: &std::path::Path, target: &str) -> Result<Reply, Error> {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let html = |s: String| Reply("200 OK", "text/html; charset=utf-8", s.into_bytes());
+    let json = |v: String| Reply("200 OK", "application/json", v.into_bytes());
+    let journal = open_quietly(db)?;
+    if path == "/" {
+        return Ok(html(index(&journal.sessions_info()?)));
+    }
+    if path == "/api/sessions" {
+        let list: Vec<_> = journal
+            .sessions_info()?
+            .iter()
+            .map(render::info_json)
+            .collect();
+        return Ok(json(serde_json::Value::Array(list).to_string()));
+    }
+    if let Some(id) = path.strip_prefix("/s/") {
+        let s = find_session(&journal, id)?;
+        let live = Live {
+            link_base: "/s/".into(),
+            poll: format!("/api/s/{}/events", s.id()),
+        };
+        return Ok(html(page(&journal, &s, Some(&live))?));
+    }
+    if let Some(id) = path
+        .strip_prefix("/api/s/")
+        .and_then(|p| p.strip_suffix("/events"))
+    {
+        let s = find_session(&journal, id)?;
+        let from = query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("from="))
+            .map(|v| v.parse::<u64>())
+            .transpose()
+            .map_err(|_| Error::InvalidInput(format!("bad query {query:?}")))?
+            .unwrap_or(0);
+        let head = s.head();
+        let status = status_word(s.info()?.status);
+        let events = events_array(&s, from.min(head), head)?;
+        return Ok(json(format!(
+            "{{\"schema\":{},\"status\":\"{status}\",\"head\":{head},\"events\":{events}}}",
+            event_json::SCHEMA_VERSION
+        )));
+    }
+    Err(Error::InvalidInput(format!("no page {path:?}")))
+}
+
+/// Escapes text for HTML.
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The page listing the sessions.
+fn index(infos: &[SessionInfo]) -> String {
+    let mut rows = String::new();
+    for i in infos {
+        let labels: Vec<String> = i.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let parent = i
+            .forked_from
+            .map(|(p, at)| {
+                format!(
+                    "fork of <a href=\"/s/{p}\">{}</a> at {at}",
+                    render::short(p)
+                )
+            })
+            .unwrap_or_default();
+        rows.push_str(&format!(
+            "<tr><td><a href=\"/s/{id}\"><code>{id}</code></a></td><td>{}</td><td>{}</td><td class=\"{st}\">{st}</td><td>{}</td><td>{parent}</td></tr>\n",
+            i.created.format("%Y-%m-%d %H:%M:%S UTC"),
+            i.events,
+            esc(&labels.join(" ")),
+            id = i.id,
+            st = status_word(i.status),
+        ));
+    }
+    format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>agent-journal sessions</title>\
+<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\
+<style>body{{font:14px system-ui,sans-serif;margin:20px;color:#1d2330}}td,th{{padding:3px 10px;text-align:left;border-bottom:1px solid #e3e6ea}}\
+.unfinished{{color:#c77c00;font-weight:600}}.finished{{color:#2e8b57}}</style></head><body>\
+<h1>Sessions</h1><p>{} sessions. Reload for new ones; a session's page follows its new events.</p>\
+<table><tr><th>session</th><th>created</th><th>events</th><th>status</th><th>labels</th><th></th></tr>\n{rows}</table></body></html>",
+        infos.len()
+    )
+}
