@@ -164,3 +164,84 @@ fn a_socket_left_by_a_killed_writer_is_replaced_and_a_reader_is_not_fooled() {
     let reader = Journal::attach(&db).unwrap();
     assert_eq!(reader.sessions().unwrap(), vec![s.id()]);
 }
+
+/// `agent-journal --db DB ARGS` as the user `nobody` (only when this runs
+/// as root with `runuser`, as in CI; `None` otherwise).
+fn as_nobody(db: &std::path::Path, args: &[&str]) -> Option<std::process::Output> {
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    if !root || !std::path::Path::new("/usr/sbin/runuser").exists() {
+        eprintln!("notice: not root (or no runuser): skipping the read-only user test");
+        return None;
+    }
+    let mut c = std::process::Command::new("/usr/sbin/runuser");
+    c.args([
+        "-u",
+        "nobody",
+        "--",
+        env!("CARGO_BIN_EXE_agent-journal"),
+        "--db",
+    ])
+    .arg(db)
+    .args(args)
+    .env_remove("AGENT_JOURNAL_DB");
+    Some(c.output().expect("runuser"))
+}
+
+#[test]
+fn a_user_who_may_only_read_the_folder_reads_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let db = dir.path().join("db");
+    let id = {
+        let journal = Journal::open(&db).unwrap();
+        let s = journal.create_session().unwrap();
+        s.append(custom(7)).unwrap();
+        s.id().to_string()
+    };
+    // Readable by all, writable by its owner only.
+    let chmod = std::process::Command::new("chmod")
+        .args(["-R", "a+rX,go-w"])
+        .arg(&db)
+        .status()
+        .unwrap();
+    assert!(chmod.success());
+    let before = crate::common::tree(&db);
+    let Some(out) = as_nobody(&db, &["--json", "sessions"]) else {
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed[0]["id"], id.as_str());
+    assert_eq!(listed[0]["events"], 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no write permission"));
+    assert_eq!(crate::common::tree(&db), before, "nothing written");
+    // While its owner has it open, the reader goes through the read service
+    // (and sees what is appended meanwhile).
+    let journal = Journal::open(&db).unwrap();
+    journal
+        .session(id.parse().unwrap())
+        .unwrap()
+        .append(custom(8))
+        .unwrap();
+    let out = as_nobody(&db, &["--json", "sessions"]).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed[0]["events"], 3);
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -142,7 +142,9 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
-    match run(&cli) {
+    let result = run(&cli);
+    open::remove_copies();
+    match result {
         Ok(code) => code,
         Err(e) => {
             let line = e.to_string().replace('\n', " ");

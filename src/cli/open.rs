@@ -62,7 +62,64 @@ pub(crate) fn open_for_reading(db: &Path) -> Result<Journal, Error> {
 pub(crate) fn open_quietly(db: &Path) -> Result<Journal, Error> {
     match Journal::open_with(db, reading()) {
         Err(Error::Locked { .. }) => Journal::attach_with(db, reading()),
+        // A folder this user may read and not write: through the read
+        // service of a process that has it open, else a private copy.
+        Err(e @ Error::Io { .. }) if permission_denied(&e) && db.is_dir() => {
+            Journal::attach_with(db, reading()).or_else(|_| read_only_copy(db, e))
+        }
         other => other,
+    }
+}
+
+fn permission_denied(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
+}
+
+/// The copies [`read_only_copy`] made, removed when the command ends
+/// ([`remove_copies`]).
+static COPIES: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Opens a private copy of the database folder `db`, which this user may
+/// read and not write (sled opens its files for writing), and says so on
+/// stderr. `denied` is the error returned when not even reading works.
+fn read_only_copy(db: &Path, denied: Error) -> Result<Journal, Error> {
+    let mut copies = COPIES.lock().unwrap_or_else(|p| p.into_inner());
+    let copy = std::env::temp_dir().join(format!(
+        "agent-journal-read-{}-{}",
+        std::process::id(),
+        copies.len()
+    ));
+    copies.push(copy.clone());
+    drop(copies);
+    if copy_files(db, &copy).is_err() {
+        return Err(denied);
+    }
+    warn(format_args!(
+        "{}: no write permission; reading a private copy of it (what is appended meanwhile is not seen)",
+        db.display()
+    ));
+    Journal::open_with(&copy, reading())
+}
+
+/// Copies the directories and regular files under `from` into `to`.
+fn copy_files(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_files(&entry.path(), &to.join(entry.file_name()))?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes the private copies this command read (at its end).
+pub(crate) fn remove_copies() {
+    for copy in COPIES.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        let _ = std::fs::remove_dir_all(copy);
     }
 }
 
