@@ -246,4 +246,39 @@ impl Error {
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })
     }
+
+    /// The variant's name in snake_case (`"locked"`, `"corruption"`): a
+    /// stable code for machines (the CLI's JSON errors carry it).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Io { .. } => "io",
+            Error::Corruption { .. } => "corruption",
+            Error::Conflict { .. } => "conflict",
+            Error::SessionNotFound(_) => "session_not_found",
+            Error::SeqOutOfRange { .. } => "seq_out_of_range",
+            Error::ConversationNotFound(_) => "conversation_not_found",
+            Error::AlreadyFinished { .. } => "already_finished",
+            Error::PromptMismatch { .. } => "prompt_mismatch",
+            Error::SnapshotRestore(_) => "snapshot_restore",
+            Error::ToolIdempotency { .. } => "tool_idempotency",
+            Error::SessionExpired(_) => "session_expired",
+            Error::Locked { .. } => "locked",
+            Error::NotAJournal { .. } => "not_a_journal",
+            Error::TooLarge { .. } => "too_large",
+            Error::Poisoned(_) => "poisoned",
+            Error::Unsupported(_) => "unsupported",
+            Error::InvalidInput(_) => "invalid_input",
+            Error::Storage(_) => "storage",
+            Error::NotAConversation(_) => "not_a_conversation",
+            Error::ConversationExists(_) => "conversation_exists",
+            Error::TurnNotFound { .. } => "turn_not_found",
+            Error::TurnFailed { .. } => "turn_failed",
+            Error::TurnFinished { .. } => "turn_finished",
+            Error::ProviderFailed { .. } => "provider_failed",
+            Error::Database(_) => "database",
+            Error::Fenced { .. } => "fenced",
+            Error::LeaseHeld { .. } => "lease_held",
+            Error::UnknownProvider(_) => "unknown_provider",
+        }
+    }
 }

@@ -55,13 +55,32 @@ impl Out {
             .collect()
     }
 
-    /// Asserts the run failed with `code` and exactly one `error:` line on stderr.
+    /// Asserts the run failed with `code` and exactly one error line on
+    /// stderr: `error: ...`, or under `--json` `{"error": {code, kind,
+    /// message}}` with the same code.
     pub(crate) fn assert_error(&self, code: i32) -> &str {
         assert_eq!(self.code, code, "{self:?}");
         let lines = self.stderr_lines();
         assert_eq!(lines.len(), 1, "one line on stderr: {self:?}");
-        assert!(lines[0].starts_with("error: "), "{self:?}");
+        if lines[0].starts_with('{') {
+            let v: Value = serde_json::from_str(lines[0]).expect("a JSON error");
+            assert_eq!(v["error"]["code"], code, "{self:?}");
+            assert!(v["error"]["kind"].is_string(), "{self:?}");
+            assert!(v["error"]["message"].is_string(), "{self:?}");
+        } else {
+            assert!(lines[0].starts_with("error: "), "{self:?}");
+        }
         lines[0]
+    }
+
+    /// stdout parsed as JSON Lines (`sessions` and `log` under `--json`).
+    pub(crate) fn json_lines(&self) -> Vec<Value> {
+        self.lines()
+            .iter()
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("a line is not JSON ({e}): {l}"))
+            })
+            .collect()
     }
 }
 
@@ -124,9 +143,7 @@ impl Demo {
     pub(crate) fn sessions(&self) -> Vec<(String, u64)> {
         let out = self.run(&["sessions", "--json"]);
         assert_eq!(out.code, 0, "{out:?}");
-        out.json()
-            .as_array()
-            .expect("array")
+        out.json_lines()
             .iter()
             .map(|s| {
                 (
@@ -141,7 +158,7 @@ impl Demo {
     fn events(&self, db: &Path, id: &str) -> Vec<Value> {
         let out = aj(db, &["log", id, "--json"]);
         assert_eq!(out.code, 0, "{out:?}");
-        out.json().as_array().expect("array").clone()
+        out.json_lines()
     }
 }
 
@@ -153,11 +170,7 @@ fn line_seq(line: &str) -> u64 {
         .unwrap_or_else(|| panic!("no seq at the start of {line:?}"))
 }
 
-/// The name of an event's variant in `log --json` (externally tagged).
+/// The `type` of an event in `log --json`.
 fn kind(e: &Value) -> &str {
-    match &e["event"] {
-        Value::Object(m) => m.keys().next().expect("a variant"),
-        Value::String(s) => s,
-        other => panic!("unexpected event shape {other}"),
-    }
+    e["type"].as_str().expect("a type")
 }

@@ -288,3 +288,17 @@ pub fn quiet_sled_panics() {
         }
     }));
 }
+
+/// Output in JSON Lines (`sessions` and `log` under `--json`) as one JSON
+/// array of its lines.
+pub fn json_lines(bytes: &[u8]) -> serde_json::Value {
+    let text = std::str::from_utf8(bytes).expect("utf-8 output");
+    serde_json::Value::Array(
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"))
+            })
+            .collect(),
+    )
+}

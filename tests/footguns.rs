@@ -170,7 +170,10 @@ fn a_mistyped_db_is_created_only_by_demo_and_import() {
         &["import", path_str(&file), "--format", "journal"],
     );
     assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(aj(&imported, &["sessions", "--json"]).json()[0]["id"], id);
+    assert_eq!(
+        aj(&imported, &["sessions", "--json"]).json_lines()[0]["id"],
+        id
+    );
     let fresh = d.path("fresh");
     let sb = d.path("sb2");
     let out = aj(&fresh, &["demo", "--json", "--sandbox", path_str(&sb)]);
@@ -399,7 +402,7 @@ fn the_cli_reports_the_last_started_evaluation_if_the_clock_stepped_back() {
 
     let out = aj(&db, &["sessions", "--json"]);
     assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(out.json()[0]["status"], "unfinished", "{out:?}");
+    assert_eq!(out.json_lines()[0]["status"], "unfinished", "{out:?}");
 
     for format in ["openai", "jsonl"] {
         let out = aj(&db, &["export", &id, "--format", format]);
@@ -428,7 +431,12 @@ fn assert_one_warning(db: &Path, args: &[&str], needles: &[&str]) -> [Out; 2] {
         assert!(!out.stdout.trim().is_empty(), "{args:?}: no data: {out:?}");
         let lines = out.stderr_lines();
         assert_eq!(lines.len(), 1, "{args:?}: one warning line: {out:?}");
-        assert!(lines[0].starts_with("warning: "), "{args:?}: {out:?}");
+        if json {
+            let v: serde_json::Value = serde_json::from_str(lines[0]).expect("a JSON warning");
+            assert!(v["warning"]["message"].is_string(), "{args:?}: {out:?}");
+        } else {
+            assert!(lines[0].starts_with("warning: "), "{args:?}: {out:?}");
+        }
         for n in needles {
             assert!(lines[0].contains(n), "{args:?}: {n:?} in {out:?}");
             assert!(
@@ -438,7 +446,11 @@ fn assert_one_warning(db: &Path, args: &[&str], needles: &[&str]) -> [Out; 2] {
         }
         assert!(!out.stdout.contains("!!"), "{args:?}: {out:?}");
         if json && !args.contains(&"jsonl") {
-            out.json();
+            if args.contains(&"sessions") || args.contains(&"log") {
+                out.json_lines();
+            } else {
+                out.json();
+            }
         }
         out
     })
@@ -459,7 +471,7 @@ fn warnings_about_a_cut_exported_journal_go_to_stderr_in_every_mode() {
 
     let [text, json] = assert_one_warning(&cut, &["sessions"], &needles);
     assert!(text.stdout.contains(id), "{text:?}");
-    assert_eq!(json.json()[0]["events"], 22, "{json:?}");
+    assert_eq!(json.json_lines()[0]["events"], 22, "{json:?}");
     let [_, json] = assert_one_warning(&cut, &["show", id], &needles);
     assert_eq!(json.json()["slices"][6]["items"][0]["last_seq"], 21);
     let [text, _] = assert_one_warning(&cut, &["pending", id], &needles);
@@ -487,8 +499,9 @@ fn warnings_about_a_cut_exported_journal_go_to_stderr_in_every_mode() {
         assert_eq!(out.code, 0, "{out:?}");
         let lines = out.stderr_lines();
         assert_eq!(lines.len(), 1, "{out:?}");
+        let prefix = if json { "{\"warning\":" } else { "warning: " };
         assert!(
-            lines[0].starts_with("warning: ") && lines[0].contains(&offset),
+            lines[0].starts_with(prefix) && lines[0].contains(&offset),
             "{out:?}"
         );
     }
@@ -515,7 +528,7 @@ fn warnings_about_a_torn_tail_go_to_stderr_in_every_mode() {
     let id = d.id.as_str();
     let needles = [id, "torn tail", "seq 22"];
     let [_, json] = assert_one_warning(&d.db, &["sessions"], &needles[1..]);
-    assert_eq!(json.json()[0]["events"], 22, "{json:?}");
+    assert_eq!(json.json_lines()[0]["events"], 22, "{json:?}");
     let [_, json] = assert_one_warning(&d.db, &["show", id], &needles[1..]);
     assert_eq!(json.json()["slices"][6]["items"][0]["last_seq"], 21);
     for args in [

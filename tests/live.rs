@@ -218,7 +218,7 @@ fn a_user_who_may_only_read_the_folder_reads_it() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed = crate::common::json_lines(&out.stdout);
     assert_eq!(listed[0]["id"], id.as_str());
     assert_eq!(listed[0]["events"], 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no write permission"));
@@ -237,7 +237,7 @@ fn a_user_who_may_only_read_the_folder_reads_it() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed = crate::common::json_lines(&out.stdout);
     assert_eq!(listed[0]["events"], 3);
     assert!(
         out.stderr.is_empty(),

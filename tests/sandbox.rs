@@ -259,7 +259,10 @@ fn assert_refused(out: &Output, names: &[&str]) -> String {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 1, "one line on stderr: {stderr}");
-    assert!(lines[0].starts_with("error: "), "{stderr}");
+    assert!(
+        lines[0].starts_with("error: ") || lines[0].starts_with("{\"error\":"),
+        "{stderr}"
+    );
     for n in names {
         assert!(lines[0].contains(n), "{n:?} in {stderr}");
     }

@@ -5,6 +5,7 @@ mod common;
 mod atomic;
 mod bad_input;
 mod cli;
+mod cli_json;
 mod codec;
 mod concurrency;
 mod conversation;

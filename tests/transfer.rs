@@ -207,7 +207,7 @@ fn the_cli_imports_and_exports_conversations() {
         "{err}"
     );
     let out = run(&["--json", "sessions"]);
-    let all: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let all = crate::common::json_lines(&out.stdout);
     assert_eq!(
         all.as_array().map(Vec::len),
         Some(1),
@@ -272,7 +272,7 @@ fn the_cli_imports_and_exports_anthropic_and_jsonl() {
         "{err}"
     );
     let out = run(&["--json", "sessions"]);
-    let all: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let all = crate::common::json_lines(&out.stdout);
     assert_eq!(
         all.as_array().map(Vec::len),
         Some(2),

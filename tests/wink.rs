@@ -270,7 +270,7 @@ fn cli_export_wink_takes_a_type_module_and_import_reads_it_back() {
         String::from_utf8_lossy(&out.stderr)
     );
     let out = run_cli(&db, &["sessions", "--json"]);
-    let listed: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let listed = crate::common::json_lines(&out.stdout);
     let id = listed[0]["id"].as_str().expect("id").to_owned();
     let file = dir.path().join("w.json");
     let out = run_cli(

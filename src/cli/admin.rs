@@ -163,7 +163,7 @@ pub(crate) fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error
         );
     }
     if damaged {
-        if !cli.json {
+        {
             let first = report
                 .problems
                 .iter()
@@ -171,7 +171,7 @@ pub(crate) fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error
                 .map(|p| p.to_string())
                 .or(file_damage.map(|d| format!("{}: {d}", cli.db.display())))
                 .unwrap_or_default();
-            eprintln!("error: corruption: {first}");
+            crate::cli::report_error(3, "corruption", &format!("corruption: {first}"));
         }
         return Ok(ExitCode::from(3));
     }

@@ -101,7 +101,10 @@ fn body(event: &Event) -> (&'static str, Value) {
                 json!({"evaluation": evaluation_id.to_string(), "outcome": o, "error": error}),
             )
         }
-        Event::Forked { parent, at } => ("forked", json!({"parent": parent.to_string(), "at": at})),
+        Event::Forked { parent, at } => (
+            "forked",
+            json!({"parent": parent.to_string(), "parent_seq": at}),
+        ),
         Event::Custom { kind, payload } => (
             "custom",
             json!({"kind": kind, "bytes": payload.len(),
@@ -158,11 +161,12 @@ fn conversation(event: &ConversationEvent) -> (&'static str, Value) {
     }
 }
 
-/// The JSON object of one event: `seq`, `at` (RFC 3339, UTC), `type`, then
-/// the fields of its type.
+/// The JSON object of one event: `session`, `seq`, `at` (RFC 3339, UTC),
+/// `type`, then the fields of its type.
 pub(crate) fn event(e: &Envelope) -> Value {
     let (kind, fields) = body(&e.event);
     let mut out = Map::new();
+    out.insert("session".into(), json!(e.session.to_string()));
     out.insert("seq".into(), json!(e.seq));
     out.insert("at".into(), json!(e.at.to_rfc3339()));
     out.insert("type".into(), json!(kind));

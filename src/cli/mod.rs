@@ -136,8 +136,37 @@ enum Command {
     Man,
 }
 
+/// True under `--json`: errors and warnings go to stderr as JSON too.
+static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// One error on stderr: `error: MESSAGE`, or under `--json` one line
+/// `{"error": {"code": EXIT, "kind": KIND, "message": MESSAGE}}`.
+pub(crate) fn report_error(code: u8, kind: &str, message: &str) {
+    let line = message.replace(['\r', '\n'], " ");
+    if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        let v = serde_json::json!({"error": {"code": code, "kind": kind, "message": line}});
+        eprintln!("{v}");
+    } else {
+        eprintln!("error: {line}");
+    }
+}
+
+/// One warning on stderr: `warning: MESSAGE`, or under `--json` one line
+/// `{"warning": {"message": MESSAGE}}`.
+pub(crate) fn report_warning(message: &str) {
+    let line = message.replace(['\r', '\n'], " ");
+    if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("{}", serde_json::json!({"warning": {"message": line}}));
+    } else {
+        eprintln!("warning: {line}");
+    }
+}
+
 /// Runs the command line and maps errors to exit codes.
 pub fn main() -> ExitCode {
+    // Known before parsing, so that a usage error under `--json` is JSON.
+    let json = std::env::args_os().skip(1).any(|a| a == "--json");
+    JSON.store(json, std::sync::atomic::Ordering::Relaxed);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
@@ -147,13 +176,12 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            let line = e.to_string().replace('\n', " ");
-            eprintln!("error: {line}");
             let code = match e {
                 _ if e.is_corruption() => 3,
                 Error::Fenced { .. } | Error::LeaseHeld { .. } => 4,
                 _ => 1,
             };
+            report_error(code, e.kind(), &e.to_string());
             ExitCode::from(code)
         }
     }
@@ -173,9 +201,16 @@ fn usage_error(e: clap::Error) -> ExitCode {
                 context(ContextKind::InvalidValue),
                 context(ContextKind::InvalidArg)
             );
-            eprintln!("error: {}", line.replace(['\r', '\n'], " "));
+            report_error(2, "usage", &line);
             return ExitCode::from(2);
         }
+    }
+    let help = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+    if JSON.load(std::sync::atomic::Ordering::Relaxed) && !help {
+        let text = e.to_string();
+        let first = text.lines().next().unwrap_or_default();
+        report_error(2, "usage", first.trim_start_matches("error: "));
+        return ExitCode::from(2);
     }
     e.exit()
 }

@@ -123,11 +123,10 @@ pub(crate) fn remove_copies() {
     }
 }
 
-/// One `warning:` line on stderr, in text and `--json` mode alike (stdout
-/// holds only the data, so that it can be parsed).
+/// One warning on stderr (`warning: ...`, or a JSON line under `--json`):
+/// stdout holds only the data, so that it can be parsed.
 pub(crate) fn warn(text: impl Display) {
-    let line = text.to_string().replace(['\r', '\n'], " ");
-    eprintln!("warning: {line}");
+    crate::cli::report_warning(&text.to_string());
 }
 
 /// Warns when the session's stream ends in a torn tail (cut off, not shown).

@@ -10,7 +10,7 @@ use crate::cli::open::{
     at_or_last, open_for_reading, open_quietly, read_session, session_arg, warn_torn_tail,
 };
 use crate::cli::output::print_json;
-use crate::cli::{Cli, conversation, render};
+use crate::cli::{Cli, conversation, event_json, render};
 
 /// The arguments of `sessions`.
 #[derive(Args, Debug)]
@@ -68,11 +68,20 @@ pub(crate) struct PendingArgs {
     session: String,
 }
 
-/// `sessions` (without `--delete`, which `admin::delete_session` handles).
+/// `sessions` (without `--delete`, which `admin::delete_session` handles);
+/// under `--json` one object a line, each written as its session is read.
 pub(crate) fn sessions(cli: &Cli) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
-    let infos = journal
-        .sessions()?
+    let ids = journal.sessions()?;
+    if cli.json {
+        for id in ids {
+            let s = journal.session(id)?;
+            warn_torn_tail(&s);
+            outln!("{}", render::info_json(&s.info()?));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let infos = ids
         .into_iter()
         .map(|id| {
             let s = journal.session(id)?;
@@ -80,14 +89,21 @@ pub(crate) fn sessions(cli: &Cli) -> Result<ExitCode, Error> {
             s.info()
         })
         .collect::<Result<Vec<_>, Error>>()?;
-    if cli.json {
-        print_json(&serde_json::Value::Array(
-            infos.iter().map(render::info_json).collect(),
-        ))?;
-    } else {
-        render::print_sessions(&infos);
-    }
+    render::print_sessions(&infos);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints events `from..to` of `s`: one line each, or one JSON object a
+/// line under `--json`; streamed, in constant memory.
+fn print_events(cli: &Cli, s: &Session, from: u64, to: u64) -> Result<(), Error> {
+    if cli.json {
+        s.for_each_event(from..to, |e| {
+            outln!("{}", event_json::event(&e));
+            Ok(())
+        })
+    } else {
+        render::print_log(s, from, to)
+    }
 }
 
 /// `log SESSION [--from A] [--to B]`.
@@ -112,13 +128,7 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<ExitCode, Error> {
             to.saturating_sub(1)
         )));
     }
-    if cli.json {
-        let events = s.events(from..to)?;
-        let v = serde_json::to_value(&events).map_err(|e| Error::InvalidInput(e.to_string()))?;
-        print_json(&v)?;
-    } else {
-        render::print_log(&s, from, to)?;
-    }
+    print_events(cli, &s, from, to)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -155,15 +165,7 @@ fn follow(cli: &Cli, id: SessionId, mut next: u64) -> Result<ExitCode, Error> {
             Err(e) => return Err(e),
         };
         if head > next {
-            if cli.json {
-                for e in s.events(next..head)? {
-                    let v =
-                        serde_json::to_value(&e).map_err(|e| Error::InvalidInput(e.to_string()))?;
-                    outln!("{v}");
-                }
-            } else {
-                render::print_log(&s, next, head)?;
-            }
+            print_events(cli, &s, next, head)?;
             next = head;
         }
         if shared {

@@ -242,7 +242,10 @@ pub(crate) fn print_sessions(infos: &[SessionInfo]) {
         "last activity"
     );
     for i in infos {
-        let labels: Vec<String> = i.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut labels: Vec<String> = i.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if let Some((parent, at)) = i.forked_from {
+            labels.push(format!("(fork of {} at seq {at})", short(parent)));
+        }
         outln!(
             "{:<36}  {:<19}  {:>7}  {:<10}  {:<19}  {}",
             i.id,
@@ -264,6 +267,7 @@ pub(crate) fn info_json(i: &SessionInfo) -> serde_json::Value {
         "events": i.events,
         "status": status(i.status),
         "labels": i.labels.iter().map(|(k, v)| serde_json::json!([k, v])).collect::<Vec<_>>(),
+        "parent": i.forked_from.map(|(p, at)| serde_json::json!({"id": p.to_string(), "at": at})),
     })
 }
 

@@ -37,19 +37,13 @@ fn an_exported_journal_imports_elsewhere_and_serves_read_commands() {
         "{line}"
     );
     assert_eq!(aj(&other, &["log", &d.id, "--json"]).stdout, original);
-    assert_eq!(
-        aj(&other, &["sessions", "--json"])
-            .json()
-            .as_array()
-            .map(Vec::len),
-        Some(1)
-    );
+    assert_eq!(aj(&other, &["sessions", "--json"]).json_lines().len(), 1);
 
     // The file itself is a read-only database.
     let out = aj(&file, &["sessions", "--json"]);
     assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(out.json()[0]["id"], d.id.as_str());
-    assert_eq!(out.json()[0]["events"], 23);
+    assert_eq!(out.json_lines()[0]["id"], d.id.as_str());
+    assert_eq!(out.json_lines()[0]["events"], 23);
     assert_eq!(aj(&file, &["log", &d.id, "--json"]).stdout, original);
     assert_eq!(aj(&file, &["log", &d.id]).lines().len(), 23);
     let out = aj(&file, &["show", &d.id]);
@@ -97,12 +91,20 @@ fn fork_creates_a_session_that_starts_with_opened_and_forked() {
     let parent = d.events(&d.db, &d.id);
     let fork = d.events(&d.db, &new_id);
     assert_eq!(fork.len(), 7, "SessionOpened, Forked, then events 1..=5");
-    assert_eq!(kind(&fork[0]), "SessionOpened");
-    assert_eq!(kind(&fork[1]), "Forked");
-    assert_eq!(fork[1]["event"]["Forked"]["parent"], d.id.as_str());
-    assert_eq!(fork[1]["event"]["Forked"]["at"], 5);
+    assert_eq!(kind(&fork[0]), "session_opened");
+    assert_eq!(kind(&fork[1]), "forked");
+    assert_eq!(fork[1]["parent"], d.id.as_str());
+    assert_eq!(fork[1]["parent_seq"], 5);
+    // The copied events, but for their session and seq.
+    let body = |e: &serde_json::Value| {
+        let mut e = e.clone();
+        for k in ["session", "seq", "at"] {
+            e.as_object_mut().expect("object").remove(k);
+        }
+        e
+    };
     for (f, p) in fork[2..].iter().zip(&parent[1..=5]) {
-        assert_eq!(f["event"], p["event"]);
+        assert_eq!(body(f), body(p));
     }
     let text = d.run(&["log", &new_id]);
     let first: Vec<&str> = text.lines().iter().take(2).copied().collect();
@@ -110,24 +112,12 @@ fn fork_creates_a_session_that_starts_with_opened_and_forked() {
         first[0].contains("SessionOpened") && first[1].contains("Forked"),
         "{text:?}"
     );
-    assert_eq!(
-        d.run(&["sessions", "--json"])
-            .json()
-            .as_array()
-            .map(Vec::len),
-        Some(2)
-    );
+    assert_eq!(d.run(&["sessions", "--json"]).json_lines().len(), 2);
 
     let line = d
         .run(&["fork", &d.id, "--at", "23"])
         .assert_error(1)
         .to_owned();
     assert!(line.contains("seq 23"), "{line}");
-    assert_eq!(
-        d.run(&["sessions", "--json"])
-            .json()
-            .as_array()
-            .map(Vec::len),
-        Some(2)
-    );
+    assert_eq!(d.run(&["sessions", "--json"]).json_lines().len(), 2);
 }

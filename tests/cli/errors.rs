@@ -82,7 +82,7 @@ fn a_locked_database_is_reported_by_path() {
     let journal = agent_journal::Journal::open(&db).expect("open");
     let out = aj(&db, &["sessions", "--json"]);
     assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(out.json().as_array().map(Vec::len), Some(1));
+    assert_eq!(out.json_lines().len(), 1);
     let line = aj(&db, &["demo"]).assert_error(1).to_owned();
     assert!(
         line.contains("locked") && line.contains(path_str(&db)),
@@ -91,7 +91,7 @@ fn a_locked_database_is_reported_by_path() {
     drop(journal);
     let out = aj(&db, &["sessions", "--json"]);
     assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(out.json().as_array().map(Vec::len), Some(1));
+    assert_eq!(out.json_lines().len(), 1);
 }
 
 #[test]

@@ -15,8 +15,8 @@ fn demo_records_a_finished_session_that_sessions_lists() {
 
     let listed = aj(&db, &["sessions", "--json"]);
     assert_eq!(listed.code, 0, "{listed:?}");
-    let v = listed.json();
-    let all = v.as_array().expect("array");
+    let all = listed.json_lines();
+    let v = serde_json::Value::Array(all.clone());
     assert_eq!(all.len(), 1, "{v}");
     let s = &all[0];
     let id = s["id"].as_str().expect("id");
@@ -79,13 +79,12 @@ fn log_shows_one_line_per_event_and_from_to_restrict_it() {
         assert_eq!(e["seq"], i as u64);
         assert_eq!(e["session"], d.id.as_str());
     }
-    assert_eq!(kind(&all[0]), "SessionOpened");
-    assert_eq!(kind(&all[22]), "EvaluationFinished");
+    assert_eq!(kind(&all[0]), "session_opened");
+    assert_eq!(kind(&all[22]), "evaluation_finished");
 
     let out = d.run(&["log", &d.id, "--json", "--from", "5", "--to", "9"]);
     assert_eq!(out.code, 0, "{out:?}");
-    let part = out.json();
-    let part = part.as_array().expect("array");
+    let part = out.json_lines();
     assert_eq!(part.len(), 5);
     assert_eq!(part[..], all[5..10]);
 
@@ -136,12 +135,10 @@ fn show_at_a_seq_shows_the_state_right_after_it() {
     let events = d.events(&d.db, &d.id);
     let started = events
         .iter()
-        .find(|e| e["event"]["ToolStatus"]["status"] == "started")
+        .find(|e| e["type"] == "tool_status" && e["status"] == "started")
         .expect("a tool started");
     let at = started["seq"].as_u64().expect("seq");
-    let call = started["event"]["ToolStatus"]["call_id"]
-        .as_str()
-        .expect("call id");
+    let call = started["call_id"].as_str().expect("call id");
 
     let status_at = |at: Option<u64>| -> String {
         let at_text = at.map(|a| a.to_string());
@@ -315,7 +312,7 @@ fn pending_shows_the_crash_point_and_the_unfinished_tool_calls() {
         &["demo", "--sandbox", path_str(&sb), "--crash-after", "6"],
     );
     assert_ne!(out.code, 0, "{out:?}");
-    let sessions = aj(&db, &["sessions", "--json"]).json();
+    let sessions = aj(&db, &["sessions", "--json"]).json_lines();
     let id = sessions[0]["id"].as_str().expect("id").to_owned();
 
     let v = aj(&db, &["pending", &id, "--json"]).json();

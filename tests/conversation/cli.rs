@@ -77,7 +77,7 @@ fn the_conversation_commands_show_what_the_demo_recorded() {
     let pending = ok(&run_cli(&db, &["pending", &id]));
     assert!(pending.contains("no interrupted turn"), "{pending}");
     assert_eq!(run_cli(&db, &["verify"]).status.code(), Some(0));
-    let sessions = json(&run_cli(&db, &["--json", "sessions"]));
+    let sessions = crate::common::json_lines(&run_cli(&db, &["--json", "sessions"]).stdout);
     assert_eq!(sessions[0]["status"], "finished", "{sessions}");
 
     // Exported in a provider's format, the conversation is a valid request.
@@ -95,7 +95,7 @@ fn the_conversation_commands_show_what_the_demo_recorded() {
     // Compaction by hand: a dry run records nothing; then it is recorded,
     // shown, and every message is still there.
     let head = |db| {
-        json(&run_cli(db, &["--json", "sessions"]))[0]["events"]
+        crate::common::json_lines(&run_cli(db, &["--json", "sessions"]).stdout)[0]["events"]
             .as_u64()
             .expect("events")
     };

@@ -99,7 +99,8 @@ pub fn read_image(dir: &Path) -> Image {
             if entry.file_type().expect("file type").is_dir() {
                 out.insert(rel.clone(), Entry::Dir);
                 walk(&entry.path(), &rel, out);
-            } else {
+            } else if entry.file_type().expect("file type").is_file() {
+                // (Not the read service's socket of an open database.)
                 out.insert(rel, Entry::File(std::fs::read(entry.path()).expect("read")));
             }
         }

@@ -76,7 +76,7 @@ fn ok(out: &std::process::Output) {
 fn only_session(db: &Path) -> String {
     let out = run_cli(db, &["sessions", "--json"]);
     ok(&out);
-    let listed: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let listed = crate::common::json_lines(&out.stdout);
     let all = listed.as_array().expect("sessions");
     all.last().expect("a session")["id"]
         .as_str()

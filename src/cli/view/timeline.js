@@ -153,7 +153,7 @@
       case "provider_call": return e.provider + "/" + e.model + " " + e.input_tokens + " in / " + e.output_tokens + " out" + (e.ok ? "" : " failed: " + e.error);
       case "conversation_provider_call": return e.provider + "/" + e.model + " " + (e.ok === null ? "started" : e.ok ? "ok" : "failed: " + e.error);
       case "turn": return e.agent + " " + e.status + (e.error ? ": " + e.error : "");
-      case "forked": return "from " + e.parent + " at seq " + e.at;
+      case "forked": return "from " + e.parent + " at seq " + e.parent_seq;
       case "compacted": return "through sequence " + e.through_sequence;
       case "history_compacted": return e.strategy + ": " + e.messages_before + " → " + e.messages_after + " messages";
       case "custom": return e.kind + " (" + e.bytes + " bytes)";
