@@ -30,7 +30,7 @@ use common::tempdir;
 
 /// The sections, by number and name; a filter argument selects a section
 /// when it equals its number or is part of its name.
-const SECTIONS: [(&str, &str, &str); 11] = [
+const SECTIONS: [(&str, &str, &str); 13] = [
     ("1", "buffered", "Buffered append vs raw sled inserts"),
     (
         "2",
@@ -73,6 +73,16 @@ const SECTIONS: [(&str, &str, &str); 11] = [
         "11",
         "postgres",
         "PostgreSQL store vs raw INSERT + commit and SELECT on the same server",
+    ),
+    (
+        "12",
+        "viewer",
+        "the timeline page of a 100,000-event session: first render vs parsing its data",
+    ),
+    (
+        "13",
+        "fork",
+        "fork at 40,000 of 50,000 events vs reading the 40,000",
     ),
 ];
 
@@ -251,6 +261,12 @@ fn main() {
     }
     if opts.selected("11") {
         common::pg::section_postgres(&sizes, &mut rep);
+    }
+    if opts.selected("12") {
+        common::viewer::section_viewer(opts.quick, sizes.rounds, &mut rep);
+    }
+    if opts.selected("13") {
+        common::viewer::section_fork(opts.quick, &mut rep);
     }
 
     println!();

@@ -12,6 +12,7 @@ pub mod raw;
 pub mod report;
 pub mod resume;
 pub mod timing;
+pub mod viewer;
 
 use agent_journal::{Durability, Envelope, Event, JournalConfig, SessionId, now};
 use tempfile::TempDir;
