@@ -32,6 +32,7 @@ mod recovery;
 mod resume;
 mod sandbox;
 mod sessions;
+mod sharing;
 mod space;
 mod state_blob;
 mod stateful;

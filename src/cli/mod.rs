@@ -36,6 +36,7 @@ mod open;
 mod output;
 mod read;
 mod record;
+mod redact;
 mod render;
 mod sandbox;
 mod serve;

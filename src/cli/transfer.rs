@@ -10,6 +10,7 @@ use clap::{Args, ValueEnum};
 use crate::cli::Cli;
 use crate::cli::open::{at_or_last, open_for_reading, read_session, warn};
 use crate::cli::output::{print_json, progress};
+use crate::cli::redact::Redactor;
 
 /// The arguments of `export`.
 #[derive(Args, Debug)]
@@ -42,6 +43,21 @@ pub(crate) struct ExportArgs {
     /// conversation's last provider call, else the one recorded at import).
     #[arg(long)]
     provider: Option<String>,
+    /// For `openai`, `anthropic` and `jsonl`: the evaluation to export (its
+    /// id, or a unique prefix or suffix), or `all` (a JSON array with one
+    /// document per evaluation, in order; `jsonl`: every evaluation's
+    /// messages). Default: the latest evaluation.
+    #[arg(long, value_name = "ID|all")]
+    evaluation: Option<String>,
+    /// Replace secrets (API keys of the common providers, bearer tokens,
+    /// passwords in URLs, private keys, JWTs) with `[REDACTED]` in every
+    /// string exported, in every format; says how many on stderr.
+    #[arg(long)]
+    redact: bool,
+    /// Also redact what this regular expression matches (its group named
+    /// `secret` if it has one); may be repeated; implies `--redact`.
+    #[arg(long, value_name = "REGEX")]
+    redact_pattern: Vec<String>,
 }
 
 /// The arguments of `import`.
@@ -96,31 +112,48 @@ enum ImportFormat {
 
 /// `export SESSION --format F [--at SEQ] [-o FILE] [--include-logs]`.
 pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
+    let mut redactor = if args.redact || !args.redact_pattern.is_empty() {
+        Some(Redactor::new(&args.redact_pattern)?)
+    } else {
+        None
+    };
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.session)?;
     let output = args.output.as_deref();
     match args.format {
         ExportFormat::Journal => {
-            if args.at.is_some() {
+            if args.at.is_some() || args.evaluation.is_some() {
                 return Err(Error::InvalidInput(
-                    "--at applies to --format wink; a journal export holds every event".into(),
+                    "--at and --evaluation do not apply to --format journal: it holds every event"
+                        .into(),
                 ));
             }
             let out = output
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|| PathBuf::from(format!("{}.ajournal", s.id())));
             let bar = progress(s.head(), "export");
-            let n = journal.export_journal(&[s.id()], &out, |k| bar.inc(k))?;
+            let n = match redactor.as_mut() {
+                Some(r) => journal.export_journal_mapped(
+                    &[s.id()],
+                    &out,
+                    |k| bar.inc(k),
+                    |e| r.event(e),
+                )?,
+                None => journal.export_journal(&[s.id()], &out, |k| bar.inc(k))?,
+            };
             bar.finish_and_clear();
+            let redacted = redactor.as_ref().map(|r| r.replaced);
             if cli.json {
-                print_json(&serde_json::json!({"file": out.display().to_string(), "events": n}))?;
-            } else {
-                outln!(
-                    "wrote {n} events of session {} to {}",
-                    s.id(),
-                    out.display()
-                );
+                print_json(&serde_json::json!({
+                    "file": out.display().to_string(), "events": n, "redacted": redacted,
+                }))?;
+                return Ok(ExitCode::SUCCESS);
             }
+            outln!(
+                "wrote {n} events of session {} to {}",
+                s.id(),
+                out.display()
+            );
         }
         ExportFormat::Openai | ExportFormat::Anthropic | ExportFormat::Jsonl => {
             let f = match args.format {
@@ -128,10 +161,18 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
                 ExportFormat::Anthropic => ConversationFormat::Anthropic,
                 _ => ConversationFormat::Jsonl,
             };
-            let text = f.to_text(&s.latest_conversation(args.at)?);
-            write_output(output, text.trim_end())?;
+            let text = match &args.evaluation {
+                None => f.to_text(&s.latest_conversation(args.at)?),
+                Some(which) => evaluations_text(&s, args.at, which, f)?,
+            };
+            let lines = f == ConversationFormat::Jsonl;
+            write_output(
+                output,
+                redacted(&mut redactor, text.trim_end(), lines)?.as_str(),
+            )?;
         }
         ExportFormat::Wink => {
+            no_evaluation(args)?;
             let at = at_or_last(&s, args.at);
             let state = s.state_at(at)?;
             let forked = state.forked_from().map(|(p, _)| p);
@@ -147,9 +188,10 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
                 ],
                 created_at: None,
             });
-            write_output(output, &text)?;
+            write_output(output, redacted(&mut redactor, &text, false)?.as_str())?;
         }
         ExportFormat::StateBlob => {
+            no_evaluation(args)?;
             if args.at.is_some() {
                 return Err(Error::InvalidInput(
                     "--at applies to --format wink; a state blob holds the conversation as it is now"
@@ -157,10 +199,93 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
                 ));
             }
             let blob = export_state_blob_for(&journal, s.id(), args.provider.as_deref())?;
-            write_output(output, &String::from_utf8_lossy(&blob))?;
+            let text = String::from_utf8_lossy(&blob);
+            write_output(output, redacted(&mut redactor, &text, false)?.as_str())?;
+        }
+    }
+    if let Some(r) = &redactor {
+        let n = r.replaced;
+        if cli.json {
+            eprintln!("{}", serde_json::json!({"redacted": n}));
+        } else {
+            eprintln!("redacted {n} secret{}", if n == 1 { "" } else { "s" });
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--evaluation` applies to the message formats only.
+fn no_evaluation(args: &ExportArgs) -> Result<(), Error> {
+    match args.evaluation {
+        Some(_) => Err(Error::InvalidInput(
+            "--evaluation applies to --format openai, anthropic and jsonl".into(),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `text` with its secrets redacted when a redactor is given.
+fn redacted(r: &mut Option<Redactor>, text: &str, lines: bool) -> Result<String, Error> {
+    match r {
+        Some(r) => r.document(text, lines),
+        None => Ok(text.to_owned()),
+    }
+}
+
+/// The messages of one evaluation (`which`: an id, or a unique prefix or
+/// suffix of one) or of `all`, in format `f`.
+fn evaluations_text(
+    s: &agent_journal::Session,
+    at: Option<u64>,
+    which: &str,
+    f: ConversationFormat,
+) -> Result<String, Error> {
+    let state = match at {
+        Some(seq) => s.state_at(seq)?,
+        None => s.state_cloned(),
+    };
+    if state.conversation_log().is_conversation() {
+        return Err(Error::InvalidInput(
+            "--evaluation applies to sessions of evaluations; a conversation is one history".into(),
+        ));
+    }
+    let ids: Vec<_> = state
+        .evaluations()
+        .iter()
+        .map(|e| e.evaluation_id)
+        .collect();
+    let messages = |id| -> Vec<_> { state.messages().for_evaluation(id).cloned().collect() };
+    if which == "all" {
+        if f == ConversationFormat::Jsonl {
+            let parts: Vec<String> = ids.iter().map(|id| f.to_text(&messages(*id))).collect();
+            return Ok(parts
+                .iter()
+                .map(|p| p.trim_end())
+                .collect::<Vec<_>>()
+                .join("\n"));
+        }
+        let all: Vec<serde_json::Value> = ids.iter().map(|id| f.to_json(&messages(*id))).collect();
+        return serde_json::to_string_pretty(&all).map_err(|e| Error::InvalidInput(e.to_string()));
+    }
+    let needle = which.to_ascii_lowercase();
+    let found: Vec<_> = ids
+        .iter()
+        .filter(|id| {
+            let t = id.to_string();
+            t.starts_with(&needle) || t.ends_with(&needle)
+        })
+        .collect();
+    match found.as_slice() {
+        [one] => Ok(f.to_text(&messages(**one))),
+        [] => Err(Error::InvalidInput(format!(
+            "no evaluation of session {} matches {which:?}",
+            s.id()
+        ))),
+        many => Err(Error::InvalidInput(format!(
+            "{which:?} matches {} evaluations; give more of the id",
+            many.len()
+        ))),
+    }
 }
 
 /// `import FILE --format F`.

@@ -34,7 +34,36 @@ impl Journal {
         &self,
         sessions: &[SessionId],
         path: impl AsRef<Path>,
+        progress: impl FnMut(u64),
+    ) -> Result<u64> {
+        self.export_journal_inner(sessions, path.as_ref(), progress, None)
+    }
+
+    /// [`export_journal`](Self::export_journal), passing every event
+    /// through `map` on its way (to redact secrets, say): each event is
+    /// decoded and checked as there, changed by `map`, and encoded into a
+    /// new frame (same session, seq and time). What `map` does not change
+    /// is written as it was.
+    ///
+    /// # Errors
+    /// As [`export_journal`](Self::export_journal); [`Error::TooLarge`] if
+    /// `map` made an event larger than the journal's limit.
+    pub fn export_journal_mapped(
+        &self,
+        sessions: &[SessionId],
+        path: impl AsRef<Path>,
+        progress: impl FnMut(u64),
+        mut map: impl FnMut(&mut crate::event::Event),
+    ) -> Result<u64> {
+        self.export_journal_inner(sessions, path.as_ref(), progress, Some(&mut map))
+    }
+
+    fn export_journal_inner(
+        &self,
+        sessions: &[SessionId],
+        path: &Path,
         mut progress: impl FnMut(u64),
+        mut map: Option<&mut dyn FnMut(&mut crate::event::Event)>,
     ) -> Result<u64> {
         let ids = if sessions.is_empty() {
             let skip = self.unfinished_import()?;
@@ -54,12 +83,12 @@ impl Journal {
             lens.push((id, len));
         }
         let limit = self.inner.config.max_event_bytes;
-        atomic::replace_file(path.as_ref(), |tmp| {
+        atomic::replace_file(path, |tmp| {
             let mut w = file::FileWriter::create(tmp)?;
             for &(id, len) in &lens {
                 let mut expect = 0u64;
                 self.inner.store.scan(id, 0, len, &mut |seq, frame| {
-                    let env: Envelope = format::decode_frame(frame, limit)
+                    let mut env: Envelope = format::decode_frame(frame, limit)
                         .map_err(|e| Error::corruption(Some(id), Some(seq), None, e.to_string()))?;
                     if env.seq != seq || env.session != id || seq != expect {
                         return Err(Error::corruption(
@@ -70,7 +99,13 @@ impl Journal {
                         ));
                     }
                     expect += 1;
-                    w.write_frame(frame)?;
+                    match map.as_mut() {
+                        Some(map) => {
+                            map(&mut env.event);
+                            w.write_frame(&format::encode_frame(&env, limit)?)?;
+                        }
+                        None => w.write_frame(frame)?,
+                    }
                     progress(1);
                     Ok(Visit::Continue(()))
                 })?;
