@@ -9,6 +9,7 @@ mod copies;
 mod damage;
 mod errors;
 mod inspect;
+mod reading;
 
 use std::path::{Path, PathBuf};
 

@@ -14,8 +14,26 @@ use crate::common::{json_lines, path_str, run_cli};
 const DOC: &str = include_str!("../docs/cli-json.md");
 
 /// The keys the document lists for the row named `name` (the first
-/// `` `{...}` `` after it).
+/// `` `{...}` `` after it); `stats provider call` and the like name the
+/// later lists of a row (`each provider call `{...}``).
 fn documented(name: &str) -> BTreeSet<String> {
+    if let Some((cmd, part)) = name.split_once(' ').filter(|(c, _)| *c == "stats") {
+        let row = DOC
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{cmd}` | ")))
+            .expect("the stats row");
+        let lead = if part == "failures" {
+            "`failures` is `{".to_owned()
+        } else {
+            format!("each {part} `{{")
+        };
+        let start = row.find(&lead).unwrap_or_else(|| panic!("{lead} in {row}")) + lead.len();
+        let end = start + row[start..].find("}`").expect("the end of the key list");
+        return row[start..end]
+            .split(',')
+            .map(|k| k.trim().to_owned())
+            .collect();
+    }
     let row = DOC
         .lines()
         .find(|l| l.starts_with(&format!("| `{name}` | ")))
@@ -106,6 +124,12 @@ fn every_commands_json_output_has_the_documented_keys() {
     check(&object(&db, &["diff", &id, "3", "9"]), "diff");
     check(&object(&db, &["verify"]), "verify");
     check(&object(&db, &["show", &id]), "show");
+    let stats = object(&db, &["stats", &id]);
+    check(&stats, "stats");
+    check(&stats["provider_calls"][0], "stats provider call");
+    check(&stats["models"][0], "stats model");
+    check(&stats["tools"][0], "stats tool");
+    check(&stats["failures"], "stats failures");
     let fork = object(&db, &["fork", &id, "--at", "5"]);
     check(&fork, "fork");
     let fork_id = fork["session"].as_str().unwrap().to_owned();

@@ -72,6 +72,7 @@ pub(crate) fn compact(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
 /// `salvage --to NEW`.
 pub(crate) fn salvage(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
     let limit = agent_journal::DEFAULT_MAX_EVENT_BYTES;
+    let spinner = crate::cli::output::working("salvage");
     let r = if cli.db.is_file() {
         agent_journal::salvage_file(&cli.db, to, limit)?
     } else {
@@ -82,6 +83,7 @@ pub(crate) fn salvage(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
         crate::cli::sandbox::copy_registry(&cli.db, to)?;
         r
     };
+    spinner.finish_and_clear();
     if cli.json {
         print_json(&serde_json::json!({
             "sessions": r.sessions, "copied": r.copied, "renumbered": r.renumbered,
@@ -183,7 +185,9 @@ pub(crate) fn fork(cli: &Cli, args: &ForkArgs) -> Result<ExitCode, Error> {
     let journal = open_existing(&cli.db)?;
     let s = find_session(&journal, &args.session)?;
     let at = args.at;
+    let spinner = crate::cli::output::working("fork");
     let f = s.fork(at)?;
+    spinner.finish_and_clear();
     if cli.json {
         print_json(
             &serde_json::json!({"session": f.id().to_string(), "parent": s.id().to_string(), "at": at}),

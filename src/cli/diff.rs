@@ -9,7 +9,7 @@ use clap::Args;
 use crate::cli::Cli;
 use crate::cli::open::{open_for_reading, read_session};
 use crate::cli::output::print_json;
-use crate::cli::render::{clip, event_line, outcome};
+use crate::cli::render::{event_line, outcome};
 
 /// The arguments of `diff`.
 #[derive(Args, Debug)]
@@ -160,7 +160,7 @@ impl Diff {
                     m.role,
                     m.sequence,
                     m.turn,
-                    clip(&m.content, 70)
+                    crate::cli::render::clip_exact(&m.content, 70)
                 );
             }
         }

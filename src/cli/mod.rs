@@ -31,6 +31,7 @@ mod copy;
 mod demo;
 mod diff;
 mod event_json;
+mod filter;
 mod lease;
 mod open;
 mod output;
@@ -40,12 +41,17 @@ mod redact;
 mod render;
 mod sandbox;
 mod serve;
+mod stats;
+mod style;
 mod transfer;
 mod view;
 
 /// Writes one line to stdout; a closed pipe ends the process with success.
 pub(crate) fn emit(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
+    if style::to_pager(args).is_some() {
+        return;
+    }
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
@@ -77,6 +83,13 @@ pub(crate) struct Cli {
     /// Machine-readable output (JSON) on stdout.
     #[arg(long, global = true)]
     pub(crate) json: bool,
+    /// Times in UTC (default: local time, with its zone).
+    #[arg(long, global = true)]
+    pub(crate) utc: bool,
+    /// Never page `log` and `show` (default: through `$PAGER`, else
+    /// `less -FRX`, when stdout is a terminal).
+    #[arg(long, global = true)]
+    pub(crate) no_pager: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -114,6 +127,9 @@ enum Command {
     /// Write a session as one self-contained HTML page: a timeline, a
     /// scrubber over its state, search and filters (no network needed).
     View(view::ViewArgs),
+    /// Where a run's time and tokens went: per provider call and model,
+    /// per tool (min/median/max), failures, provider time against tool time.
+    Stats(stats::StatsArgs),
     /// Serve the timeline of every session on 127.0.0.1, following live
     /// sessions as their events land.
     Serve(serve::ServeArgs),
@@ -172,7 +188,9 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
+    style::init(cli.json, cli.utc);
     let result = run(&cli);
+    style::finish_pager();
     open::remove_copies();
     match result {
         Ok(code) => code,
@@ -238,6 +256,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Show(args) => read::show(cli, args),
         Command::View(args) => view::view(cli, args),
         Command::Serve(args) => serve::serve(cli, args),
+        Command::Stats(args) => stats::stats(cli, args),
         Command::Verify(args) => admin::verify(cli, args.session.as_deref()),
         Command::Export(args) => transfer::export(cli, args),
         Command::Import(args) => transfer::import(cli, args),

@@ -136,7 +136,9 @@ pub(crate) fn warn_torn_tail(s: &Session) {
     }
 }
 
-/// Finds a session by full id or unique prefix.
+/// Finds a session by full id, or a unique prefix or suffix of one (the
+/// text mode prints the last 8 digits, which UUIDv7 ids made in the same
+/// minute never share).
 pub(crate) fn find_session(journal: &Journal, text: &str) -> Result<Session, Error> {
     if let Ok(id) = text.parse::<SessionId>() {
         return journal.session(id);
@@ -150,7 +152,7 @@ pub(crate) fn find_session(journal: &Journal, text: &str) -> Result<Session, Err
     let matches: Vec<SessionId> = journal
         .sessions()?
         .into_iter()
-        .filter(|id| id.to_string().starts_with(&needle))
+        .filter(|id| crate::cli::filter::names(&id.to_string(), &needle))
         .collect();
     match matches.as_slice() {
         [one] => journal.session(*one),

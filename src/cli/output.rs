@@ -26,3 +26,19 @@ pub(crate) fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
     bar.set_message(what.to_owned());
     bar
 }
+
+/// A spinner on stderr with the time elapsed, for work whose size is not
+/// known ahead (hidden when stderr is not a terminal). It turns while the
+/// work runs; `finish_and_clear` removes it.
+pub(crate) fn working(what: &str) -> indicatif::ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+        bar.set_style(style);
+    }
+    bar.set_message(what.to_owned());
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}

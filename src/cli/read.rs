@@ -6,11 +6,12 @@ use std::process::ExitCode;
 use agent_journal::{Error, Journal, JsonOptions, Session, SessionId};
 use clap::Args;
 
+use crate::cli::filter::{Filter, FilterArgs};
 use crate::cli::open::{
     at_or_last, open_for_reading, open_quietly, read_session, session_arg, warn_torn_tail,
 };
 use crate::cli::output::print_json;
-use crate::cli::{Cli, conversation, event_json, render};
+use crate::cli::{Cli, conversation, event_json, render, style};
 
 /// The arguments of `sessions`.
 #[derive(Args, Debug)]
@@ -40,6 +41,8 @@ pub(crate) struct LogArgs {
     /// `--json`, one JSON object a line.
     #[arg(long, conflicts_with = "to")]
     follow: bool,
+    #[command(flatten)]
+    filter: FilterArgs,
 }
 
 /// The arguments of `show`.
@@ -58,6 +61,8 @@ pub(crate) struct ShowArgs {
     /// rebuilt as the provider's API takes it, ready to be sent again.
     #[arg(long, requires = "turn")]
     request: bool,
+    #[command(flatten)]
+    filter: FilterArgs,
 }
 
 /// The arguments of `pending`.
@@ -93,17 +98,26 @@ pub(crate) fn sessions(cli: &Cli) -> Result<ExitCode, Error> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Prints events `from..to` of `s`: one line each, or one JSON object a
-/// line under `--json`; streamed, in constant memory.
-fn print_events(cli: &Cli, s: &Session, from: u64, to: u64) -> Result<(), Error> {
-    if cli.json {
-        s.for_each_event(from..to, |e| {
-            outln!("{}", event_json::event(&e));
-            Ok(())
-        })
-    } else {
-        render::print_log(s, from, to)
-    }
+/// Prints the events `from..to` of `s` that `filter` lets through: one line
+/// each, or one JSON object a line under `--json`; streamed, in constant
+/// memory.
+fn print_events(
+    cli: &Cli,
+    s: &Session,
+    from: u64,
+    to: u64,
+    filter: &mut Filter,
+) -> Result<(), Error> {
+    s.for_each_event(from..to, |e| {
+        if filter.event(&e) {
+            if cli.json {
+                outln!("{}", event_json::event(&e));
+            } else {
+                outln!("{}", render::event_line(&e));
+            }
+        }
+        Ok(())
+    })
 }
 
 /// `log SESSION [--from A] [--to B]`.
@@ -117,10 +131,12 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<ExitCode, Error> {
         Some(t) => t.saturating_add(1).min(head),
         None => head,
     };
+    let mut filter = Filter::new(&args.filter, true)?;
+    filter.learn_before(&s, from)?;
     if args.follow {
         let id = s.id();
         drop((s, journal));
-        return follow(cli, id, from);
+        return follow(cli, id, from, &mut filter);
     }
     if from < head && from >= to {
         return Err(Error::InvalidInput(format!(
@@ -128,7 +144,10 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<ExitCode, Error> {
             to.saturating_sub(1)
         )));
     }
-    print_events(cli, &s, from, to)?;
+    if !cli.json {
+        style::start_pager(cli.no_pager);
+    }
+    print_events(cli, &s, from, to, &mut filter)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -138,7 +157,7 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<ExitCode, Error> {
 /// poll, so that an agent can start meanwhile and the file's new records
 /// are read; one read through a writer's read service or on PostgreSQL is
 /// kept, and waits for appends there.
-fn follow(cli: &Cli, id: SessionId, mut next: u64) -> Result<ExitCode, Error> {
+fn follow(cli: &Cli, id: SessionId, mut next: u64, filter: &mut Filter) -> Result<ExitCode, Error> {
     let mut kept: Option<(Journal, Session)> = None;
     loop {
         let (journal, s) = match kept.take() {
@@ -165,7 +184,7 @@ fn follow(cli: &Cli, id: SessionId, mut next: u64) -> Result<ExitCode, Error> {
             Err(e) => return Err(e),
         };
         if head > next {
-            print_events(cli, &s, next, head)?;
+            print_events(cli, &s, next, head, filter)?;
             next = head;
         }
         if shared {
@@ -180,6 +199,7 @@ fn follow(cli: &Cli, id: SessionId, mut next: u64) -> Result<ExitCode, Error> {
 
 /// `show SESSION [--at SEQ]`.
 pub(crate) fn show(cli: &Cli, args: &ShowArgs) -> Result<ExitCode, Error> {
+    let filter = Filter::new(&args.filter, false)?;
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.session)?;
     let at = at_or_last(&s, args.at);
@@ -204,9 +224,11 @@ pub(crate) fn show(cli: &Cli, args: &ShowArgs) -> Result<ExitCode, Error> {
         });
         outln!("{text}");
     } else if state.conversation_log().is_conversation() {
+        style::start_pager(cli.no_pager);
         conversation::print_conversation(&s, at, &state);
     } else {
-        render::print_state(&s, at, &state);
+        style::start_pager(cli.no_pager);
+        render::print_state(&s, at, &state, &filter);
     }
     Ok(ExitCode::SUCCESS)
 }

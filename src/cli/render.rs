@@ -1,23 +1,37 @@
 //! Text rendering of timelines, states and session lists.
 
 use agent_journal::conversation::ConversationEvent;
+
+use crate::cli::filter::Filter;
+use crate::cli::style::{self, Paint};
 use agent_journal::{
     Envelope, Error, Event, InnerMessage, Outcome, Session, SessionInfo, SessionState,
     SessionStatus,
 };
 
-/// At most `n` characters of `s` on one line, with an ellipsis if cut.
+/// At most `n` characters of `s` on one line, with an ellipsis if cut;
+/// under `--full`, all of it (on one line).
 pub(crate) fn clip(s: &str, n: usize) -> String {
     let one_line: String = s
         .chars()
         .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
         .collect();
-    if one_line.chars().count() <= n {
+    if style::full() || one_line.chars().count() <= n {
         one_line
     } else {
         let mut out: String = one_line.chars().take(n.saturating_sub(1)).collect();
         out.push('…');
         out
+    }
+}
+
+/// A message content for `{:?}`: [`clip`]ped, or under `--full` exactly as
+/// it is (its line breaks then show as `\n`).
+pub(crate) fn clip_exact(s: &str, n: usize) -> String {
+    if style::full() {
+        s.to_owned()
+    } else {
+        clip(s, n)
     }
 }
 
@@ -42,7 +56,7 @@ fn message_line(m: &InnerMessage) -> String {
         m.role.as_str(),
         m.sequence,
         m.turn,
-        clip(&m.content, 70)
+        clip_exact(&m.content, 70)
     );
     for c in &m.tool_calls {
         line.push_str(&format!(
@@ -70,7 +84,7 @@ fn conversation_line(c: &ConversationEvent) -> String {
                 .unwrap_or_default()
         ),
         ConversationEvent::Message(m) => {
-            let mut line = format!("{:<9} {:?}", m.role.as_str(), clip(&m.text(), 70));
+            let mut line = format!("{:<9} {:?}", m.role.as_str(), clip_exact(&m.text(), 70));
             for c in &m.tool_calls {
                 line.push_str(&format!(
                     " -> {}({}) [{}]",
@@ -203,10 +217,10 @@ pub(crate) fn event_line(e: &Envelope) -> String {
         Event::Conversation(c) => conversation_line(c),
     };
     format!(
-        "{:>5}  {}  {:<18} {}",
+        "{:>5}  {}  {} {}",
         e.seq,
-        e.at.format("%H:%M:%S%.3f"),
-        e.event.kind(),
+        style::paint(Paint::Dim, &style::time(e.at)),
+        style::paint(Paint::Kind, &format!("{:<18}", e.event.kind())),
         what
     )
 }
@@ -234,7 +248,7 @@ pub(crate) fn print_sessions(infos: &[SessionInfo]) {
         return;
     }
     outln!(
-        "{:<36}  {:<19}  {:>7}  {:<10}  {:<19}  labels",
+        "{:<36}  {:<25}  {:>7}  {:<10}  {:<25}  labels",
         "session",
         "created",
         "events",
@@ -247,12 +261,15 @@ pub(crate) fn print_sessions(infos: &[SessionInfo]) {
             labels.push(format!("(fork of {} at seq {at})", short(parent)));
         }
         outln!(
-            "{:<36}  {:<19}  {:>7}  {:<10}  {:<19}  {}",
+            "{:<36}  {:<25}  {:>7}  {}  {:<25}  {}",
             i.id,
-            i.created.format("%Y-%m-%d %H:%M:%S"),
+            style::date_time(i.created),
             i.events,
-            status(i.status),
-            i.last_activity.format("%Y-%m-%d %H:%M:%S"),
+            style::paint(
+                style::status_paint(status(i.status)),
+                &format!("{:<10}", status(i.status))
+            ),
+            style::date_time(i.last_activity),
             labels.join(" ")
         );
     }
@@ -271,8 +288,9 @@ pub(crate) fn info_json(i: &SessionInfo) -> serde_json::Value {
     })
 }
 
-/// Prints the state after event `at`.
-pub(crate) fn print_state(s: &Session, at: u64, state: &SessionState) {
+/// Prints the state after event `at`: the evaluations, messages and tool
+/// calls that `filter` lets through.
+pub(crate) fn print_state(s: &Session, at: u64, state: &SessionState, filter: &Filter) {
     outln!(
         "session {} at seq {at} (of {})",
         s.id(),
@@ -282,23 +300,43 @@ pub(crate) fn print_state(s: &Session, at: u64, state: &SessionState) {
         outln!("forked from {parent} at seq {pat}");
     }
     for e in state.evaluations().iter() {
+        if !filter.evaluation(&e.evaluation_id.to_string()) {
+            continue;
+        }
         let st = match &e.outcome {
             Some(o) => outcome(o),
             None => "unfinished".into(),
         };
+        let word = st.split(':').next().unwrap_or_default().to_owned();
         outln!();
         outln!(
-            "evaluation {}  prompt {}/{}  turns {}  messages {}  {st}",
+            "evaluation {}  prompt {}/{}  turns {}  messages {}  {}",
             e.evaluation_id,
             e.prompt_ns,
             e.prompt_key,
             e.turns,
-            e.message_count
+            e.message_count,
+            style::paint(style::status_paint(&word), &st)
         );
         for m in state.messages().for_evaluation(e.evaluation_id) {
-            outln!("  {}", message_line(m));
+            let tools: Vec<&str> = m
+                .tool_calls
+                .iter()
+                .map(|c| c.name.as_str())
+                .chain(m.tool_name.as_deref())
+                .collect();
+            if filter.message(m.role.as_str(), &m.content, &tools) {
+                outln!("  {}", message_line(m));
+            }
         }
-        let calls: Vec<_> = state.tool_calls().for_evaluation(e.evaluation_id).collect();
+        let calls: Vec<_> = state
+            .tool_calls()
+            .for_evaluation(e.evaluation_id)
+            .filter(|c| {
+                let text = format!("{} {} {}", c.call_id.as_str(), c.name, c.arguments);
+                filter.call(&c.name, &text)
+            })
+            .collect();
         if !calls.is_empty() {
             outln!("  tool calls:");
             for c in calls {
@@ -307,11 +345,17 @@ pub(crate) fn print_state(s: &Session, at: u64, state: &SessionState) {
                     .as_deref()
                     .map(|e| format!(" ({})", clip(e, 50)))
                     .unwrap_or_default();
+                let args = if style::full() {
+                    format!(" {}", c.arguments)
+                } else {
+                    String::new()
+                };
+                let status = c.status.to_string();
                 outln!(
-                    "    {:<24} {:<12} {}{err}",
+                    "    {:<24} {:<12} {}{err}{args}",
                     c.call_id.as_str(),
                     c.name,
-                    c.status
+                    style::paint(style::status_paint(&status), &status)
                 );
             }
         }

@@ -161,10 +161,12 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
                 ExportFormat::Anthropic => ConversationFormat::Anthropic,
                 _ => ConversationFormat::Jsonl,
             };
+            let spinner = crate::cli::output::working("export");
             let text = match &args.evaluation {
                 None => f.to_text(&s.latest_conversation(args.at)?),
                 Some(which) => evaluations_text(&s, args.at, which, f)?,
             };
+            spinner.finish_and_clear();
             let lines = f == ConversationFormat::Jsonl;
             write_output(
                 output,
@@ -173,6 +175,7 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
         }
         ExportFormat::Wink => {
             no_evaluation(args)?;
+            let spinner = crate::cli::output::working("export");
             let at = at_or_last(&s, args.at);
             let state = s.state_at(at)?;
             let forked = state.forked_from().map(|(p, _)| p);
@@ -188,6 +191,7 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
                 ],
                 created_at: None,
             });
+            spinner.finish_and_clear();
             write_output(output, redacted(&mut redactor, &text, false)?.as_str())?;
         }
         ExportFormat::StateBlob => {
@@ -290,6 +294,13 @@ fn evaluations_text(
 
 /// `import FILE --format F`.
 pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
+    let spinner = crate::cli::output::working("import");
+    let result = import_format(cli, args);
+    spinner.finish_and_clear();
+    result
+}
+
+fn import_format(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
     let file = &args.file;
     let f = match args.format {
         ImportFormat::Openai => ConversationFormat::OpenAi,

@@ -49,7 +49,9 @@ pub(crate) struct Live {
 pub(crate) fn view(cli: &Cli, args: &ViewArgs) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.session)?;
+    let spinner = crate::cli::output::working("view");
     let html = page(&journal, &s, None)?;
+    spinner.finish_and_clear();
     let path = args
         .output
         .clone()
