@@ -160,7 +160,9 @@ pub enum Event {
         /// How it ended.
         outcome: Outcome,
     },
-    /// This session was forked from another (always seq 0 or 1 of the fork).
+    /// This session was forked from another by an earlier version, which
+    /// copied the prefix: seq 1, after a `SessionOpened`, then copies of
+    /// the parent's events `1..=at`. Forks are now [`Event::ForkPoint`].
     Forked {
         /// The session it branches from.
         parent: SessionId,
@@ -177,6 +179,16 @@ pub enum Event {
     /// A change made by the conversation engine: a conversation, a message,
     /// a turn or a provider call (see [`ConversationEvent`]).
     Conversation(Box<ConversationEvent>),
+    /// This session is a fork that reads its parent's events `0..=at`
+    /// (same seqs and times) instead of copying them: the first event
+    /// stored in the fork, read at seq `at + 1`, before the fork's own
+    /// events ([`Session::fork`](crate::Session::fork)).
+    ForkPoint {
+        /// The session it branches from.
+        parent: SessionId,
+        /// The last seq of the parent the fork includes.
+        at: u64,
+    },
 }
 
 impl Event {
@@ -192,6 +204,7 @@ impl Event {
             Event::Compacted { .. } => "Compacted",
             Event::EvaluationFinished { .. } => "EvaluationFinished",
             Event::Forked { .. } => "Forked",
+            Event::ForkPoint { .. } => "ForkPoint",
             Event::Custom { .. } => "Custom",
             Event::Conversation(c) => c.kind(),
         }
@@ -209,6 +222,7 @@ impl Event {
             Event::AdapterState(a) => a.evaluation_id,
             Event::SessionOpened { .. }
             | Event::Forked { .. }
+            | Event::ForkPoint { .. }
             | Event::Custom { .. }
             | Event::Conversation(_) => None,
         }

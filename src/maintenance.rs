@@ -65,9 +65,23 @@ impl Journal {
     /// # Errors
     /// [`Error::InvalidInput`] if an evaluation of it has a tool call in
     /// doubt (started, never finished) and `force` is false: deleting it
-    /// would lose the only record that the tool may have had its effect.
+    /// would lose the only record that the tool may have had its effect;
+    /// [`Error::InvalidInput`] (even with `force`) while forks read its
+    /// events ([`Journal::forks_of`]): delete them first.
     pub fn delete_session(&self, id: SessionId, force: bool) -> Result<()> {
         let session = self.session(id)?;
+        // Forks read this session's first events: it stays while they do.
+        let forks = self.forks_of(id)?;
+        if !forks.is_empty() {
+            let list: Vec<String> = forks
+                .iter()
+                .map(|(f, at)| format!("{f} (at seq {at})"))
+                .collect();
+            return Err(Error::InvalidInput(format!(
+                "session {id} has forks that read its events: {}; delete them first",
+                list.join(", ")
+            )));
+        }
         if !force {
             let state = session.state();
             let in_doubt: Vec<String> = state

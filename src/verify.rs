@@ -133,11 +133,29 @@ fn verify_session(
     let snapshot = store.latest_snapshot(id);
     let mut state = SessionState::with_slices(&config.slices);
     let mut state_ok = true;
+    // A fork that reads its parent's prefix: its own events come after it
+    // (`session/fork.rs`), its state starts from the parent's.
+    let base = crate::session::base_of(journal, id)?;
+    let offset = base.map_or(0, |b| b.at + 1);
+    let mut missing_parent = None;
+    if let Some(b) = base {
+        match journal.session(b.parent).and_then(|p| p.state_at(b.at)) {
+            Ok(s) => state = s,
+            Err(e) => {
+                state_ok = false;
+                missing_parent = Some(format!(
+                    "this fork reads its first {} events from session {}: {e}",
+                    b.at + 1,
+                    b.parent
+                ));
+            }
+        }
+    }
     let mut expect = 0u64;
     let mut seen: HashSet<MessageId> = HashSet::new();
     let problem = |seq: Option<u64>, kind: ProblemKind, message: String| Problem {
         session: id,
-        seq,
+        seq: seq.map(|s| s + offset),
         offset: None,
         kind,
         message,
@@ -153,6 +171,9 @@ fn verify_session(
         ));
         None
     });
+    if let Some(m) = missing_parent {
+        found.push(problem(Some(0), ProblemKind::Damage, m));
+    }
     let mut snapshot_checked = false;
     store.scan(id, 0, len, &mut |seq, frame| {
         if seq != expect {
@@ -183,6 +204,12 @@ fn verify_session(
         }
         match (&env.event, seq) {
             (Event::SessionOpened { .. }, 0) => {}
+            (Event::ForkPoint { .. }, 0) if base.is_some() => {}
+            (Event::ForkPoint { .. }, _) => found.push(problem(
+                Some(seq),
+                ProblemKind::Invariant,
+                "ForkPoint after a fork's first event".into(),
+            )),
             (_, 0) => found.push(problem(
                 Some(0),
                 ProblemKind::Invariant,
@@ -204,9 +231,11 @@ fn verify_session(
             _ => {}
         }
         if state_ok {
+            let mut env = env;
+            env.seq += offset;
             state.apply_owned(env);
             if let Some((sseq, sframe)) = &snapshot
-                && *sseq == seq
+                && *sseq == seq + offset
             {
                 snapshot_checked = true;
                 let verdict = format::verify_frame(sframe)
@@ -242,7 +271,7 @@ fn verify_session(
         && state_ok
     {
         found.push(problem(
-            Some(*sseq),
+            Some(sseq.saturating_sub(offset)),
             ProblemKind::Snapshot,
             format!("snapshot at seq {sseq} is past the stream's end"),
         ));

@@ -273,19 +273,33 @@ fn the_wink_json_has_the_documented_shape_and_round_trips() {
 
 #[test]
 fn a_fork_of_a_fork_names_its_own_parent() {
-    // A fork of a fork copies its parent's events, the parent's own `Forked`
-    // marker among them, and still names its own parent (the fuzz target
-    // `model`, seed regression-fork-of-fork).
+    // A fork of a fork reads its parent's events, the parent's own marker
+    // among them when it forks after it, and still names its own parent
+    // (the fuzz target `model`, seed regression-fork-of-fork).
     for b in backends() {
         let s = b.journal.create_session().expect(b.name);
         record_spec_run(&s);
         let f1 = s.fork(3).expect("fork");
-        let f2 = f1.fork(2).expect("fork of fork");
+        let f2 = f1.fork(2).expect("fork inside the grandparent's prefix");
+        let f3 = f1.fork(4).expect("fork after the parent's marker");
         assert_eq!(f1.state().forked_from(), Some((s.id(), 3)), "{}", b.name);
         assert_eq!(f2.state().forked_from(), Some((f1.id(), 2)), "{}", b.name);
-        assert!(
-            matches!(f2.events(2..3).expect("events")[0].event, Event::Forked { parent, at: 3 } if parent == s.id())
-        );
+        assert_eq!(f3.state().forked_from(), Some((f1.id(), 4)), "{}", b.name);
+        assert!(matches!(
+            f3.events(4..5).expect("events")[0].event,
+            Event::ForkPoint { parent, at: 3 } if parent == s.id()
+        ));
+        assert!(matches!(
+            f3.events(5..6).expect("events")[0].event,
+            Event::ForkPoint { parent, at: 4 } if parent == f1.id()
+        ));
+        // Loaded again (every handle dropped: the state is rebuilt from
+        // the parents), the same.
+        let f3_id = f3.id();
+        drop((s, f1, f2, f3));
+        let again = b.journal.session(f3_id).expect("load again");
+        assert_eq!(again.state().forked_from().map(|(_, at)| at), Some(4));
+        assert_eq!(again.head(), 6);
     }
 }
 

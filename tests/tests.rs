@@ -15,6 +15,7 @@ mod crash;
 mod examples;
 mod failures;
 mod footguns;
+mod forks;
 mod golden;
 #[cfg(feature = "http")]
 mod http_adapters;

@@ -9,8 +9,9 @@
 //!   the prefix `0..=seq`;
 //! - after a reopen every session loads (using its snapshot) to the state it
 //!   had before, and no snapshot is rejected;
-//! - a fork holds `SessionOpened`, `Forked { parent, at }` and copies of
-//!   events `1..=at`, and its state says it was forked from its parent at `at`;
+//! - a fork reads its parent's events `0..=at` as they are (their session,
+//!   seqs and times), then holds `ForkPoint { parent, at }` and its own
+//!   events, and its state says it was forked from its parent at `at`;
 //! - `resume_plan()` exists iff an evaluation was started, and is
 //!   consistent with the state.
 //!
@@ -91,6 +92,9 @@ struct World {
     handles: Vec<Session>,
     /// The model: each session's id and events.
     model: Vec<(SessionId, Vec<Event>)>,
+    /// The session each event's envelope names (a fork's prefix is its
+    /// ancestors').
+    owners: Vec<Vec<SessionId>>,
     cur: usize,
 }
 
@@ -105,7 +109,10 @@ impl World {
         self.journal = Some(j);
     }
 
-    fn add(&mut self, session: Session, events: Vec<Event>) {
+    fn add(&mut self, session: Session, events: Vec<Event>, prefix: Vec<SessionId>) {
+        let mut owners = prefix;
+        owners.resize(events.len(), session.id());
+        self.owners.push(owners);
         self.model.push((session.id(), events));
         self.handles.push(session);
         self.cur = self.handles.len() - 1;
@@ -122,7 +129,7 @@ impl World {
         assert_eq!(envs.len(), events.len(), "events(..) length");
         for (seq, (env, event)) in envs.iter().zip(events).enumerate() {
             assert_eq!(env.seq, seq as u64, "seq");
-            assert_eq!(env.session, *id, "session of an envelope");
+            assert_eq!(env.session, self.owners[i][seq], "session of an envelope");
             assert_eq!(
                 &env.event, event,
                 "event at seq {seq} differs from the model"
@@ -172,6 +179,8 @@ impl World {
                 let seq = h.append(event.clone()).expect("append");
                 assert_eq!(seq, self.model[self.cur].1.len() as u64, "append's seq");
                 self.model[self.cur].1.push(event);
+                let id = self.model[self.cur].0;
+                self.owners[self.cur].push(id);
             }
             Op::AppendBatch(Batch(es)) => {
                 let events: Vec<Event> = es.iter().map(appendable).collect();
@@ -187,6 +196,9 @@ impl World {
                     "last seq of a batch"
                 );
                 self.model[self.cur].1.extend(events);
+                let id = self.model[self.cur].0;
+                let n = self.model[self.cur].1.len();
+                self.owners[self.cur].resize(n, id);
             }
             Op::Snapshot => {
                 let head = self.model[self.cur].1.len() as u64;
@@ -202,21 +214,13 @@ impl World {
             Op::Fork(at) => {
                 let (parent, events) = &self.model[self.cur];
                 let at = u64::from(at) % events.len() as u64;
-                let envs = self.check(self.cur);
-                let prefix = fold(&envs[..=at as usize]);
-                let mut forked = vec![
-                    Event::SessionOpened {
-                        labels: prefix.labels().to_vec(),
-                    },
-                    Event::Forked {
-                        parent: *parent,
-                        at,
-                    },
-                ];
-                forked.extend(events[1..=at as usize].iter().cloned());
+                self.check(self.cur);
                 let parent = *parent;
+                let mut forked: Vec<Event> = events[..=at as usize].to_vec();
+                forked.push(Event::ForkPoint { parent, at });
+                let prefix = self.owners[self.cur][..=at as usize].to_vec();
                 let h = self.handles[self.cur].fork(at).expect("fork");
-                self.add(h, forked);
+                self.add(h, forked, prefix);
                 let state = self.handles[self.cur].state_cloned();
                 assert_eq!(
                     state.forked_from(),
@@ -235,7 +239,7 @@ impl World {
                     .journal()
                     .create_session_with_labels(labels.clone())
                     .expect("create_session");
-                self.add(h, vec![Event::SessionOpened { labels }]);
+                self.add(h, vec![Event::SessionOpened { labels }], Vec::new());
             }
             Op::StateAt(x) => {
                 let envs = self.check(self.cur);
@@ -296,11 +300,12 @@ fuzz_target!(|input: Input| {
         journal: None,
         handles: Vec::new(),
         model: Vec::new(),
+        owners: Vec::new(),
         cur: 0,
     };
     w.open();
     let first = w.journal().create_session().expect("create_session");
-    w.add(first, vec![Event::SessionOpened { labels: Vec::new() }]);
+    w.add(first, vec![Event::SessionOpened { labels: Vec::new() }], Vec::new());
     let mut reopens = 0;
     for op in input.ops.into_iter().take(MAX_OPS) {
         w.apply(op, &mut reopens);

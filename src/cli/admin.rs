@@ -8,7 +8,7 @@ use agent_journal::Error;
 use clap::Args;
 
 use crate::cli::Cli;
-use crate::cli::open::{find_session, find_session_id, open_existing};
+use crate::cli::open::{find_session_id, open_existing};
 use crate::cli::output::{print_json, progress};
 
 /// The arguments of `compact` and `salvage`.
@@ -183,17 +183,16 @@ pub(crate) fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error
 /// `fork SESSION --at SEQ`.
 pub(crate) fn fork(cli: &Cli, args: &ForkArgs) -> Result<ExitCode, Error> {
     let journal = open_existing(&cli.db)?;
-    let s = find_session(&journal, &args.session)?;
+    // One event written; neither session's state is loaded.
+    let parent = find_session_id(&journal, &args.session)?;
     let at = args.at;
-    let spinner = crate::cli::output::working("fork");
-    let f = s.fork(at)?;
-    spinner.finish_and_clear();
+    let f = journal.fork_session(parent, at)?;
     if cli.json {
         print_json(
-            &serde_json::json!({"session": f.id().to_string(), "parent": s.id().to_string(), "at": at}),
+            &serde_json::json!({"session": f.to_string(), "parent": parent.to_string(), "at": at}),
         )?;
     } else {
-        outln!("forked session {} from {} at seq {at}", f.id(), s.id());
+        outln!("forked session {f} from {parent} at seq {at}");
     }
     Ok(ExitCode::SUCCESS)
 }

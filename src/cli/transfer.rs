@@ -131,15 +131,19 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
             let out = output
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|| PathBuf::from(format!("{}.ajournal", s.id())));
-            let bar = progress(s.head(), "export");
+            // A fork reads its first events from its parent: the file holds
+            // its ancestors too, so that it stands alone.
+            let ids = journal.lineage(s.id())?;
+            let mut total = 0;
+            for id in &ids {
+                total += journal.stream_len(*id)?.unwrap_or(0);
+            }
+            let bar = progress(total, "export");
             let n = match redactor.as_mut() {
-                Some(r) => journal.export_journal_mapped(
-                    &[s.id()],
-                    &out,
-                    |k| bar.inc(k),
-                    |e| r.event(e),
-                )?,
-                None => journal.export_journal(&[s.id()], &out, |k| bar.inc(k))?,
+                Some(r) => {
+                    journal.export_journal_mapped(&ids, &out, |k| bar.inc(k), |e| r.event(e))?
+                }
+                None => journal.export_journal(&ids, &out, |k| bar.inc(k))?,
             };
             bar.finish_and_clear();
             let redacted = redactor.as_ref().map(|r| r.replaced);
@@ -149,8 +153,12 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
                 }))?;
                 return Ok(ExitCode::SUCCESS);
             }
+            let with = match ids.len() - 1 {
+                0 => String::new(),
+                k => format!(" (with the {k} session(s) whose events it reads)"),
+            };
             outln!(
-                "wrote {n} events of session {} to {}",
+                "wrote {n} events of session {}{with} to {}",
                 s.id(),
                 out.display()
             );

@@ -85,20 +85,17 @@ pub(crate) fn status_word(s: SessionStatus) -> &'static str {
     }
 }
 
-/// The forks of `id` among the sessions of `journal`, with their fork points.
+/// The forks of `id` among the sessions of `journal`, with their fork
+/// points (those that read its prefix, and copies made by earlier versions).
 fn forks_of(journal: &Journal, id: SessionId) -> Result<Vec<(SessionId, u64)>, Error> {
     let mut out = Vec::new();
     for other in journal.sessions()? {
         if other == id {
             continue;
         }
-        // The `Forked` event is seq 0 or 1 of a fork: read those only.
-        let s = journal.session(other)?;
-        for e in s.events(0..2.min(s.head()))? {
-            if let agent_journal::Event::Forked { parent, at } = e.event {
-                if parent == id {
-                    out.push((other, at));
-                }
+        if let Some((parent, at)) = journal.session(other)?.state().forked_from() {
+            if parent == id {
+                out.push((other, at));
             }
         }
     }

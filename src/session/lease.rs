@@ -63,13 +63,14 @@ impl Session {
     /// since this handle last saw its stream (a shared store); returns the
     /// new head. Cheap when there is nothing new.
     pub fn refresh(&self) -> Result<u64> {
+        let offset = self.offset();
         let len = self.journal.inner.store.len(self.id())?.unwrap_or(0);
         let mut core = self.core();
-        if len > core.head {
-            let from = core.head;
+        if len + offset > core.head {
+            let from = core.head - offset;
             let state = std::sync::Arc::make_mut(&mut core.state);
-            let (head, _) = replay(&self.journal, self.id(), from, len, state, &mut 0)?;
-            core.head = head;
+            let (head, _) = replay(&self.journal, self.id(), from, len, state, &mut 0, offset)?;
+            core.head = head + offset;
         }
         Ok(core.head)
     }

@@ -1,10 +1,12 @@
 //! Sessions: append, read, fold, time travel, fork.
 
+mod fork;
 mod lease;
 mod open;
 pub(crate) mod recorder;
 mod replay;
 
+pub(crate) use fork::{Base, base_of, missing_parent};
 use replay::{check_frame, decode_snapshot, replay};
 
 use std::ops::{Bound, Deref, RangeBounds};
@@ -51,6 +53,9 @@ pub(crate) struct Core {
 
 pub(crate) struct SessionShared {
     id: SessionId,
+    /// For a fork that reads its parent's prefix: the parent and the fork
+    /// point (`session/fork.rs`).
+    base: Option<Base>,
     core: Mutex<Core>,
 }
 
@@ -111,13 +116,18 @@ fn bounds(range: impl RangeBounds<u64>, len: u64) -> (u64, u64) {
 
 impl Session {
     pub(crate) fn empty(journal: Journal, id: SessionId) -> Session {
+        Self::empty_at(journal, id, None)
+    }
+
+    fn empty_at(journal: Journal, id: SessionId, base: Option<Base>) -> Session {
         let state = SessionState::with_slices(&journal.inner.config.slices);
         Session {
             journal,
             shared: Arc::new(SessionShared {
                 id,
+                base,
                 core: Mutex::new(Core {
-                    head: 0,
+                    head: base.map_or(0, Base::offset),
                     state: Arc::new(state),
                     last_snapshot: None,
                     last_snapshot_at: None,
@@ -139,11 +149,15 @@ impl Session {
         self.shared.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Loads a session from the store: snapshot, then the verified tail.
+    /// Loads a session from the store: snapshot, then the verified tail. A
+    /// fork without a snapshot of its own starts from its parent's state at
+    /// the fork point.
     pub(crate) fn load(journal: Journal, id: SessionId) -> Result<Session> {
         let store = journal.inner.store.clone();
         let len = store.len(id)?.ok_or(Error::SessionNotFound(id))?;
-        let session = Session::empty(journal, id);
+        let base = base_of(&journal, id)?;
+        let offset = base.map_or(0, Base::offset);
+        let session = Session::empty_at(journal, id, base);
         {
             let mut core = session.core();
             let config = &session.journal.inner.config;
@@ -151,18 +165,29 @@ impl Session {
             // A snapshot that cannot be read (a file of the store gone or
             // cut short) is rejected like one that cannot be decoded.
             match store.latest_snapshot(id) {
-                Ok(Some((seq, frame))) => match decode_snapshot(frame.clone(), seq, len, config) {
-                    Ok(state) => {
-                        core.last_snapshot_len = frame.len();
-                        core.state = Arc::new(state);
-                        core.last_snapshot = Some(seq);
-                        core.load.snapshot_seq = Some(seq);
-                        from = seq + 1;
+                Ok(Some((seq, frame))) if seq >= offset => {
+                    match decode_snapshot(frame.clone(), seq, len + offset, config) {
+                        Ok(state) => {
+                            core.last_snapshot_len = frame.len();
+                            core.state = Arc::new(state);
+                            core.last_snapshot = Some(seq);
+                            core.load.snapshot_seq = Some(seq);
+                            from = seq + 1 - offset;
+                        }
+                        Err(reason) => core.load.snapshot_rejected = Some(reason),
                     }
-                    Err(reason) => core.load.snapshot_rejected = Some(reason),
-                },
+                }
+                Ok(Some((seq, _))) => {
+                    core.load.snapshot_rejected =
+                        Some(format!("snapshot at seq {seq} is inside the fork's prefix"));
+                }
                 Ok(None) => {}
                 Err(e) => core.load.snapshot_rejected = Some(e.to_string()),
+            }
+            if from == 0
+                && let Some(b) = base
+            {
+                core.state = Arc::new(session.prefix_state(b)?);
             }
             let core = &mut *core;
             let (head, tail) = replay(
@@ -172,11 +197,33 @@ impl Session {
                 len,
                 Arc::make_mut(&mut core.state),
                 &mut core.load.events_replayed,
+                offset,
             )?;
-            core.head = head;
-            core.tail = with_loss(tail, head, store.losses().iter().find(|l| l.session == id));
+            core.head = head + offset;
+            core.tail = with_loss(tail, head, store.losses().iter().find(|l| l.session == id)).map(
+                |mut t| {
+                    t.start += offset;
+                    t
+                },
+            );
         }
         Ok(session)
+    }
+
+    /// A fork's state before its own events: its parent's at the fork
+    /// point (the fork's marker, folded next, names the origin).
+    fn prefix_state(&self, b: Base) -> Result<SessionState> {
+        let parent = self.journal.session(b.parent).map_err(|e| match e {
+            Error::SessionNotFound(_) => missing_parent(self.id(), b.parent),
+            other => other,
+        })?;
+        parent.state_at(b.at)
+    }
+
+    /// Where the session's own stored events start in its seqs: 0, or for a
+    /// fork that reads its parent's prefix, the seq after that prefix.
+    pub(crate) fn offset(&self) -> u64 {
+        self.shared.base.map_or(0, Base::offset)
     }
 
     /// The session's id.
@@ -270,12 +317,16 @@ impl Session {
                 return Ok((first, first));
             }
             let at = now();
-            let envelopes: Vec<Envelope> = events
+            // Stored at their seq in the session's own stream (a fork's
+            // start after its parent's prefix, `fork.rs`).
+            let offset = self.offset();
+            let stored = first - offset;
+            let mut envelopes: Vec<Envelope> = events
                 .into_iter()
                 .enumerate()
                 .map(|(i, event)| Envelope {
                     session: id,
-                    seq: first + i as u64,
+                    seq: stored + i as u64,
                     at,
                     event,
                 })
@@ -288,10 +339,10 @@ impl Session {
                 if core.tail.is_some() {
                     // The torn tail found at load is not part of the stream:
                     // cut it off before writing over its seqs.
-                    store.truncate(id, first)?;
+                    store.truncate(id, stored)?;
                     core.tail = None;
                 }
-                store.append_leased(id, first, &frames, core.lease.as_ref())
+                store.append_leased(id, stored, &frames, core.lease.as_ref())
             });
             match written {
                 Ok(()) => {}
@@ -301,22 +352,26 @@ impl Session {
                     let (head, _) = replay(
                         &self.journal,
                         id,
-                        core.head,
+                        stored,
                         found,
                         Arc::make_mut(&mut core.state),
                         &mut 0,
+                        offset,
                     )?;
-                    core.head = head;
+                    core.head = head + offset;
                     return Err(Error::Conflict {
                         session: id,
                         expected: first,
-                        found,
+                        found: found + offset,
                     });
                 }
                 Err(e) => return Err(e),
             }
             inner.flush_configured()?;
             let head = first + envelopes.len() as u64;
+            if let Some(env) = envelopes.last_mut() {
+                env.seq += offset;
+            }
             let checkpoint = envelopes.last().is_some_and(|env| {
                 inner.config.checkpoint.should_checkpoint(
                     core.last_snapshot,
@@ -324,12 +379,16 @@ impl Session {
                     env,
                 )
             });
+            if let Some(env) = envelopes.last_mut() {
+                env.seq -= offset;
+            }
             // The events move into the state: no message is cloned. The head
             // moves last: a reducer that panicked would leave the head
             // before these events, and the next append (a `Conflict` with
             // the store) would replay them.
             let state = Arc::make_mut(&mut core.state);
-            for env in envelopes {
+            for mut env in envelopes.drain(..) {
+                env.seq += offset;
                 state.apply_owned(env);
             }
             core.head = head;
@@ -410,18 +469,38 @@ impl Session {
             }
             (core.head, core.last_snapshot)
         };
+        let offset = self.offset();
+        if let Some(b) = self.shared.base
+            && seq <= b.at
+        {
+            // Inside the prefix: the parent's state there.
+            return self.journal.session(b.parent)?.state_at(seq);
+        }
         let config = &self.journal.inner.config;
-        let mut state = SessionState::with_slices(&config.slices);
-        let mut from = 0;
-        if let Some(snap) = last_snapshot.filter(|s| *s <= seq)
+        let mut state = None;
+        let mut from = offset;
+        if let Some(snap) = last_snapshot.filter(|s| *s <= seq && *s >= offset)
             && let Ok(Some((sseq, frame))) = self.journal.inner.store.latest_snapshot(self.id())
             && sseq == snap
             && let Ok(s) = decode_snapshot(frame, sseq, head, config)
         {
-            state = s;
+            state = Some(s);
             from = sseq + 1;
         }
-        replay(&self.journal, self.id(), from, seq + 1, &mut state, &mut 0)?;
+        let mut state = match (state, self.shared.base) {
+            (Some(s), _) => s,
+            (None, Some(b)) => self.prefix_state(b)?,
+            (None, None) => SessionState::with_slices(&config.slices),
+        };
+        replay(
+            &self.journal,
+            self.id(),
+            from - offset,
+            seq + 1 - offset,
+            &mut state,
+            &mut 0,
+            offset,
+        )?;
         Ok(state)
     }
 
@@ -461,15 +540,36 @@ impl Session {
                 len: head,
             });
         }
+        self.each_event(from, to, &mut f)
+    }
+
+    /// [`for_each_event`](Self::for_each_event) of a checked range.
+    fn each_event(
+        &self,
+        from: u64,
+        to: u64,
+        f: &mut dyn FnMut(Envelope) -> Result<()>,
+    ) -> Result<()> {
         let id = self.id();
+        let offset = self.offset();
+        // A fork's prefix: its parent's events, as they are.
+        if let Some(b) = self.shared.base
+            && from < offset
+        {
+            let parent = self.journal.session(b.parent)?;
+            parent.each_event(from, to.min(offset), f)?;
+        }
+        let (from, to) = (from.max(offset) - offset, to.max(offset) - offset);
         let limit = self.journal.inner.config.max_event_bytes;
         let mut expect = from;
         self.journal.scan_frames(id, from, to, &mut |seq, frame| {
-            let env = check_frame(id, seq, expect, frame, limit)?;
+            let mut env = check_frame(id, seq, expect, frame, limit)?;
             expect += 1;
+            env.seq += offset;
             f(env)?;
             Ok(Visit::Continue(()))
         })?;
+        let (expect, to) = (expect + offset, to + offset);
         if expect != to {
             return Err(Error::corruption(
                 Some(id),
@@ -481,9 +581,12 @@ impl Session {
         Ok(())
     }
 
-    /// A new session that branches from this one after event `at`: it starts
-    /// with `SessionOpened` and `Forked { parent, at }`, then holds copies of
-    /// events `1..=at`, so its state equals `state_at(at)` plus the fork marker.
+    /// A new session that branches from this one after event `at`. It
+    /// refers to this session's events `0..=at` instead of copying them
+    /// (same seqs and times), then holds `ForkPoint { parent, at }` at seq
+    /// `at + 1` and its own events: making it writes one event, and its
+    /// state is `state_at(at)` plus the fork origin. This session cannot be
+    /// deleted while the fork exists. See [`Journal::fork_session`].
     ///
     /// # Errors
     /// [`Error::SeqOutOfRange`] if `at` is past the head.
@@ -496,30 +599,16 @@ impl Session {
                 len: head,
             });
         }
-        // The labels as they were at `at`: those of its SessionOpened.
-        let labels = match self.events(0..1)?.pop().map(|e| e.event) {
-            Some(Event::SessionOpened { labels }) => labels,
-            _ => self.state().labels().to_vec(),
-        };
-        let mut events = vec![
-            Event::SessionOpened { labels },
-            Event::Forked {
-                parent: self.id(),
-                at,
-            },
-        ];
-        self.for_each_event(1..=at, |env| {
-            events.push(env.event);
-            Ok(())
-        })?;
-        self.journal
-            .create_session_from(crate::model::SessionId::new(), events)
+        let id = self.journal.fork_session(self.id(), at)?;
+        self.journal.session(id)
     }
 
     /// A summary: created, last activity, number of events, status.
     pub fn info(&self) -> Result<SessionInfo> {
         let head = self.head();
-        let first = self.events(0..1)?;
+        // A fork was made when its marker was, after its parent's prefix.
+        let offset = self.offset();
+        let first = self.events(offset..(offset + 1).min(head))?;
         let last = if head > 1 {
             self.events(head - 1..head)?
         } else {

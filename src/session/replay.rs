@@ -73,8 +73,11 @@ pub(crate) fn check_frame(
     Ok(env)
 }
 
-/// Replays frames `from..to` into `state`, verifying each. Returns the new
-/// head and, if the stream ends in damaged frames, the torn tail.
+/// Replays frames `from..to` (stored seqs) into `state`, verifying each;
+/// each event is folded at its stored seq plus `offset` (a fork's own
+/// events come after its parent's prefix, `session/fork.rs`). Returns the
+/// new head (a stored seq) and, if the stream ends in damaged frames, the
+/// torn tail (at stored seqs).
 ///
 /// Only frames that fail their own checks (truncated, checksum, undecodable)
 /// at the very end can be a torn tail: the crash point of a write. A missing
@@ -89,6 +92,7 @@ pub(crate) fn replay(
     to: u64,
     state: &mut SessionState,
     count: &mut u64,
+    offset: u64,
 ) -> Result<(u64, Option<TailDamage>)> {
     let limit = journal.inner.config.max_event_bytes;
     let mut expect = from;
@@ -116,7 +120,8 @@ pub(crate) fn replay(
         }
         // A plain message (most events) is checked and kept as its bytes,
         // not decoded: the state decodes it on first access.
-        if let Ok(body) = format::verify_frame(frame)
+        if offset == 0
+            && let Ok(body) = format::verify_frame(frame)
             && body.len() as u64 <= limit
             && let Some(m) = peek_message(body)
             && m.session == id
@@ -146,6 +151,8 @@ pub(crate) fn replay(
         if env.session != id || env.seq != seq {
             return Err(misplaced(id, seq, &env));
         }
+        let mut env = env;
+        env.seq += offset;
         state.apply_owned(env);
         *count += 1;
         expect += 1;

@@ -210,6 +210,9 @@ impl SessionState {
                 self.forked_from = Some((*parent, *at))
             }
             Event::Forked { .. } => {}
+            // A fork's own marker, after the prefix it shares (which may
+            // hold its ancestors' markers): the last one folded wins.
+            Event::ForkPoint { parent, at } => self.forked_from = Some((*parent, *at)),
             Event::Custom { .. } => {}
             Event::Conversation(c) => {
                 if self.conversations.apply(c) {

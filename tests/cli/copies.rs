@@ -76,7 +76,7 @@ fn an_exported_journal_imports_elsewhere_and_serves_read_commands() {
 }
 
 #[test]
-fn fork_creates_a_session_that_starts_with_opened_and_forked() {
+fn fork_shares_the_parents_prefix_then_holds_its_marker() {
     let d = Demo::new();
     let out = d.run(&["fork", &d.id, "--at", "5"]);
     assert_eq!(out.code, 0, "{out:?}");
@@ -90,29 +90,33 @@ fn fork_creates_a_session_that_starts_with_opened_and_forked() {
 
     let parent = d.events(&d.db, &d.id);
     let fork = d.events(&d.db, &new_id);
-    assert_eq!(fork.len(), 7, "SessionOpened, Forked, then events 1..=5");
-    assert_eq!(kind(&fork[0]), "session_opened");
-    assert_eq!(kind(&fork[1]), "forked");
-    assert_eq!(fork[1]["parent"], d.id.as_str());
-    assert_eq!(fork[1]["parent_seq"], 5);
-    // The copied events, but for their session and seq.
-    let body = |e: &serde_json::Value| {
-        let mut e = e.clone();
-        for k in ["session", "seq", "at"] {
-            e.as_object_mut().expect("object").remove(k);
-        }
-        e
-    };
-    for (f, p) in fork[2..].iter().zip(&parent[1..=5]) {
-        assert_eq!(body(f), body(p));
-    }
+    assert_eq!(fork.len(), 7, "the parent's events 0..=5, then the marker");
+    // The prefix is the parent's own events: same session, seqs and times.
+    assert_eq!(fork[..6], parent[..6]);
+    assert_eq!(kind(&fork[6]), "forked");
+    assert_eq!(fork[6]["seq"], 6);
+    assert_eq!(fork[6]["session"], new_id.as_str());
+    assert_eq!(fork[6]["parent"], d.id.as_str());
+    assert_eq!(fork[6]["parent_seq"], 5);
     let text = d.run(&["log", &new_id]);
-    let first: Vec<&str> = text.lines().iter().take(2).copied().collect();
+    let lines = text.lines();
     assert!(
-        first[0].contains("SessionOpened") && first[1].contains("Forked"),
+        lines[0].contains("SessionOpened") && lines[6].contains("ForkPoint"),
         "{text:?}"
     );
-    assert_eq!(d.run(&["sessions", "--json"]).json_lines().len(), 2);
+    let listed = d.run(&["sessions", "--json"]).json_lines();
+    assert_eq!(listed.len(), 2);
+    let f = listed.iter().find(|s| s["id"] == new_id.as_str()).unwrap();
+    assert_eq!(f["parent"]["id"], d.id.as_str());
+    assert_eq!(f["parent"]["at"], 5);
+    assert_eq!(d.run(&["verify"]).code, 0);
+
+    // The parent cannot go while the fork reads it.
+    let line = d
+        .run(&["sessions", "--delete", &d.id, "--force"])
+        .assert_error(1)
+        .to_owned();
+    assert!(line.contains("forks") && line.contains(&new_id), "{line}");
 
     let line = d
         .run(&["fork", &d.id, "--at", "23"])
