@@ -245,3 +245,41 @@ fn a_user_who_may_only_read_the_folder_reads_it() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn log_follow_reads_an_exported_file_as_it_is_replaced_by_a_longer_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let file = dir.path().join("run.ajournal");
+    let journal = Journal::open(&db).unwrap();
+    let s = journal.create_session().unwrap();
+    s.append(custom(0)).unwrap();
+    journal.export_journal(&[s.id()], &file, |_| {}).unwrap();
+    let mut follower = crate::common::cli_command(&file)
+        .args(["--json", "log", &s.id().to_string(), "--follow"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = follower.stdout.take().unwrap();
+    let (tx, seen) = mpsc::channel::<u64>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if tx.send(v["seq"].as_u64().unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let next = |seen: &mpsc::Receiver<u64>| seen.recv_timeout(Duration::from_secs(20)).ok();
+    assert_eq!((next(&seen), next(&seen)), (Some(0), Some(1)));
+    // The file is exported again, longer (written whole, then renamed).
+    for n in 1..4 {
+        s.append(custom(n)).unwrap();
+    }
+    journal.export_journal(&[s.id()], &file, |_| {}).unwrap();
+    for want in 2..5 {
+        assert_eq!(next(&seen), Some(want), "the new events, in order");
+    }
+    let _ = follower.kill();
+    let _ = follower.wait();
+}
