@@ -119,5 +119,5 @@ pub use crate::state::{
     TurnView, Usage, UsageTotals,
 };
 pub use crate::store::{Durability, Lease, Loss, Store, SyncStats, Visit};
-pub use crate::transfer::CopyReport;
+pub use crate::transfer::{CLAUDE_CODE_SUMMARY, CLAUDE_CODE_SYSTEM, CopyReport, read_claude_code};
 pub use crate::verify::{Problem, ProblemKind, VerifyReport};

@@ -14,10 +14,12 @@ use crate::model::{EvaluationId, InnerMessage, SessionId};
 use crate::provider::ConversationFormat;
 use crate::session::Session;
 
+mod claude_code;
 mod copy;
 mod journal_file;
 mod snapshot;
 
+pub use claude_code::{CLAUDE_CODE_SUMMARY, CLAUDE_CODE_SYSTEM, read_claude_code};
 pub use copy::CopyReport;
 
 impl Journal {

@@ -342,12 +342,15 @@ fn a_paused_worker_that_wakes_after_the_takeover_is_fenced() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("demo");
-    // Paused once its run is under way (its first tool calls recorded).
+    // Paused once its run is under way: its first two tool calls answered
+    // (events 6-11), while it waits 700 ms for its next provider call, so
+    // that no call is in doubt (a pause between a tool's run and its
+    // recorded result would make the take-over re-run it, as it must).
     let deadline = Instant::now() + Duration::from_secs(20);
     let id = loop {
         let ids = open(&url).sessions().expect("sessions");
         if let Some(id) = ids.first()
-            && open(&url).session(*id).expect("session").head() >= 6
+            && open(&url).session(*id).expect("session").head() == 12
         {
             break *id;
         }

@@ -65,8 +65,9 @@ pub(crate) struct ExportArgs {
 pub(crate) struct ImportArgs {
     /// The file to import.
     file: PathBuf,
-    /// Its format.
-    #[arg(long, value_enum)]
+    /// Its format; `auto` (the default) tells it from the content and says
+    /// which it chose.
+    #[arg(long, value_enum, default_value = "auto")]
     format: ImportFormat,
     /// Refuse a conversation larger than this many bytes (it is read whole
     /// into memory): an endless input such as /dev/zero is refused, not read
@@ -95,6 +96,15 @@ enum ExportFormat {
 /// What `import --format` reads.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum ImportFormat {
+    /// Told from the content: a directory or Claude Code records are
+    /// `claude-code`, an exported journal's header `journal`, a WINK
+    /// snapshot `wink`, a state blob `state-blob`, InnerMessage lines
+    /// `jsonl`, Anthropic blocks or a `system` field `anthropic`, other
+    /// message lists `openai`.
+    Auto,
+    /// A Claude Code session log (`~/.claude/projects/.../SESSION.jsonl`), or
+    /// a directory of them: each a session, each thread an evaluation.
+    ClaudeCode,
     /// An exported journal file (.ajournal).
     Journal,
     /// An OpenAI chat-completions messages array, or a request body holding one.
@@ -310,7 +320,25 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
 
 fn import_format(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
     let file = &args.file;
-    let f = match args.format {
+    let format = match args.format {
+        ImportFormat::Auto => {
+            let found = detect(file, args.max_bytes)?;
+            let name = found
+                .to_possible_value()
+                .map(|v| v.get_name().to_owned())
+                .unwrap_or_default();
+            if cli.json {
+                eprintln!("{}", serde_json::json!({"format": name}));
+            } else {
+                eprintln!("format: {name} (detected; --format to choose)");
+            }
+            found
+        }
+        f => f,
+    };
+    let f = match format {
+        ImportFormat::Auto => unreachable!("detect never answers auto"),
+        ImportFormat::ClaudeCode => return import_claude_code(cli, args),
         ImportFormat::Openai => ConversationFormat::OpenAi,
         ImportFormat::Anthropic => ConversationFormat::Anthropic,
         ImportFormat::Jsonl => ConversationFormat::Jsonl,
@@ -531,4 +559,102 @@ fn read_bounded(file: &Path, limit: u64) -> Result<String, Error> {
         )));
     }
     Ok(text)
+}
+
+/// The format of `file`, from its content (`import --format auto`).
+fn detect(file: &Path, max_bytes: u64) -> Result<ImportFormat, Error> {
+    if file.is_dir() {
+        return Ok(ImportFormat::ClaudeCode);
+    }
+    if agent_journal::format::ajournal::looks_like_journal_file(file) {
+        return Ok(ImportFormat::Journal);
+    }
+    let text = read_bounded(file, max_bytes)?;
+    let first_line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default();
+    if let Ok(serde_json::Value::Object(o)) = serde_json::from_str::<serde_json::Value>(first_line)
+    {
+        let is = |k: &str| o.contains_key(k);
+        if (is("uuid") || is("leafUuid")) && is("type") && !is("role") {
+            return Ok(ImportFormat::ClaudeCode);
+        }
+        if is("role") && (is("evaluation_id") || is("message_id")) {
+            return Ok(ImportFormat::Jsonl);
+        }
+    }
+    let whole: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        Error::InvalidInput(format!(
+            "{}: not a format import reads (not JSON at line {} column {}: {e}); give --format",
+            file.display(),
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let messages = match &whole {
+        serde_json::Value::Object(o) if o.contains_key("slices") && o.contains_key("version") => {
+            return Ok(ImportFormat::Wink);
+        }
+        serde_json::Value::Object(o)
+            if o.contains_key("processed_length") && o.contains_key("provider") =>
+        {
+            return Ok(ImportFormat::StateBlob);
+        }
+        serde_json::Value::Object(o) => {
+            if o.contains_key("system") || o.contains_key("anthropic_version") {
+                return Ok(ImportFormat::Anthropic);
+            }
+            o.get("messages").cloned().unwrap_or_default()
+        }
+        other => other.clone(),
+    };
+    let anthropic_blocks = messages.as_array().is_some_and(|list| {
+        list.iter().any(|m| {
+            m["content"].as_array().is_some_and(|blocks| {
+                blocks.iter().any(|b| {
+                    matches!(
+                        b["type"].as_str(),
+                        Some("tool_use" | "tool_result" | "thinking" | "redacted_thinking")
+                    ) || b["source"].is_object()
+                })
+            })
+        })
+    });
+    if anthropic_blocks {
+        return Ok(ImportFormat::Anthropic);
+    }
+    if messages.is_array() {
+        return Ok(ImportFormat::Openai);
+    }
+    Err(Error::InvalidInput(format!(
+        "{}: not a format import reads (no message list found); give --format",
+        file.display()
+    )))
+}
+
+/// `import PATH --format claude-code`: a log file or a directory of them.
+fn import_claude_code(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
+    // Checked before the database is opened (or created): bad input creates
+    // nothing.
+    let logs = agent_journal::read_claude_code(&args.file, args.max_bytes)?;
+    let journal = Journal::open(&cli.db)?;
+    let sessions = journal.import_claude_code_logs(logs)?;
+    let events: u64 = sessions.iter().map(agent_journal::Session::head).sum();
+    if cli.json {
+        print_json(&serde_json::json!({
+            "sessions": sessions.iter().map(|s| s.id().to_string()).collect::<Vec<_>>(),
+            "events": events,
+        }))?;
+    } else {
+        for s in &sessions {
+            let threads = s.state().evaluations().iter().count();
+            outln!(
+                "imported session {} ({} events, {threads} thread(s))",
+                s.id(),
+                s.head()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -96,6 +96,7 @@ use serde_json::{Map, Value};
 use crate::model::{EvaluationId, InnerMessage, MessageId, Role, ToolCallRecord};
 
 pub mod anthropic;
+pub mod claude_code;
 pub mod jsonl;
 pub mod openai;
 mod read;

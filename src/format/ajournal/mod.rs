@@ -177,7 +177,7 @@ pub(crate) struct FileContents {
 }
 
 /// True if the file at `path` starts like an exported journal (any version).
-pub(crate) fn looks_like_journal_file(path: &Path) -> bool {
+pub fn looks_like_journal_file(path: &Path) -> bool {
     let mut head = [0u8; 6];
     File::open(path)
         .and_then(|mut f| f.read_exact(&mut head))
