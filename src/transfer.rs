@@ -37,6 +37,20 @@ impl Journal {
         prompt_key: &str,
     ) -> Result<Session> {
         let messages = format.parse(text, EvaluationId::new(), prompt_ns, prompt_key)?;
+        self.import_messages(messages, format)
+    }
+
+    /// Imports messages [`ConversationFormat::parse`] read from `format` as
+    /// a new session (see [`Journal::import_conversation`]): parse first,
+    /// then open the journal, and bad input creates nothing.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for no messages.
+    pub fn import_messages(
+        &self,
+        messages: Vec<InnerMessage>,
+        format: ConversationFormat,
+    ) -> Result<Session> {
         if messages.is_empty() {
             return Err(Error::InvalidInput(
                 "the conversation has no messages".into(),
@@ -47,9 +61,22 @@ impl Journal {
         for m in messages {
             by_eval.entry(m.evaluation_id).or_default().push(m);
         }
-        let mut events = vec![Event::SessionOpened {
-            labels: vec![("imported".into(), label.into())],
-        }];
+        let mut labels = vec![("imported".to_owned(), label.to_owned())];
+        // Ollama's calls (and Gemini's without an id) have ids derived from
+        // their place (`provider::ollama`, `provider::gemini`): said so.
+        let derived = |id: &str| id.starts_with("ollama-") || id.starts_with("gemini-");
+        if matches!(
+            format,
+            ConversationFormat::Ollama | ConversationFormat::Gemini
+        ) && by_eval
+            .values()
+            .flatten()
+            .flat_map(|m| &m.tool_calls)
+            .any(|c| derived(c.call_id.as_str()))
+        {
+            labels.push(("tool_call_ids".into(), "derived-by-position".into()));
+        }
+        let mut events = vec![Event::SessionOpened { labels }];
         for (evaluation_id, msgs) in by_eval {
             let first = &msgs[0];
             events.push(Event::EvaluationStarted {

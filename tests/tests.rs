@@ -17,6 +17,7 @@ mod examples;
 mod failures;
 mod footguns;
 mod forks;
+mod formats;
 mod golden;
 #[cfg(feature = "http")]
 mod http_adapters;

@@ -91,6 +91,12 @@ enum ExportFormat {
     Jsonl,
     /// A conversation as a portable state blob (docs/state-blob.md).
     StateBlob,
+    /// The latest evaluation as OpenAI Responses API `input` items.
+    OpenaiResponses,
+    /// The latest evaluation as an Ollama `/api/chat` messages array.
+    Ollama,
+    /// The latest evaluation as a Gemini `generateContent` request.
+    Gemini,
 }
 
 /// What `import --format` reads.
@@ -113,6 +119,13 @@ enum ImportFormat {
     Anthropic,
     /// InnerMessage JSON objects, one per line.
     Jsonl,
+    /// OpenAI Responses API `input` items (or a request body holding them).
+    OpenaiResponses,
+    /// An Ollama `/api/chat` request or messages array (tool calls get ids
+    /// derived from their place, and the session says so).
+    Ollama,
+    /// A Gemini `generateContent` request.
+    Gemini,
     /// A portable conversation state blob (a new conversation).
     StateBlob,
     /// A WINK-shaped JSON snapshot (as `export --format wink` writes): a new
@@ -173,10 +186,18 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
                 out.display()
             );
         }
-        ExportFormat::Openai | ExportFormat::Anthropic | ExportFormat::Jsonl => {
+        ExportFormat::Openai
+        | ExportFormat::Anthropic
+        | ExportFormat::Jsonl
+        | ExportFormat::OpenaiResponses
+        | ExportFormat::Ollama
+        | ExportFormat::Gemini => {
             let f = match args.format {
                 ExportFormat::Openai => ConversationFormat::OpenAi,
                 ExportFormat::Anthropic => ConversationFormat::Anthropic,
+                ExportFormat::OpenaiResponses => ConversationFormat::OpenAiResponses,
+                ExportFormat::Ollama => ConversationFormat::Ollama,
+                ExportFormat::Gemini => ConversationFormat::Gemini,
                 _ => ConversationFormat::Jsonl,
             };
             let spinner = crate::cli::output::working("export");
@@ -342,24 +363,34 @@ fn import_format(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
         ImportFormat::Openai => ConversationFormat::OpenAi,
         ImportFormat::Anthropic => ConversationFormat::Anthropic,
         ImportFormat::Jsonl => ConversationFormat::Jsonl,
+        ImportFormat::OpenaiResponses => ConversationFormat::OpenAiResponses,
+        ImportFormat::Ollama => ConversationFormat::Ollama,
+        ImportFormat::Gemini => ConversationFormat::Gemini,
         ImportFormat::Journal => return import_journal(cli, &Journal::open(&cli.db)?, file),
         ImportFormat::StateBlob => return import_state_blob(cli, args),
         ImportFormat::Wink => return import_wink(cli, args),
     };
-    // Read before the database is opened (or created): bad input creates
-    // nothing.
+    // Read and parsed before the database is opened (or created): bad
+    // input creates nothing.
     let text = read_bounded(file, args.max_bytes)?;
-    let journal = Journal::open(&cli.db)?;
     let name = file
         .file_stem()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let s = journal
-        .import_conversation(&text, f, "import", &name)
-        .map_err(|e| match e {
-            Error::InvalidInput(r) => Error::InvalidInput(format!("{}: {r}", file.display())),
-            other => other,
-        })?;
+    let in_file = |e| match e {
+        Error::InvalidInput(r) => Error::InvalidInput(format!("{}: {r}", file.display())),
+        other => other,
+    };
+    let messages = f
+        .parse(&text, agent_journal::EvaluationId::new(), "import", &name)
+        .map_err(in_file)?;
+    if messages.is_empty() {
+        return Err(in_file(Error::InvalidInput(
+            "the conversation has no messages".into(),
+        )));
+    }
+    let journal = Journal::open(&cli.db)?;
+    let s = journal.import_messages(messages, f).map_err(in_file)?;
     if cli.json {
         print_json(&serde_json::json!({"sessions": [s.id().to_string()], "events": s.head()}))?;
     } else {
@@ -602,6 +633,15 @@ fn detect(file: &Path, max_bytes: u64) -> Result<ImportFormat, Error> {
             return Ok(ImportFormat::StateBlob);
         }
         serde_json::Value::Object(o) => {
+            if o.contains_key("input") {
+                return Ok(ImportFormat::OpenaiResponses);
+            }
+            if o.contains_key("contents") {
+                return Ok(ImportFormat::Gemini);
+            }
+            if o.contains_key("options") || o.contains_key("keep_alive") {
+                return Ok(ImportFormat::Ollama);
+            }
             if o.contains_key("system") || o.contains_key("anthropic_version") {
                 return Ok(ImportFormat::Anthropic);
             }
@@ -623,6 +663,40 @@ fn detect(file: &Path, max_bytes: u64) -> Result<ImportFormat, Error> {
     });
     if anthropic_blocks {
         return Ok(ImportFormat::Anthropic);
+    }
+    // Responses items: typed items other than chat messages.
+    let responses_items = messages.as_array().is_some_and(|list| {
+        list.iter().any(|m| {
+            m["type"].as_str().is_some_and(|t| t != "message")
+                || m["content"].as_array().is_some_and(|parts| {
+                    parts.iter().any(|p| {
+                        matches!(
+                            p["type"].as_str(),
+                            Some("input_text" | "output_text" | "input_image")
+                        )
+                    })
+                })
+        })
+    });
+    if responses_items {
+        return Ok(ImportFormat::OpenaiResponses);
+    }
+    let list = messages.as_array().cloned().unwrap_or_default();
+    if list.iter().any(|m| m["parts"].is_array()) {
+        return Ok(ImportFormat::Gemini);
+    }
+    // Ollama: calls without ids, arguments as objects, images, tool names.
+    let ollama = list.iter().any(|m| {
+        m["images"].is_array()
+            || m["tool_name"].is_string()
+            || m["tool_calls"].as_array().is_some_and(|calls| {
+                calls
+                    .iter()
+                    .any(|c| c["id"].is_null() || c["function"]["arguments"].is_object())
+            })
+    });
+    if ollama {
+        return Ok(ImportFormat::Ollama);
     }
     if messages.is_array() {
         return Ok(ImportFormat::Openai);

@@ -97,9 +97,12 @@ use crate::model::{EvaluationId, InnerMessage, MessageId, Role, ToolCallRecord};
 
 pub mod anthropic;
 pub mod claude_code;
+mod gemini;
 pub mod jsonl;
+mod ollama;
 pub mod openai;
 mod read;
+mod responses;
 pub mod validate;
 
 #[cfg(test)]
@@ -118,15 +121,27 @@ pub enum ConversationFormat {
     Anthropic,
     /// One `InnerMessage` JSON object per line.
     Jsonl,
+    /// OpenAI Responses API `input` items (an array, or a request body
+    /// holding `input`).
+    OpenAiResponses,
+    /// An Ollama `/api/chat` `messages` array (or a request holding one);
+    /// its tool calls get ids derived from their place.
+    Ollama,
+    /// A Gemini `generateContent` request (`systemInstruction`, `contents`).
+    Gemini,
 }
 
 impl ConversationFormat {
-    /// A short name: `openai`, `anthropic`, `jsonl`.
+    /// A short name: `openai`, `anthropic`, `jsonl`, `openai-responses`,
+    /// `ollama`, `gemini`.
     pub fn name(self) -> &'static str {
         match self {
             ConversationFormat::OpenAi => "openai",
             ConversationFormat::Anthropic => "anthropic",
             ConversationFormat::Jsonl => "jsonl",
+            ConversationFormat::OpenAiResponses => "openai-responses",
+            ConversationFormat::Ollama => "ollama",
+            ConversationFormat::Gemini => "gemini",
         }
     }
 
@@ -144,6 +159,9 @@ impl ConversationFormat {
             ConversationFormat::Jsonl => {
                 Value::Array(messages.iter().map(jsonl::to_value).collect())
             }
+            ConversationFormat::OpenAiResponses => Value::Array(responses::to_input(messages)),
+            ConversationFormat::Ollama => Value::Array(ollama::to_messages(messages)),
+            ConversationFormat::Gemini => gemini::to_request(messages),
         }
     }
 
@@ -192,6 +210,15 @@ impl ConversationFormat {
                 anthropic::from_request(&json()?, evaluation_id, prompt_ns, prompt_key)
             }
             ConversationFormat::Jsonl => jsonl::from_jsonl(text),
+            ConversationFormat::OpenAiResponses => {
+                responses::from_input(&json()?, evaluation_id, prompt_ns, prompt_key)
+            }
+            ConversationFormat::Ollama => {
+                ollama::from_request(&json()?, evaluation_id, prompt_ns, prompt_key)
+            }
+            ConversationFormat::Gemini => {
+                gemini::from_request(&json()?, evaluation_id, prompt_ns, prompt_key)
+            }
         }
     }
 }
