@@ -22,6 +22,39 @@ mod snapshot;
 pub use claude_code::{CLAUDE_CODE_SUMMARY, CLAUDE_CODE_SYSTEM, read_claude_code};
 pub use copy::CopyReport;
 
+/// Kind of the `Custom` event that keeps an imported request's other
+/// fields with its evaluation: `{"format", "evaluation", "fields"}` as JSON.
+pub const REQUEST_FIELDS: &str = "agent_journal.request_fields";
+
+impl Session {
+    /// The request fields recorded with evaluation `evaluation` (see
+    /// [`Journal::import_messages`]): the format they came in, and the
+    /// fields. Reads the session's events.
+    ///
+    /// # Errors
+    /// What reading the events can fail with.
+    pub fn request_fields(
+        &self,
+        evaluation: EvaluationId,
+    ) -> Result<Option<(String, serde_json::Map<String, serde_json::Value>)>> {
+        let mut found = None;
+        let wanted = evaluation.to_string();
+        self.for_each_event(.., |e| {
+            if let Event::Custom { kind, payload } = &e.event
+                && kind == REQUEST_FIELDS
+                && let Ok(serde_json::Value::Object(mut o)) = serde_json::from_slice(payload)
+                && o.get("evaluation").and_then(|v| v.as_str()) == Some(wanted.as_str())
+                && let (Some(serde_json::Value::String(f)), Some(serde_json::Value::Object(fields))) =
+                    (o.remove("format"), o.remove("fields"))
+            {
+                found = Some((f, fields));
+            }
+            Ok(())
+        })?;
+        Ok(found)
+    }
+}
+
 impl Journal {
     /// Imports a conversation as a new session, in one atomic append:
     /// nothing is written unless the whole input is valid.
@@ -37,7 +70,7 @@ impl Journal {
         prompt_key: &str,
     ) -> Result<Session> {
         let messages = format.parse(text, EvaluationId::new(), prompt_ns, prompt_key)?;
-        self.import_messages(messages, format)
+        self.import_messages(messages, format, format.request_fields(text))
     }
 
     /// Imports messages [`ConversationFormat::parse`] read from `format` as
@@ -46,10 +79,17 @@ impl Journal {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for no messages.
+    ///
+    /// `fields`, the request body's other members
+    /// ([`ConversationFormat::request_fields`]), are kept with the
+    /// evaluation, as the provider had them, in a `Custom` event of kind
+    /// [`REQUEST_FIELDS`] right after its start; `export --body` puts them
+    /// back.
     pub fn import_messages(
         &self,
         messages: Vec<InnerMessage>,
         format: ConversationFormat,
+        fields: Option<serde_json::Map<String, serde_json::Value>>,
     ) -> Result<Session> {
         if messages.is_empty() {
             return Err(Error::InvalidInput(
@@ -85,6 +125,15 @@ impl Journal {
                 prompt_key: first.prompt_key.clone(),
                 adapter: label.into(),
             });
+            if let Some(f) = fields.as_ref().filter(|f| !f.is_empty()) {
+                let payload = serde_json::json!({
+                    "format": label, "evaluation": evaluation_id.to_string(), "fields": f,
+                });
+                events.push(Event::Custom {
+                    kind: REQUEST_FIELDS.into(),
+                    payload: payload.to_string().into_bytes(),
+                });
+            }
             events.extend(msgs.into_iter().map(Event::Message));
         }
         self.create_session_from(SessionId::new(), events)

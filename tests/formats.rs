@@ -233,3 +233,76 @@ fn ollama_and_gemini_round_trip_and_import_their_crash_point() {
         assert!(err.contains(expected), "{}: {text}: {err}", f.name());
     }
 }
+
+#[test]
+fn a_request_body_comes_back_whole_with_export_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let bodies = [
+        (
+            "openai",
+            serde_json::json!({"model": "gpt-4o", "temperature": 0.2, "tool_choice": "auto",
+                "tools": [{"type": "function", "function": {"name": "ls", "parameters": {"type": "object"}}}],
+                "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "list"},
+                    {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                        "function": {"name": "ls", "arguments": "{}"}}]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "a b"},
+                    {"role": "assistant", "content": "a and b"}]}),
+        ),
+        (
+            "anthropic",
+            serde_json::json!({"model": "claude-sonnet-4-5", "max_tokens": 1024, "system": "s",
+                "stop_sequences": ["END"],
+                "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}),
+        ),
+        (
+            "gemini",
+            serde_json::json!({"generationConfig": {"temperature": 0.1}, "systemInstruction": {"parts": [{"text": "s"}]},
+                "contents": [{"role": "user", "parts": [{"text": "hi"}]}, {"role": "model", "parts": [{"text": "yo"}]}]}),
+        ),
+    ];
+    for (i, (format, body)) in bodies.iter().enumerate() {
+        let file = dir.path().join(format!("{format}.json"));
+        std::fs::write(&file, body.to_string()).unwrap();
+        let db = dir.path().join(format!("db{i}"));
+        let out = run_cli(&db, &["import", path_str(&file), "--format", format]);
+        assert!(
+            out.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let id = json_lines(&run_cli(&db, &["--json", "sessions"]).stdout)[0]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let out = run_cli(&db, &["export", &id, "--format", format, "--body"]);
+        assert!(
+            out.stderr.is_empty(),
+            "{format}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let back: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(&back, body, "{format}: the whole request");
+        // Without --body, only the messages, as before.
+        let out = run_cli(&db, &["export", &id, "--format", format]);
+        let plain: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            plain.get("model").is_none() && plain.get("generationConfig").is_none(),
+            "{format}"
+        );
+    }
+    // Fields of another format are not carried over, and that is said.
+    let db = dir.path().join("db0");
+    let id = json_lines(&run_cli(&db, &["--json", "sessions"]).stdout)[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = run_cli(&db, &["export", &id, "--format", "anthropic", "--body"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("recorded for openai") && stderr.contains("model"),
+        "{stderr}"
+    );
+    let back: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(back.get("model").is_none());
+    agent_journal::provider::validate::anthropic(&back).expect("valid messages");
+}

@@ -58,6 +58,12 @@ pub(crate) struct ExportArgs {
     /// `secret` if it has one); may be repeated; implies `--redact`.
     #[arg(long, value_name = "REGEX")]
     redact_pattern: Vec<String>,
+    /// For a provider format: the complete request body (the request's
+    /// other fields, `model`, `tools`, `max_tokens` and so on, as they were
+    /// imported), ready to be sent again; fields recorded for another
+    /// format are not carried over, and stderr says so.
+    #[arg(long, conflicts_with = "evaluation")]
+    body: bool,
 }
 
 /// The arguments of `import`.
@@ -202,6 +208,7 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
             };
             let spinner = crate::cli::output::working("export");
             let text = match &args.evaluation {
+                _ if args.body => body_text(&s, args.at, f)?,
                 None => f.to_text(&s.latest_conversation(args.at)?),
                 Some(which) => evaluations_text(&s, args.at, which, f)?,
             };
@@ -255,6 +262,48 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `export --body`: the latest evaluation as a complete request body of
+/// format `f`, with the request fields recorded for it in that format.
+fn body_text(
+    s: &agent_journal::Session,
+    at: Option<u64>,
+    f: ConversationFormat,
+) -> Result<String, Error> {
+    if f == ConversationFormat::Jsonl {
+        return Err(Error::InvalidInput(
+            "--body applies to provider formats; jsonl has no request body".into(),
+        ));
+    }
+    let messages = s.latest_conversation(at)?;
+    let state = s.state();
+    let eval = state.evaluations().latest().map(|e| e.evaluation_id);
+    drop(state);
+    let recorded = match eval {
+        Some(e) => s.request_fields(e)?,
+        None => None,
+    };
+    let fields = match recorded {
+        Some((format, fields)) if format == f.name() => fields,
+        Some((format, fields)) => {
+            let keys: Vec<&str> = fields.keys().map(String::as_str).collect();
+            crate::cli::open::warn(format_args!(
+                "the request fields were recorded for {format} ({}); not carried to {}",
+                keys.join(", "),
+                f.name()
+            ));
+            serde_json::Map::new()
+        }
+        None => {
+            crate::cli::open::warn(format_args!(
+                "no request fields were recorded for this evaluation (a bare message list was imported, or it was recorded here): the body holds the messages only; add a model"
+            ));
+            serde_json::Map::new()
+        }
+    };
+    let body = f.to_body(&messages, &fields);
+    serde_json::to_string_pretty(&body).map_err(|e| Error::InvalidInput(e.to_string()))
 }
 
 /// `--evaluation` applies to the message formats only.
@@ -390,7 +439,9 @@ fn import_format(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
         )));
     }
     let journal = Journal::open(&cli.db)?;
-    let s = journal.import_messages(messages, f).map_err(in_file)?;
+    let s = journal
+        .import_messages(messages, f, f.request_fields(&text))
+        .map_err(in_file)?;
     if cli.json {
         print_json(&serde_json::json!({"sessions": [s.id().to_string()], "events": s.head()}))?;
     } else {

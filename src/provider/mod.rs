@@ -132,6 +132,57 @@ pub enum ConversationFormat {
 }
 
 impl ConversationFormat {
+    /// The request-level fields of a request body in this format (`model`,
+    /// `tools`, `tool_choice`, `max_tokens`, `temperature`, ...): every
+    /// member but the messages themselves (`messages`, `input`, `contents`,
+    /// and the system prompt, which is a message). `None` for a bare message
+    /// list, JSON Lines, or text that is not a JSON object.
+    pub fn request_fields(self, text: &str) -> Option<Map<String, Value>> {
+        if self == ConversationFormat::Jsonl {
+            return None;
+        }
+        let Ok(Value::Object(mut o)) = serde_json::from_str::<Value>(text) else {
+            return None;
+        };
+        for key in self.message_keys() {
+            o.remove(*key);
+        }
+        Some(o)
+    }
+
+    /// The members of a request body that hold messages.
+    fn message_keys(self) -> &'static [&'static str] {
+        match self {
+            ConversationFormat::OpenAi | ConversationFormat::Ollama => &["messages"],
+            ConversationFormat::Anthropic => &["messages", "system"],
+            ConversationFormat::OpenAiResponses => &["input"],
+            ConversationFormat::Gemini => &["contents", "systemInstruction", "system_instruction"],
+            ConversationFormat::Jsonl => &[],
+        }
+    }
+
+    /// A complete request body: `fields` (as [`request_fields`] read them)
+    /// with the messages in this format, where the format has a request
+    /// body (JSON Lines has none: its messages are returned as they are).
+    ///
+    /// [`request_fields`]: Self::request_fields
+    pub fn to_body(self, messages: &[InnerMessage], fields: &Map<String, Value>) -> Value {
+        let mut body = fields.clone();
+        match (self, self.to_json(messages)) {
+            (ConversationFormat::OpenAi | ConversationFormat::Ollama, v) => {
+                body.insert("messages".into(), v);
+            }
+            (ConversationFormat::OpenAiResponses, v) => {
+                body.insert("input".into(), v);
+            }
+            (ConversationFormat::Anthropic | ConversationFormat::Gemini, Value::Object(o)) => {
+                body.extend(o);
+            }
+            (_, v) => return v,
+        }
+        Value::Object(body)
+    }
+
     /// A short name: `openai`, `anthropic`, `jsonl`, `openai-responses`,
     /// `ollama`, `gemini`.
     pub fn name(self) -> &'static str {
