@@ -30,7 +30,7 @@ use common::tempdir;
 
 /// The sections, by number and name; a filter argument selects a section
 /// when it equals its number or is part of its name.
-const SECTIONS: [(&str, &str, &str); 13] = [
+const SECTIONS: [(&str, &str, &str); 14] = [
     ("1", "buffered", "Buffered append vs raw sled inserts"),
     (
         "2",
@@ -83,6 +83,11 @@ const SECTIONS: [(&str, &str, &str); 13] = [
         "13",
         "fork",
         "fork at 40,000 of 50,000 events vs reading the 40,000",
+    ),
+    (
+        "14",
+        "formats",
+        "import a 50,000-message conversation in each format vs serde_json parsing it",
     ),
 ];
 
@@ -267,6 +272,9 @@ fn main() {
     }
     if opts.selected("13") {
         common::viewer::section_fork(opts.quick, &mut rep);
+    }
+    if opts.selected("14") {
+        common::formats::section_formats(opts.quick, &mut rep);
     }
 
     println!();

@@ -5,6 +5,7 @@ pub mod append;
 pub mod compaction;
 pub mod conversation;
 pub mod events;
+pub mod formats;
 pub mod growth;
 pub mod open;
 pub mod pg;

@@ -149,7 +149,7 @@ fn rss_bytes() -> u64 {
 }
 
 /// Runs `f` and returns its time and the peak memory it added.
-fn measured(f: impl FnOnce()) -> (Duration, u64) {
+pub fn measured(f: impl FnOnce()) -> (Duration, u64) {
     reset_peak();
     let before = rss_bytes();
     let t = Instant::now();

@@ -1,0 +1,129 @@
+//! Row 14: importing a 50,000-message conversation in each format (parsed,
+//! checked, and appended to a journal in memory), in messages per second,
+//! against `serde_json` parsing the same text alone; and the peak memory the
+//! import added.
+
+use std::time::Duration;
+
+use agent_journal::{
+    ConversationFormat, EvaluationId, InnerMessage, Journal, Role, ToolCallRecord,
+};
+
+use crate::common::report::{Report, Row, Verdict, fmt_bytes, fmt_ratio, thousands};
+use crate::common::viewer::measured;
+
+/// A conversation of `n` messages: rounds of a user message, an assistant
+/// message calling a tool, its result, and an answer.
+fn conversation(n: usize) -> Vec<InnerMessage> {
+    let eval = EvaluationId::new();
+    let mut out = vec![InnerMessage::new(
+        Role::System,
+        "You are a careful agent.",
+        eval,
+        0,
+    )];
+    let mut round = 0;
+    while out.len() < n {
+        let seq = out.len() as u64;
+        out.push(InnerMessage::new(
+            Role::User,
+            format!("Question {round}: what is in folder {round}?"),
+            eval,
+            seq,
+        ));
+        let mut a = InnerMessage::new(Role::Assistant, "Let me look.", eval, seq + 1);
+        a.tool_calls = vec![ToolCallRecord::new(
+            format!("call_{round}"),
+            "list_dir",
+            format!("{{\"path\":\"/data/{round}\"}}"),
+        )];
+        out.push(a);
+        let mut t = InnerMessage::new(
+            Role::Tool,
+            format!("a.txt b.txt c{round}.txt"),
+            eval,
+            seq + 2,
+        );
+        t.tool_call_id = Some(format!("call_{round}").into());
+        t.tool_name = Some("list_dir".into());
+        out.push(t);
+        out.push(InnerMessage::new(
+            Role::Assistant,
+            format!("Folder {round} holds three files."),
+            eval,
+            seq + 3,
+        ));
+        round += 1;
+    }
+    out.truncate(n);
+    out
+}
+
+pub fn section_formats(quick: bool, rep: &mut Report) {
+    let n = if quick { 5_000 } else { 50_000 };
+    eprintln!(
+        "[14] importing a {}-message conversation in each format",
+        thousands(n as u64)
+    );
+    let messages = conversation(n);
+    for (id, f) in [
+        ("14a", ConversationFormat::OpenAi),
+        ("14b", ConversationFormat::Anthropic),
+        ("14c", ConversationFormat::OpenAiResponses),
+        ("14d", ConversationFormat::Gemini),
+        ("14e", ConversationFormat::Ollama),
+        ("14f", ConversationFormat::Jsonl),
+    ] {
+        let text = f.to_text(&messages);
+        let mut best_json = Duration::MAX;
+        let mut best_import = Duration::MAX;
+        let mut peak = 0;
+        let mut imported = 0;
+        for _ in 0..3 {
+            let (d, _) = measured(|| {
+                let v: serde_json::Value = if f == ConversationFormat::Jsonl {
+                    serde_json::Value::Array(
+                        text.lines()
+                            .map(|l| serde_json::from_str(l).expect("json"))
+                            .collect(),
+                    )
+                } else {
+                    serde_json::from_str(&text).expect("json")
+                };
+                std::hint::black_box(v);
+            });
+            best_json = best_json.min(d);
+            let journal = Journal::memory();
+            let (d, mem) = measured(|| {
+                let s = journal
+                    .import_conversation(&text, f, "bench", "import")
+                    .expect("import");
+                imported = s.state().messages().len();
+            });
+            best_import = best_import.min(d);
+            peak = peak.max(mem);
+        }
+        let rate = |d: Duration| imported as f64 / d.as_secs_f64();
+        rep.row(Row {
+            id,
+            what: format!(
+                "import {} messages, {} ({}): parse, check, append to a journal in memory",
+                thousands(imported as u64),
+                f.name(),
+                fmt_bytes(text.len() as u64)
+            ),
+            ours: format!(
+                "{} msg/s, peak +{}",
+                thousands(rate(best_import) as u64),
+                fmt_bytes(peak)
+            ),
+            baseline: format!(
+                "serde_json parsing the same text: {} msg/s",
+                thousands(rate(best_json) as u64)
+            ),
+            ratio: fmt_ratio(rate(best_import) / rate(best_json)),
+            target: "report".into(),
+            verdict: Verdict::Info,
+        });
+    }
+}
