@@ -306,3 +306,59 @@ fn a_request_body_comes_back_whole_with_export_body() {
     assert!(back.get("model").is_none());
     agent_journal::provider::validate::anthropic(&back).expect("valid messages");
 }
+
+#[test]
+fn an_export_to_another_provider_says_what_it_left_out_and_added() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let log =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-code/crashed.jsonl");
+    assert!(run_cli(&db, &["import", path_str(&log)]).status.success());
+    let id = json_lines(&run_cli(&db, &["--json", "sessions"]).stdout)[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The last thread (after the compaction): an image, redacted thinking,
+    // and a call that never got a result.
+    let out = run_cli(&db, &["--json", "export", &id, "--format", "openai"]);
+    assert!(out.status.success());
+    let notes: Vec<Value> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["translation"].clone())
+        .collect();
+    let kinds: Vec<(u64, &str)> = notes
+        .iter()
+        .map(|n| (n["message"].as_u64().unwrap(), n["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [(1, "image"), (2, "redacted_thinking"), (2, "added")],
+        "{notes:?}"
+    );
+    // The export itself is still a valid history.
+    let chat: Value = serde_json::from_slice(&out.stdout).unwrap();
+    agent_journal::provider::validate::openai(chat.as_array().unwrap()).unwrap();
+    // In its own format nothing is left out but the result it must add.
+    let out = run_cli(&db, &["export", &id, "--format", "anthropic"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("added a result for call toolu_05"),
+        "{stderr}"
+    );
+    // The first thread: thinking and an error flag have no place in chat
+    // completions.
+    let out = run_cli(
+        &db,
+        &["export", &id, "--format", "openai", "--evaluation", "all"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("thinking left out (evaluation 0"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("is_error left out (evaluation 0"),
+        "{stderr}"
+    );
+}

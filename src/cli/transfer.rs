@@ -11,6 +11,7 @@ use crate::cli::Cli;
 use crate::cli::open::{at_or_last, open_for_reading, read_session, warn};
 use crate::cli::output::{print_json, progress};
 use crate::cli::redact::Redactor;
+use agent_journal::provider::translate::{TranslationNote, translation_notes};
 
 /// The arguments of `export`.
 #[derive(Args, Debug)]
@@ -207,11 +208,18 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
                 _ => ConversationFormat::Jsonl,
             };
             let spinner = crate::cli::output::working("export");
-            let text = match &args.evaluation {
-                _ if args.body => body_text(&s, args.at, f)?,
-                None => f.to_text(&s.latest_conversation(args.at)?),
+            let (text, notes) = match &args.evaluation {
+                _ if args.body => {
+                    let messages = s.latest_conversation(args.at)?;
+                    (body_text(&s, args.at, f)?, translation_notes(&messages, f))
+                }
+                None => {
+                    let messages = s.latest_conversation(args.at)?;
+                    (f.to_text(&messages), translation_notes(&messages, f))
+                }
                 Some(which) => evaluations_text(&s, args.at, which, f)?,
             };
+            report_translation(cli, &notes);
             spinner.finish_and_clear();
             let lines = f == ConversationFormat::Jsonl;
             write_output(
@@ -306,6 +314,26 @@ fn body_text(
     serde_json::to_string_pretty(&body).map_err(|e| Error::InvalidInput(e.to_string()))
 }
 
+/// Says on stderr what an export to another provider's format left out or
+/// added (one line each; JSON lines under `--json`).
+fn report_translation(cli: &Cli, notes: &[TranslationNote]) {
+    for n in notes {
+        if cli.json {
+            eprintln!(
+                "{}",
+                serde_json::json!({"translation": {"message": n.message, "kind": n.kind, "detail": n.detail}})
+            );
+        } else if n.kind == "added" {
+            eprintln!("note: message {}: added {}", n.message, n.detail);
+        } else {
+            eprintln!(
+                "note: message {}: {} left out ({})",
+                n.message, n.kind, n.detail
+            );
+        }
+    }
+}
+
 /// `--evaluation` applies to the message formats only.
 fn no_evaluation(args: &ExportArgs) -> Result<(), Error> {
     match args.evaluation {
@@ -331,7 +359,7 @@ fn evaluations_text(
     at: Option<u64>,
     which: &str,
     f: ConversationFormat,
-) -> Result<String, Error> {
+) -> Result<(String, Vec<TranslationNote>), Error> {
     let state = match at {
         Some(seq) => s.state_at(seq)?,
         None => s.state_cloned(),
@@ -348,16 +376,26 @@ fn evaluations_text(
         .collect();
     let messages = |id| -> Vec<_> { state.messages().for_evaluation(id).cloned().collect() };
     if which == "all" {
+        let mut notes = Vec::new();
+        for (k, id) in ids.iter().enumerate() {
+            for mut n in translation_notes(&messages(*id), f) {
+                n.detail = format!("evaluation {k}: {}", n.detail);
+                notes.push(n);
+            }
+        }
         if f == ConversationFormat::Jsonl {
             let parts: Vec<String> = ids.iter().map(|id| f.to_text(&messages(*id))).collect();
-            return Ok(parts
+            let text = parts
                 .iter()
                 .map(|p| p.trim_end())
                 .collect::<Vec<_>>()
-                .join("\n"));
+                .join("\n");
+            return Ok((text, notes));
         }
         let all: Vec<serde_json::Value> = ids.iter().map(|id| f.to_json(&messages(*id))).collect();
-        return serde_json::to_string_pretty(&all).map_err(|e| Error::InvalidInput(e.to_string()));
+        let text =
+            serde_json::to_string_pretty(&all).map_err(|e| Error::InvalidInput(e.to_string()))?;
+        return Ok((text, notes));
     }
     let needle = which.to_ascii_lowercase();
     let found: Vec<_> = ids
@@ -368,7 +406,10 @@ fn evaluations_text(
         })
         .collect();
     match found.as_slice() {
-        [one] => Ok(f.to_text(&messages(**one))),
+        [one] => {
+            let list = messages(**one);
+            Ok((f.to_text(&list), translation_notes(&list, f)))
+        }
         [] => Err(Error::InvalidInput(format!(
             "no evaluation of session {} matches {which:?}",
             s.id()

@@ -103,6 +103,7 @@ mod ollama;
 pub mod openai;
 mod read;
 mod responses;
+pub mod translate;
 pub mod validate;
 
 #[cfg(test)]
