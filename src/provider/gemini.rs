@@ -4,7 +4,8 @@
 //! "args"}}, {"functionResponse": {"id"?, "name", "response"}}]}], ...}`.
 //!
 //! A `user` content of `functionResponse` parts answers calls: by `id` when
-//! it has one, else the first unanswered call of that name. A call without
+//! it has one, else the first unanswered call of that name in the last
+//! `model` content. A call without
 //! an `id` gets one derived from its place, `gemini-M-N` (content M, part
 //! N), and the session is labelled `tool_call_ids=derived-by-position`. Each
 //! message keeps its content as Gemini sent it, so an export to Gemini gives
@@ -78,6 +79,8 @@ pub(crate) fn from_request(
     // (message index, call index, answered), and every id given.
     let mut calls_made: Vec<(usize, usize, bool)> = Vec::new();
     let mut ids: std::collections::HashSet<String> = std::collections::HashSet::new();
+    // The last model content: responses without an id answer its calls.
+    let mut last_model: Option<usize> = None;
     let mut turn = 0u32;
     for (i, c) in contents.iter().enumerate() {
         let path = format!("contents[{i}]");
@@ -118,6 +121,7 @@ pub(crate) fn from_request(
                 m.turn = turn;
                 m.tool_calls = calls;
                 m.provider_payload = payload;
+                last_model = Some(out.len());
                 out.push(m);
             }
             "user" | "function" => {
@@ -142,7 +146,9 @@ pub(crate) fn from_request(
                         !*answered
                             && match id {
                                 Some(id) => c.call_id.as_str() == id,
-                                None => name.is_some_and(|nm| nm == c.name),
+                                None => {
+                                    Some(*m) == last_model && name.is_some_and(|nm| nm == c.name)
+                                }
                             }
                     });
                     let Some((m, k, answered)) = slot else {

@@ -87,11 +87,13 @@ fn left_out(provider: &str, body: &Value) -> Vec<String> {
             match kind.as_deref() {
                 _ if thought => out.push("thought".to_owned()),
                 Some("functionCall" | "functionResponse") => {}
-                Some(k) if CARRIED.contains(&k) => {
-                    if p.get("is_error").and_then(Value::as_bool) == Some(true) {
-                        out.push("is_error".to_owned());
-                    }
+                Some(k)
+                    if CARRIED.contains(&k)
+                        && p.get("is_error").and_then(Value::as_bool) == Some(true) =>
+                {
+                    out.push("is_error".to_owned());
                 }
+                Some(k) if CARRIED.contains(&k) => {}
                 Some(k) => out.push(k.to_owned()),
                 None => {}
             }
