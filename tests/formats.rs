@@ -318,8 +318,9 @@ fn an_export_to_another_provider_says_what_it_left_out_and_added() {
         .as_str()
         .unwrap()
         .to_owned();
-    // The last thread (after the compaction): an image, redacted thinking,
-    // and a call that never got a result.
+    // The last thread (after the compaction): an image (carried across as
+    // an image part), redacted thinking (left out), and a call that never
+    // got a result (one added).
     let out = run_cli(&db, &["--json", "export", &id, "--format", "openai"]);
     assert!(out.status.success());
     let notes: Vec<Value> = String::from_utf8_lossy(&out.stderr)
@@ -330,14 +331,14 @@ fn an_export_to_another_provider_says_what_it_left_out_and_added() {
         .iter()
         .map(|n| (n["message"].as_u64().unwrap(), n["kind"].as_str().unwrap()))
         .collect();
-    assert_eq!(
-        kinds,
-        [(1, "image"), (2, "redacted_thinking"), (2, "added")],
-        "{notes:?}"
-    );
-    // The export itself is still a valid history.
+    assert_eq!(kinds, [(2, "redacted_thinking"), (2, "added")], "{notes:?}");
+    // The export itself is still a valid history, the image in it.
     let chat: Value = serde_json::from_slice(&out.stdout).unwrap();
     agent_journal::provider::validate::openai(chat.as_array().unwrap()).unwrap();
+    assert_eq!(
+        chat[1]["content"][1],
+        serde_json::json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}})
+    );
     // In its own format nothing is left out but the result it must add.
     let out = run_cli(&db, &["export", &id, "--format", "anthropic"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -346,8 +347,8 @@ fn an_export_to_another_provider_says_what_it_left_out_and_added() {
         stderr.contains("added a result for call toolu_05"),
         "{stderr}"
     );
-    // The first thread: thinking and an error flag have no place in chat
-    // completions.
+    // The first thread: thinking has no place in chat completions; the
+    // error flag of a failed result becomes a mark in its text.
     let out = run_cli(
         &db,
         &["export", &id, "--format", "openai", "--evaluation", "all"],
@@ -357,8 +358,40 @@ fn an_export_to_another_provider_says_what_it_left_out_and_added() {
         stderr.contains("thinking left out (evaluation 0"),
         "{stderr}"
     );
+    assert!(!stderr.contains("is_error"), "{stderr}");
+    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(all[0][4]["content"], "[error] 1 failed: assert 0 != 0");
+
+    // OpenAI images reach Anthropic as image blocks.
+    let file = dir.path().join("chat.json");
+    std::fs::write(
+        &file,
+        serde_json::json!([{"role": "user", "content": [{"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]},
+            {"role": "assistant", "content": "a cat"}])
+        .to_string(),
+    )
+    .unwrap();
+    let db2 = dir.path().join("db2");
     assert!(
-        stderr.contains("is_error left out (evaluation 0"),
-        "{stderr}"
+        run_cli(&db2, &["import", path_str(&file), "--format", "openai"])
+            .status
+            .success()
+    );
+    let id2 = json_lines(&run_cli(&db2, &["--json", "sessions"]).stdout)[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = run_cli(&db2, &["export", &id2, "--format", "anthropic"]);
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let request: Value = serde_json::from_slice(&out.stdout).unwrap();
+    agent_journal::provider::validate::anthropic(&request).unwrap();
+    assert_eq!(
+        request["messages"][0]["content"][1],
+        serde_json::json!({"type": "image", "source": {"type": "url", "url": "https://example.com/cat.png"}})
     );
 }

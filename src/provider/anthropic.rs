@@ -337,8 +337,13 @@ fn user_slot(
                     Block::ToolResult { .. } | Block::ToolUse { .. } => None,
                     _ => Some(raw),
                 })),
-                None if !m.content.is_empty() => blocks.push(text_block(&m.content)),
-                None => {}
+                None => {
+                    if !m.content.is_empty() {
+                        blocks.push(text_block(&m.content));
+                    }
+                    // Images of an OpenAI original, as image blocks.
+                    blocks.extend(super::media::openai_images_as_anthropic(m));
+                }
             },
         }
     }

@@ -99,6 +99,7 @@ pub mod anthropic;
 pub mod claude_code;
 mod gemini;
 pub mod jsonl;
+mod media;
 mod ollama;
 pub mod openai;
 mod read;

@@ -17,6 +17,10 @@ use super::{
 use crate::error::{Error, Result};
 use crate::model::{CallId, EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
 
+/// What starts the text of a tool result that failed, in a format without
+/// an error flag, when its original had one.
+pub const ERROR_MARK: &str = "[error] ";
+
 /// The `provider_payload` for a message received from OpenAI:
 /// `{"provider": "openai", "message": <message>}` as JSON text.
 pub fn payload(message: &Value) -> String {
@@ -52,6 +56,16 @@ fn plain(m: &InnerMessage) -> Value {
         if agrees {
             return Value::Object(p);
         }
+    }
+    // Images and documents of an Anthropic original, as content parts.
+    let media = super::media::anthropic_media_as_openai(m);
+    if m.role == Role::User && !media.is_empty() {
+        let mut parts = Vec::with_capacity(media.len() + 1);
+        if !m.content.is_empty() {
+            parts.push(json!({"type": "text", "text": m.content}));
+        }
+        parts.extend(media);
+        return json!({"role": "user", "content": parts});
     }
     json!({"role": m.role.as_str(), "content": m.content})
 }
@@ -107,7 +121,15 @@ fn result(r: &Res<'_>) -> Value {
                     return Value::Object(p);
                 }
             }
-            json!({"role": "tool", "tool_call_id": call.call_id.as_str(), "content": msg.content})
+            // Chat completions has no error flag: a failed result that
+            // carried one (an Anthropic `is_error`) says so in its text.
+            let from_anthropic = super::tagged(msg, super::ANTHROPIC).is_some();
+            let content = if from_anthropic && call.status == ToolStatus::Failed {
+                format!("{ERROR_MARK}{}", msg.content)
+            } else {
+                msg.content.clone()
+            };
+            json!({"role": "tool", "tool_call_id": call.call_id.as_str(), "content": content})
         }
         Res::Synthetic(call) => json!({
             "role": "tool",

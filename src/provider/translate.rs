@@ -158,6 +158,18 @@ pub fn translation_notes(
             continue;
         }
         for kind in left_out(&provider, &body) {
+            // Carried across as the target's own parts (`media.rs`), or
+            // marked in the text (`openai::ERROR_MARK`).
+            let translated = match (provider.as_str(), target) {
+                (super::ANTHROPIC, ConversationFormat::OpenAi) => {
+                    kind == "is_error" || media_carried(&body, &kind)
+                }
+                (super::OPENAI, ConversationFormat::Anthropic) => kind == "image_url",
+                _ => false,
+            };
+            if translated {
+                continue;
+            }
             notes.push(TranslationNote {
                 message: i,
                 kind,
@@ -200,4 +212,17 @@ pub fn translation_notes(
         });
     }
     notes
+}
+
+/// True when every block of kind `kind` in an Anthropic original has an
+/// OpenAI equivalent (`media::anthropic_to_openai`).
+fn media_carried(body: &Value, kind: &str) -> bool {
+    body.get("content")
+        .and_then(Value::as_array)
+        .is_some_and(|blocks| {
+            blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some(kind))
+                .all(|b| super::media::anthropic_to_openai(b).is_some())
+        })
 }
