@@ -16,7 +16,11 @@ fn openai_conversation_translates_to_anthropic() {
         json!({
             "system": "You are helpful.",
             "messages": [
-                {"role": "user", "content": "Weather and time\nin Paris?"},
+                // The image travels as an image block.
+                {"role": "user", "content": [
+                    {"type": "text", "text": "Weather and time\nin Paris?"},
+                    {"type": "image", "source": {"type": "url", "url": "https://example.com/paris.png"}}
+                ]},
                 {"role": "assistant", "content": [
                     {"type": "tool_use", "id": "call_1", "name": "weather", "input": {"city": "Paris"}},
                     {"type": "tool_use", "id": "call_2", "name": "time", "input": {"tz": "CET"}}
@@ -64,7 +68,8 @@ fn anthropic_conversation_translates_to_openai() {
                 {"id": "toolu_2", "type": "function", "function": {"name": "time", "arguments": "{\"fmt\":{\"h24\":true},\"tz\":\"CET\"}"}}
             ]},
             {"role": "tool", "tool_call_id": "toolu_1", "content": "sunny"},
-            {"role": "tool", "tool_call_id": "toolu_2", "content": "clock service down"},
+            // Chat completions has no error flag: the text says it.
+            {"role": "tool", "tool_call_id": "toolu_2", "content": "[error] clock service down"},
             {"role": "user", "content": "Also, thanks!"},
             {"role": "assistant", "content": "Sunny; the clock failed."}
         ])
