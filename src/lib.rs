@@ -102,7 +102,8 @@ pub use crate::event::{
 pub use crate::format::{DEFAULT_MAX_EVENT_BYTES, SharedBytes, TailDamage, TailUnit};
 pub use crate::journal::{AfterAppend, Journal, JournalConfig, SessionInfo, SessionStatus};
 pub use crate::maintenance::{
-    CompactReport, SALVAGE_GAP_KIND, SalvageReport, salvage_database, salvage_file,
+    CompactReport, SALVAGE_GAP_KIND, SalvageReport, salvage_database, salvage_database_with,
+    salvage_file, salvage_file_with,
 };
 pub use crate::model::{
     CallId, EvaluationId, INTERRUPTED_ERROR, INTERRUPTED_RESULT, InnerMessage, MessageId, Role,

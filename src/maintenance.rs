@@ -220,7 +220,7 @@ impl Journal {
             let raw = raw::scan_dir(dir, self.inner.config.max_event_bytes)?;
             extra = lost_events(&losses, raw);
         }
-        self.salvage_with(dest, extra)
+        self.salvage_with(dest, extra, &mut |_, _| {})
     }
 
     /// [`Journal::salvage_to`], with `extra` records found elsewhere.
@@ -228,6 +228,7 @@ impl Journal {
         &self,
         dest: &Path,
         extra: Vec<(Option<u64>, Envelope)>,
+        progress: &mut dyn FnMut(u64, u64),
     ) -> Result<SalvageReport> {
         atomic::check_new_dir(dest)?;
         let limit = self.inner.config.max_event_bytes;
@@ -267,7 +268,7 @@ impl Journal {
         }
         let (sessions, duplicates) = group(records);
         dropped.extend(duplicates);
-        write_salvaged(dest, sessions, dropped, true)
+        write_salvaged(dest, sessions, dropped, true, progress)
     }
 }
 
@@ -286,6 +287,20 @@ impl Journal {
 /// [`Error::Io`] if `path` or its `db` file cannot be read;
 /// [`Error::Locked`] if another process has the database open.
 pub fn salvage_database(path: &Path, dest: &Path, limit: u64) -> Result<SalvageReport> {
+    salvage_database_with(path, dest, limit, |_, _| {})
+}
+
+/// [`salvage_database`], calling `progress(written, total)` as it writes
+/// the salvaged events.
+///
+/// # Errors
+/// As [`salvage_database`].
+pub fn salvage_database_with(
+    path: &Path,
+    dest: &Path,
+    limit: u64,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<SalvageReport> {
     atomic::check_new_dir(dest)?;
     let raw = raw::scan_dir(path, limit)?;
     let config = JournalConfig {
@@ -296,7 +311,7 @@ pub fn salvage_database(path: &Path, dest: &Path, limit: u64) -> Result<SalvageR
     match Journal::open_with(path, config) {
         Ok(journal) => {
             let losses = journal.losses();
-            journal.salvage_with(dest, lost_events(&losses, raw))
+            journal.salvage_with(dest, lost_events(&losses, raw), &mut progress)
         }
         Err(e) if e.is_corruption() => {
             let dropped: Vec<Problem> = raw
@@ -319,7 +334,7 @@ pub fn salvage_database(path: &Path, dest: &Path, limit: u64) -> Result<SalvageR
                 .collect();
             let records = raw.events.into_values().map(|e| (None, e)).collect();
             let (sessions, _) = group(records);
-            write_salvaged(dest, sessions, dropped, true)
+            write_salvaged(dest, sessions, dropped, true, &mut progress)
         }
         Err(e) => Err(e),
     }
@@ -378,6 +393,20 @@ fn group(
 /// [`Error::InvalidInput`] if `dest` exists (an empty directory is taken);
 /// [`Error::Io`] if the file cannot be read.
 pub fn salvage_file(path: &Path, dest: &Path, limit: u64) -> Result<SalvageReport> {
+    salvage_file_with(path, dest, limit, |_, _| {})
+}
+
+/// [`salvage_file`], calling `progress(written, total)` as it writes the
+/// salvaged events.
+///
+/// # Errors
+/// As [`salvage_file`].
+pub fn salvage_file_with(
+    path: &Path,
+    dest: &Path,
+    limit: u64,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<SalvageReport> {
     atomic::check_new_dir(dest)?;
     let bytes =
         std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
@@ -391,7 +420,7 @@ pub fn salvage_file(path: &Path, dest: &Path, limit: u64) -> Result<SalvageRepor
     let (sessions, duplicates) = group(records.into_iter().map(|(o, e)| (Some(o), e)).collect());
     dropped.extend(duplicates);
     // Each gap of a file is already listed with the offset of its record.
-    write_salvaged(dest, sessions, dropped, false)
+    write_salvaged(dest, sessions, dropped, false, &mut progress)
 }
 
 fn problem(session: SessionId, seq: Option<u64>, offset: Option<u64>, message: String) -> Problem {
@@ -409,6 +438,7 @@ fn write_salvaged(
     sessions: BTreeMap<SessionId, Vec<Envelope>>,
     dropped: Vec<Problem>,
     list_gaps: bool,
+    progress: &mut dyn FnMut(u64, u64),
 ) -> Result<SalvageReport> {
     atomic::build_dir(dest, |tmp| {
         let out = open_new(tmp)?;
@@ -416,7 +446,7 @@ fn write_salvaged(
             dropped,
             ..SalvageReport::default()
         };
-        fill_salvaged(&out, sessions, report, list_gaps)
+        fill_salvaged(&out, sessions, report, list_gaps, progress)
     })
 }
 
@@ -426,8 +456,12 @@ fn fill_salvaged(
     sessions: BTreeMap<SessionId, Vec<Envelope>>,
     mut report: SalvageReport,
     list_gaps: bool,
+    progress: &mut dyn FnMut(u64, u64),
 ) -> Result<SalvageReport> {
     let limit = out.inner.config.max_event_bytes;
+    let total: u64 = sessions.values().map(|e| e.len() as u64).sum();
+    let mut done = 0u64;
+    progress(0, total);
     for (id, envs) in sessions {
         if envs.is_empty() {
             continue;
@@ -479,7 +513,15 @@ fn fill_salvaged(
             report.renumbered += u64::from(renumbered);
             next += 1;
         }
-        out.inner.write(|store| store.append(id, 0, &frames))?;
+        // In chunks, for the progress (the new database is written whole
+        // or not at all anyway).
+        let mut at = 0u64;
+        for chunk in frames.chunks(CHUNK) {
+            out.inner.write(|store| store.append(id, at, chunk))?;
+            at += chunk.len() as u64;
+            done += chunk.len() as u64;
+            progress(done.min(total), total);
+        }
         report.sessions += 1;
     }
     out.inner.write(|store| store.flush(Durability::Synced))?;

@@ -31,6 +31,7 @@ mod pg_server;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod powerloss;
+mod progress;
 mod recovery;
 mod resume;
 mod sandbox;

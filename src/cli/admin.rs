@@ -72,18 +72,22 @@ pub(crate) fn compact(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
 /// `salvage --to NEW`.
 pub(crate) fn salvage(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
     let limit = agent_journal::DEFAULT_MAX_EVENT_BYTES;
-    let spinner = crate::cli::output::working("salvage");
+    let bar = progress(0, "salvage");
+    let tick = |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    };
     let r = if cli.db.is_file() {
-        agent_journal::salvage_file(&cli.db, to, limit)?
+        agent_journal::salvage_file_with(&cli.db, to, limit, tick)?
     } else {
         // The database's files are read before sled opens it (sled rewrites
         // a damaged log when it opens one); a missing one is named, and
         // nothing is created.
-        let r = agent_journal::salvage_database(&cli.db, to, limit)?;
+        let r = agent_journal::salvage_database_with(&cli.db, to, limit, tick)?;
         crate::cli::sandbox::copy_registry(&cli.db, to)?;
         r
     };
-    spinner.finish_and_clear();
+    bar.finish_and_clear();
     if cli.json {
         print_json(&serde_json::json!({
             "sessions": r.sessions, "copied": r.copied, "renumbered": r.renumbered,

@@ -423,13 +423,6 @@ fn evaluations_text(
 
 /// `import FILE --format F`.
 pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
-    let spinner = crate::cli::output::working("import");
-    let result = import_format(cli, args);
-    spinner.finish_and_clear();
-    result
-}
-
-fn import_format(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
     let file = &args.file;
     let format = match args.format {
         ImportFormat::Auto => {
@@ -447,6 +440,19 @@ fn import_format(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
         }
         f => f,
     };
+    // An exported journal shows a bar of the events written; the others
+    // (read whole, then written in one append) a spinner.
+    if format == ImportFormat::Journal {
+        return import_journal(cli, &Journal::open(&cli.db)?, file);
+    }
+    let spinner = crate::cli::output::working("import");
+    let result = import_format(cli, args, format);
+    spinner.finish_and_clear();
+    result
+}
+
+fn import_format(cli: &Cli, args: &ImportArgs, format: ImportFormat) -> Result<ExitCode, Error> {
+    let file = &args.file;
     let f = match format {
         ImportFormat::Auto => unreachable!("detect never answers auto"),
         ImportFormat::ClaudeCode => return import_claude_code(cli, args),
@@ -555,7 +561,12 @@ fn import_wink(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
 
 /// `import FILE --format journal`.
 fn import_journal(cli: &Cli, journal: &Journal, file: &Path) -> Result<ExitCode, Error> {
-    let (ids, tail) = journal.import_journal(file)?;
+    let bar = progress(0, "import");
+    let (ids, tail) = journal.import_journal_with(file, |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })?;
+    bar.finish_and_clear();
     if let Some(t) = &tail {
         warn(format_args!("{}: {t}", file.display()));
     }

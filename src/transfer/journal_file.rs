@@ -133,6 +133,19 @@ impl Journal {
         &self,
         path: impl AsRef<Path>,
     ) -> Result<(Vec<SessionId>, Option<TailDamage>)> {
+        self.import_journal_with(path, |_, _| {})
+    }
+
+    /// [`import_journal`](Self::import_journal), calling
+    /// `progress(written, total)` as it writes the file's events.
+    ///
+    /// # Errors
+    /// As [`import_journal`](Self::import_journal).
+    pub fn import_journal_with(
+        &self,
+        path: impl AsRef<Path>,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<(Vec<SessionId>, Option<TailDamage>)> {
         // A write path: refused at once by a poisoned journal.
         self.inner.poison.check()?;
         let _one_at_a_time = intent::one_import_at_a_time();
@@ -154,12 +167,23 @@ impl Journal {
             intent::write(p, &ids)?;
         }
         let mut written = Vec::with_capacity(ids.len());
+        let total: u64 = contents.streams.values().map(|f| f.len() as u64).sum();
+        let mut done = 0u64;
+        progress(0, total);
         let result = self.inner.write(|store| {
             for (id, frames) in contents.streams {
                 // Marked before the append: a failed append may still have
                 // written something.
                 written.push(id);
-                store.append(id, 0, &frames)?;
+                // In chunks, for the progress: the intent file makes the
+                // whole import all or nothing all the same.
+                let mut at = 0u64;
+                for chunk in frames.chunks(4096) {
+                    store.append(id, at, chunk)?;
+                    at += chunk.len() as u64;
+                    done += chunk.len() as u64;
+                    progress(done, total);
+                }
             }
             // Durable before the intent goes, whatever the configuration.
             store.flush(Durability::Synced)
