@@ -367,7 +367,8 @@ fn an_export_to_another_provider_says_what_it_left_out_and_added() {
     std::fs::write(
         &file,
         serde_json::json!([{"role": "user", "content": [{"type": "text", "text": "what is this?"},
-            {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]},
+            {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+            {"type": "file", "file": {"filename": "a.pdf", "file_data": "data:application/pdf;base64,JVBERi0="}}]},
             {"role": "assistant", "content": "a cat"}])
         .to_string(),
     )
@@ -393,5 +394,10 @@ fn an_export_to_another_provider_says_what_it_left_out_and_added() {
     assert_eq!(
         request["messages"][0]["content"][1],
         serde_json::json!({"type": "image", "source": {"type": "url", "url": "https://example.com/cat.png"}})
+    );
+    assert_eq!(
+        request["messages"][0]["content"][2],
+        serde_json::json!({"type": "document", "title": "a.pdf",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}})
     );
 }

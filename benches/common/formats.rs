@@ -59,6 +59,30 @@ fn conversation(n: usize) -> Vec<InnerMessage> {
     out
 }
 
+/// The conversation as a Claude Code session log: one record a message,
+/// each the child of the one before.
+fn claude_code_log(messages: &[InnerMessage]) -> String {
+    let request = ConversationFormat::Anthropic.to_json(messages);
+    let mut out = String::new();
+    let mut parent = serde_json::Value::Null;
+    for (i, m) in request["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .enumerate()
+    {
+        let uuid = format!("rec-{i}");
+        let record = serde_json::json!({
+            "type": m["role"], "uuid": uuid, "parentUuid": parent,
+            "sessionId": "bench", "message": m,
+        });
+        out.push_str(&record.to_string());
+        out.push('\n');
+        parent = serde_json::Value::String(uuid);
+    }
+    out
+}
+
 pub fn section_formats(quick: bool, rep: &mut Report) {
     let n = if quick { 5_000 } else { 50_000 };
     eprintln!(
@@ -126,4 +150,41 @@ pub fn section_formats(quick: bool, rep: &mut Report) {
             verdict: Verdict::Info,
         });
     }
+    // Claude Code session logs: read into threads, imported as a session.
+    let text = claude_code_log(&messages);
+    let (mut best_json, mut best_import, mut peak, mut imported) =
+        (Duration::MAX, Duration::MAX, 0, 0);
+    for _ in 0..3 {
+        let (d, _) = measured(|| {
+            let v: Vec<serde_json::Value> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).expect("json"))
+                .collect();
+            std::hint::black_box(v);
+        });
+        best_json = best_json.min(d);
+        let journal = Journal::memory();
+        let (d, mem) = measured(|| {
+            let s = journal
+                .import_claude_code_text(&text, "bench.jsonl")
+                .expect("import");
+            imported = s.state().messages().len();
+        });
+        best_import = best_import.min(d);
+        peak = peak.max(mem);
+    }
+    let rate = |d: Duration| imported as f64 / d.as_secs_f64();
+    rep.row(Row {
+        id: "14g",
+        what: format!(
+            "import {} messages, claude-code ({}): read the log, link its records, import as a session",
+            thousands(imported as u64),
+            fmt_bytes(text.len() as u64)
+        ),
+        ours: format!("{} msg/s, peak +{}", thousands(rate(best_import) as u64), fmt_bytes(peak)),
+        baseline: format!("serde_json parsing the same lines: {} msg/s", thousands(rate(best_json) as u64)),
+        ratio: fmt_ratio(rate(best_import) / rate(best_json)),
+        target: "report".into(),
+        verdict: Verdict::Info,
+    });
 }

@@ -4,8 +4,8 @@
 //!
 //! - Anthropic `image` (base64 or url source) ↔ OpenAI `image_url` (a
 //!   `data:` URL or a URL);
-//! - Anthropic `document` with a base64 source → OpenAI `file` (`file_data`
-//!   as a `data:` URL), with a text source → a text part.
+//! - Anthropic `document` with a base64 source ↔ OpenAI `file` (`file_data`
+//!   as a `data:` URL); a document with a text source → a text part.
 //!
 //! What has no equivalent (a document by URL, audio, ...) is left out, and
 //! `translate::translation_notes` says so.
@@ -72,6 +72,17 @@ pub(crate) fn openai_images_as_anthropic(m: &InnerMessage) -> Vec<Value> {
 
 /// One OpenAI content part as an Anthropic block, if it has one.
 pub(crate) fn openai_to_anthropic(p: &Value) -> Option<Value> {
+    if p.get("type").and_then(Value::as_str) == Some("file") {
+        // A file given inline: a document.
+        let file = p.get("file")?;
+        let data = file.get("file_data").and_then(Value::as_str)?;
+        let (mt, data) = data.strip_prefix("data:")?.split_once(";base64,")?;
+        let mut doc = json!({"type": "document", "source": {"type": "base64", "media_type": mt, "data": data}});
+        if let Some(name) = file.get("filename").and_then(Value::as_str) {
+            doc["title"] = json!(name);
+        }
+        return Some(doc);
+    }
     if p.get("type").and_then(Value::as_str) != Some("image_url") {
         return None;
     }

@@ -164,7 +164,9 @@ pub fn translation_notes(
                 (super::ANTHROPIC, ConversationFormat::OpenAi) => {
                     kind == "is_error" || media_carried(&body, &kind)
                 }
-                (super::OPENAI, ConversationFormat::Anthropic) => kind == "image_url",
+                (super::OPENAI, ConversationFormat::Anthropic) => {
+                    matches!(kind.as_str(), "image_url" | "file") && openai_carried(&body, &kind)
+                }
                 _ => false,
             };
             if translated {
@@ -224,5 +226,18 @@ fn media_carried(body: &Value, kind: &str) -> bool {
                 .iter()
                 .filter(|b| b.get("type").and_then(Value::as_str) == Some(kind))
                 .all(|b| super::media::anthropic_to_openai(b).is_some())
+        })
+}
+
+/// True when every part of kind `kind` in an OpenAI original has an
+/// Anthropic equivalent (`media::openai_to_anthropic`).
+fn openai_carried(body: &Value, kind: &str) -> bool {
+    body.get("content")
+        .and_then(Value::as_array)
+        .is_some_and(|parts| {
+            parts
+                .iter()
+                .filter(|p| p.get("type").and_then(Value::as_str) == Some(kind))
+                .all(|p| super::media::openai_to_anthropic(p).is_some())
         })
 }
