@@ -1,15 +1,19 @@
-//! The command line. Exit codes: 0 ok, 1 error, 2 usage, 3 corruption found.
+//! The command line. Exit codes: 0 ok, 1 error, 2 usage, 3 corruption
+//! found, 4 a lease held or lost.
 //!
 //! This file holds the top-level parser and the dispatch; each group of
 //! commands lives in its own file with its arguments and handlers:
 //! `record` (demo, resume), `read` (sessions, log, show, pending), `diff`,
-//! `conversation` (conversations, turns, and the conversation views of show
-//! and pending; `conversation_demo` is `demo --conversation`),
-//! `transfer` (export, import) and `admin` (verify, salvage, compact, fork,
-//! sessions --delete). `open` finds databases and sessions (and warns, on
-//! stderr, of what reading them cut off), `output` prints JSON and progress,
-//! `render` formats for people, `demo` is the scripted agent and `sandbox`
-//! the folder its tools cannot leave.
+//! `stats`, `view` and `serve` (the timeline page), `conversation`
+//! (conversations, turns, and the conversation views of show and pending;
+//! `conversation_demo` is `demo --conversation`), `transfer` (export, with
+//! `redact`), `import`, `copy`, `lease`, and `admin` (verify, salvage,
+//! compact, fork, sessions --delete). `open` finds databases and sessions
+//! (attaching to a writer's read service, and warning on stderr of what
+//! reading cut off), `filter` the filters of log and show, `event_json` the
+//! JSON of an event, `output` prints JSON and progress, `style` colour,
+//! times and the pager, `render` formats for people, `demo` is the scripted
+//! agent and `sandbox` the folder its tools cannot leave.
 
 /// `println!` that ends the process quietly when stdout is a closed pipe
 /// (`agent-journal log X | head`) instead of panicking.
@@ -32,6 +36,7 @@ mod demo;
 mod diff;
 mod event_json;
 mod filter;
+mod import;
 mod lease;
 mod open;
 mod output;
@@ -138,7 +143,7 @@ enum Command {
     /// Export a session.
     Export(transfer::ExportArgs),
     /// Import sessions from a file into the database.
-    Import(transfer::ImportArgs),
+    Import(import::ImportArgs),
     /// A new session branching from SESSION after event SEQ.
     Fork(admin::ForkArgs),
     /// Copy every session of one journal into another (sled, PostgreSQL,
@@ -259,7 +264,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Stats(args) => stats::stats(cli, args),
         Command::Verify(args) => admin::verify(cli, args.session.as_deref()),
         Command::Export(args) => transfer::export(cli, args),
-        Command::Import(args) => transfer::import(cli, args),
+        Command::Import(args) => import::import(cli, args),
         Command::Fork(args) => admin::fork(cli, args),
         Command::Copy(args) => copy::copy(cli, args),
         Command::Completions { shell } => {

@@ -1,0 +1,388 @@
+//! `import`: sessions into a database from an exported journal, Claude
+//! Code logs, a provider's conversation, a state blob or a WINK snapshot;
+//! `--format auto` tells them apart.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use agent_journal::conversation::state_blob::{ImportStateBlob, StateBlob};
+use agent_journal::{ConversationFormat, Error, Journal};
+use clap::{Args, ValueEnum};
+
+use crate::cli::Cli;
+use crate::cli::open::warn;
+use crate::cli::output::{print_json, progress};
+
+/// The arguments of `import`.
+#[derive(Args, Debug)]
+pub(crate) struct ImportArgs {
+    /// The file to import.
+    file: PathBuf,
+    /// Its format; `auto` (the default) tells it from the content and says
+    /// which it chose.
+    #[arg(long, value_enum, default_value = "auto")]
+    format: ImportFormat,
+    /// Refuse a conversation larger than this many bytes (it is read whole
+    /// into memory): an endless input such as /dev/zero is refused, not read
+    /// until memory runs out.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+    max_bytes: u64,
+}
+
+/// What `import --format` reads.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ImportFormat {
+    /// Told from the content: a directory or Claude Code records are
+    /// `claude-code`, an exported journal's header `journal`, a WINK
+    /// snapshot `wink`, a state blob `state-blob`, InnerMessage lines
+    /// `jsonl`, Anthropic blocks or a `system` field `anthropic`, other
+    /// message lists `openai`.
+    Auto,
+    /// A Claude Code session log (`~/.claude/projects/.../SESSION.jsonl`), or
+    /// a directory of them: each a session, each thread an evaluation.
+    ClaudeCode,
+    /// An exported journal file (.ajournal).
+    Journal,
+    /// An OpenAI chat-completions messages array, or a request body holding one.
+    Openai,
+    /// An Anthropic Messages request body.
+    Anthropic,
+    /// InnerMessage JSON objects, one per line.
+    Jsonl,
+    /// OpenAI Responses API `input` items (or a request body holding them).
+    OpenaiResponses,
+    /// An Ollama `/api/chat` request or messages array (tool calls get ids
+    /// derived from their place, and the session says so).
+    Ollama,
+    /// A Gemini `generateContent` request.
+    Gemini,
+    /// A portable conversation state blob (a new conversation).
+    StateBlob,
+    /// A WINK-shaped JSON snapshot (as `export --format wink` writes): a new
+    /// session whose state is the snapshot's, resumable like a crashed one.
+    Wink,
+}
+
+/// `import FILE --format F`.
+pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
+    let file = &args.file;
+    let format = match args.format {
+        ImportFormat::Auto => {
+            let found = detect(file, args.max_bytes)?;
+            let name = found
+                .to_possible_value()
+                .map(|v| v.get_name().to_owned())
+                .unwrap_or_default();
+            if cli.json {
+                eprintln!("{}", serde_json::json!({"format": name}));
+            } else {
+                eprintln!("format: {name} (detected; --format to choose)");
+            }
+            found
+        }
+        f => f,
+    };
+    // An exported journal shows a bar of the events written; the others
+    // (read whole, then written in one append) a spinner.
+    if format == ImportFormat::Journal {
+        return import_journal(cli, &Journal::open(&cli.db)?, file);
+    }
+    let spinner = crate::cli::output::working("import");
+    let result = import_format(cli, args, format);
+    spinner.finish_and_clear();
+    result
+}
+
+fn import_format(cli: &Cli, args: &ImportArgs, format: ImportFormat) -> Result<ExitCode, Error> {
+    let file = &args.file;
+    let f = match format {
+        ImportFormat::Auto => unreachable!("detect never answers auto"),
+        ImportFormat::ClaudeCode => return import_claude_code(cli, args),
+        ImportFormat::Openai => ConversationFormat::OpenAi,
+        ImportFormat::Anthropic => ConversationFormat::Anthropic,
+        ImportFormat::Jsonl => ConversationFormat::Jsonl,
+        ImportFormat::OpenaiResponses => ConversationFormat::OpenAiResponses,
+        ImportFormat::Ollama => ConversationFormat::Ollama,
+        ImportFormat::Gemini => ConversationFormat::Gemini,
+        ImportFormat::Journal => return import_journal(cli, &Journal::open(&cli.db)?, file),
+        ImportFormat::StateBlob => return import_state_blob(cli, args),
+        ImportFormat::Wink => return import_wink(cli, args),
+    };
+    // Read and parsed before the database is opened (or created): bad
+    // input creates nothing.
+    let text = read_bounded(file, args.max_bytes)?;
+    let name = file
+        .file_stem()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let in_file = |e| match e {
+        Error::InvalidInput(r) => Error::InvalidInput(format!("{}: {r}", file.display())),
+        other => other,
+    };
+    let messages = f
+        .parse(&text, agent_journal::EvaluationId::new(), "import", &name)
+        .map_err(in_file)?;
+    if messages.is_empty() {
+        return Err(in_file(Error::InvalidInput(
+            "the conversation has no messages".into(),
+        )));
+    }
+    let journal = Journal::open(&cli.db)?;
+    let s = journal
+        .import_messages(messages, f, f.request_fields(&text))
+        .map_err(in_file)?;
+    if cli.json {
+        print_json(&serde_json::json!({"sessions": [s.id().to_string()], "events": s.head()}))?;
+    } else {
+        outln!("imported session {} ({} events)", s.id(), s.head());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `import FILE --format state-blob`: decoded before the database is
+/// opened (a blob that does not decode creates nothing), then imported as
+/// one atomic write. `--max-bytes` is the blob's size limit.
+fn import_state_blob(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
+    let file = &args.file;
+    let text = read_bounded(file, args.max_bytes)?;
+    let limit = usize::try_from(args.max_bytes).unwrap_or(usize::MAX);
+    let blob = StateBlob::decode(text.as_bytes(), None, limit).map_err(|d| {
+        Error::InvalidInput(format!(
+            "{}: not an importable state blob ({}): {d}; nothing was imported",
+            file.display(),
+            d.kind()
+        ))
+    })?;
+    let journal = Journal::open(&cli.db)?;
+    let options = ImportStateBlob {
+        title: file.file_stem().map(|n| n.to_string_lossy().into_owned()),
+        ..ImportStateBlob::default()
+    };
+    let id = blob.import(&journal, &options)?;
+    let events = journal.session(id)?.head();
+    if cli.json {
+        print_json(&serde_json::json!({"sessions": [id.to_string()], "events": events}))?;
+    } else {
+        outln!(
+            "imported conversation {id} ({} messages, provider {}, {events} events)",
+            blob.messages.len(),
+            blob.provider
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `import FILE --format wink`: the snapshot is read and checked before the
+/// database is opened (a document that does not read creates nothing), then
+/// recorded as one atomic append.
+fn import_wink(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
+    let file = &args.file;
+    let text = read_bounded(file, args.max_bytes)?;
+    let named = |e: Error| match e {
+        Error::SnapshotRestore(r) => Error::InvalidInput(format!(
+            "{}: not an importable snapshot: {r}; nothing was imported",
+            file.display()
+        )),
+        other => other,
+    };
+    agent_journal::SessionState::from_json(&text, &agent_journal::SliceRegistry::default())
+        .map_err(named)?;
+    let journal = Journal::open(&cli.db)?;
+    let s = journal.import_snapshot(&text).map_err(named)?;
+    if cli.json {
+        print_json(&serde_json::json!({"sessions": [s.id().to_string()], "events": s.head()}))?;
+    } else {
+        outln!(
+            "imported session {} ({} events) from the snapshot; `pending` and `resume` work on it",
+            s.id(),
+            s.head()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `import FILE --format journal`.
+fn import_journal(cli: &Cli, journal: &Journal, file: &Path) -> Result<ExitCode, Error> {
+    let bar = progress(0, "import");
+    let (ids, tail) = journal.import_journal_with(file, |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })?;
+    bar.finish_and_clear();
+    if let Some(t) = &tail {
+        warn(format_args!("{}: {t}", file.display()));
+    }
+    if cli.json {
+        print_json(&serde_json::json!({
+            "sessions": ids.iter().map(|i| i.to_string()).collect::<Vec<_>>(),
+            "torn_tail": tail.as_ref().map(|t| t.to_string()),
+        }))?;
+    } else {
+        for id in &ids {
+            outln!("imported session {id}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads `file` as UTF-8 text, refusing it past `limit` bytes (read no
+/// further than that, so an endless input costs `limit` at most).
+fn read_bounded(file: &Path, limit: u64) -> Result<String, Error> {
+    use std::io::Read;
+    let io = |e| Error::Io {
+        context: format!("reading {}", file.display()),
+        source: e,
+    };
+    let mut text = String::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(limit.saturating_add(1)).read_to_string(&mut text))
+        .map_err(io)?;
+    if text.len() as u64 > limit {
+        return Err(Error::InvalidInput(format!(
+            "{}: larger than the limit of {limit} bytes (--max-bytes); nothing was imported",
+            file.display()
+        )));
+    }
+    Ok(text)
+}
+
+/// The format of `file`, from its content (`import --format auto`).
+fn detect(file: &Path, max_bytes: u64) -> Result<ImportFormat, Error> {
+    if file.is_dir() {
+        return Ok(ImportFormat::ClaudeCode);
+    }
+    if agent_journal::format::ajournal::looks_like_journal_file(file) {
+        return Ok(ImportFormat::Journal);
+    }
+    let text = read_bounded(file, max_bytes)?;
+    let first_line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default();
+    if let Ok(serde_json::Value::Object(o)) = serde_json::from_str::<serde_json::Value>(first_line)
+    {
+        let is = |k: &str| o.contains_key(k);
+        if (is("uuid") || is("leafUuid")) && is("type") && !is("role") {
+            return Ok(ImportFormat::ClaudeCode);
+        }
+        if is("role") && (is("evaluation_id") || is("message_id")) {
+            return Ok(ImportFormat::Jsonl);
+        }
+    }
+    let whole: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        Error::InvalidInput(format!(
+            "{}: not a format import reads (not JSON at line {} column {}: {e}); give --format",
+            file.display(),
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let messages = match &whole {
+        serde_json::Value::Object(o) if o.contains_key("slices") && o.contains_key("version") => {
+            return Ok(ImportFormat::Wink);
+        }
+        serde_json::Value::Object(o)
+            if o.contains_key("processed_length") && o.contains_key("provider") =>
+        {
+            return Ok(ImportFormat::StateBlob);
+        }
+        serde_json::Value::Object(o) => {
+            if o.contains_key("input") {
+                return Ok(ImportFormat::OpenaiResponses);
+            }
+            if o.contains_key("contents") {
+                return Ok(ImportFormat::Gemini);
+            }
+            if o.contains_key("options") || o.contains_key("keep_alive") {
+                return Ok(ImportFormat::Ollama);
+            }
+            if o.contains_key("system") || o.contains_key("anthropic_version") {
+                return Ok(ImportFormat::Anthropic);
+            }
+            o.get("messages").cloned().unwrap_or_default()
+        }
+        other => other.clone(),
+    };
+    let anthropic_blocks = messages.as_array().is_some_and(|list| {
+        list.iter().any(|m| {
+            m["content"].as_array().is_some_and(|blocks| {
+                blocks.iter().any(|b| {
+                    matches!(
+                        b["type"].as_str(),
+                        Some("tool_use" | "tool_result" | "thinking" | "redacted_thinking")
+                    ) || b["source"].is_object()
+                })
+            })
+        })
+    });
+    if anthropic_blocks {
+        return Ok(ImportFormat::Anthropic);
+    }
+    // Responses items: typed items other than chat messages.
+    let responses_items = messages.as_array().is_some_and(|list| {
+        list.iter().any(|m| {
+            m["type"].as_str().is_some_and(|t| t != "message")
+                || m["content"].as_array().is_some_and(|parts| {
+                    parts.iter().any(|p| {
+                        matches!(
+                            p["type"].as_str(),
+                            Some("input_text" | "output_text" | "input_image")
+                        )
+                    })
+                })
+        })
+    });
+    if responses_items {
+        return Ok(ImportFormat::OpenaiResponses);
+    }
+    let list = messages.as_array().cloned().unwrap_or_default();
+    if list.iter().any(|m| m["parts"].is_array()) {
+        return Ok(ImportFormat::Gemini);
+    }
+    // Ollama: calls without ids, arguments as objects, images, tool names.
+    let ollama = list.iter().any(|m| {
+        m["images"].is_array()
+            || m["tool_name"].is_string()
+            || m["tool_calls"].as_array().is_some_and(|calls| {
+                calls
+                    .iter()
+                    .any(|c| c["id"].is_null() || c["function"]["arguments"].is_object())
+            })
+    });
+    if ollama {
+        return Ok(ImportFormat::Ollama);
+    }
+    if messages.is_array() {
+        return Ok(ImportFormat::Openai);
+    }
+    Err(Error::InvalidInput(format!(
+        "{}: not a format import reads (no message list found); give --format",
+        file.display()
+    )))
+}
+
+/// `import PATH --format claude-code`: a log file or a directory of them.
+fn import_claude_code(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
+    // Checked before the database is opened (or created): bad input creates
+    // nothing.
+    let logs = agent_journal::read_claude_code(&args.file, args.max_bytes)?;
+    let journal = Journal::open(&cli.db)?;
+    let sessions = journal.import_claude_code_logs(logs)?;
+    let events: u64 = sessions.iter().map(agent_journal::Session::head).sum();
+    if cli.json {
+        print_json(&serde_json::json!({
+            "sessions": sessions.iter().map(|s| s.id().to_string()).collect::<Vec<_>>(),
+            "events": events,
+        }))?;
+    } else {
+        for s in &sessions {
+            let threads = s.state().evaluations().iter().count();
+            outln!(
+                "imported session {} ({} events, {threads} thread(s))",
+                s.id(),
+                s.head()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

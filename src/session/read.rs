@@ -1,0 +1,146 @@
+//! Reading a session back: events in a range (a fork's prefix from its
+//! parent) and the state at any seq.
+
+use std::ops::RangeBounds;
+
+use super::replay::{check_frame, decode_snapshot, replay};
+use super::{Session, bounds};
+use crate::error::{Error, Result};
+use crate::event::Envelope;
+use crate::state::SessionState;
+use crate::store::Visit;
+
+impl Session {
+    /// The state right after event `seq`: the fold of events `0..=seq`.
+    ///
+    /// # Errors
+    /// [`Error::SeqOutOfRange`] past the head.
+    pub fn state_at(&self, seq: u64) -> Result<SessionState> {
+        let (head, last_snapshot) = {
+            // Decide under one lock: an append between two would make "the
+            // state at the head" a later state.
+            let core = self.core();
+            if seq >= core.head {
+                return Err(Error::SeqOutOfRange {
+                    session: self.id(),
+                    seq,
+                    len: core.head,
+                });
+            }
+            if seq + 1 == core.head {
+                return Ok((*core.state).clone());
+            }
+            (core.head, core.last_snapshot)
+        };
+        let offset = self.offset();
+        if let Some(b) = self.shared.base
+            && seq <= b.at
+        {
+            // Inside the prefix: the parent's state there.
+            return self.journal.session(b.parent)?.state_at(seq);
+        }
+        let config = &self.journal.inner.config;
+        let mut state = None;
+        let mut from = offset;
+        if let Some(snap) = last_snapshot.filter(|s| *s <= seq && *s >= offset)
+            && let Ok(Some((sseq, frame))) = self.journal.inner.store.latest_snapshot(self.id())
+            && sseq == snap
+            && let Ok(s) = decode_snapshot(frame, sseq, head, config)
+        {
+            state = Some(s);
+            from = sseq + 1;
+        }
+        let mut state = match (state, self.shared.base) {
+            (Some(s), _) => s,
+            (None, Some(b)) => self.prefix_state(b)?,
+            (None, None) => SessionState::with_slices(&config.slices),
+        };
+        replay(
+            &self.journal,
+            self.id(),
+            from - offset,
+            seq + 1 - offset,
+            &mut state,
+            &mut 0,
+            offset,
+        )?;
+        Ok(state)
+    }
+
+    /// Events with seq in `range`, verified and decoded.
+    ///
+    /// # Errors
+    /// [`Error::SeqOutOfRange`] if the range starts or ends past the head;
+    /// [`Error::Corruption`] for a damaged frame.
+    pub fn events(&self, range: impl RangeBounds<u64>) -> Result<Vec<Envelope>> {
+        let mut out = Vec::new();
+        self.for_each_event(range, |env| {
+            out.push(env);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f` for each event with seq in `range`, in order, streaming.
+    pub fn for_each_event(
+        &self,
+        range: impl RangeBounds<u64>,
+        mut f: impl FnMut(Envelope) -> Result<()>,
+    ) -> Result<()> {
+        let head = self.head();
+        let (from, to) = bounds(range, head);
+        if from > to || to > head {
+            // The start of a range that starts past the head (or after its
+            // own end), else the range's last seq.
+            let seq = if from >= head || from > to {
+                from
+            } else {
+                to - 1
+            };
+            return Err(Error::SeqOutOfRange {
+                session: self.id(),
+                seq,
+                len: head,
+            });
+        }
+        self.each_event(from, to, &mut f)
+    }
+
+    /// [`for_each_event`](Self::for_each_event) of a checked range.
+    fn each_event(
+        &self,
+        from: u64,
+        to: u64,
+        f: &mut dyn FnMut(Envelope) -> Result<()>,
+    ) -> Result<()> {
+        let id = self.id();
+        let offset = self.offset();
+        // A fork's prefix: its parent's events, as they are.
+        if let Some(b) = self.shared.base
+            && from < offset
+        {
+            let parent = self.journal.session(b.parent)?;
+            parent.each_event(from, to.min(offset), f)?;
+        }
+        let (from, to) = (from.max(offset) - offset, to.max(offset) - offset);
+        let limit = self.journal.inner.config.max_event_bytes;
+        let mut expect = from;
+        self.journal.scan_frames(id, from, to, &mut |seq, frame| {
+            let mut env = check_frame(id, seq, expect, frame, limit)?;
+            expect += 1;
+            env.seq += offset;
+            f(env)?;
+            Ok(Visit::Continue(()))
+        })?;
+        let (expect, to) = (expect + offset, to + offset);
+        if expect != to {
+            return Err(Error::corruption(
+                Some(id),
+                Some(expect),
+                None,
+                "event missing from the stream (a gap)",
+            ));
+        }
+        Ok(())
+    }
+}
