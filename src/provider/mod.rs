@@ -421,6 +421,26 @@ impl Turn<'_> {
 }
 
 /// Arranges messages into a valid history: see the module docs.
+/// A message list rebuilt from [`plan`]: the leading messages, then each
+/// turn's assistant message, its results and what follows it, each made by
+/// the given function (the formats whose messages map one to one).
+pub(crate) fn render_plan(
+    messages: &[InnerMessage],
+    plain: impl Fn(&InnerMessage) -> Value,
+    assistant: impl Fn(&Turn<'_>) -> Value,
+    result: impl Fn(&Res<'_>) -> Value,
+) -> Vec<Value> {
+    let plan = plan(messages);
+    let mut out = Vec::with_capacity(messages.len());
+    out.extend(plan.head.iter().map(|m| plain(m)));
+    for t in &plan.turns {
+        out.push(assistant(t));
+        out.extend(t.results.iter().map(&result));
+        out.extend(t.after.iter().map(|m| plain(m)));
+    }
+    out
+}
+
 pub(crate) fn plan(messages: &[InnerMessage]) -> Plan<'_> {
     let mut seen: HashSet<&str> = HashSet::new();
     let mut plan = Plan {

@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{INTERRUPTED_RESULT, Res, Turn, imported, kind, plan};
+use super::{INTERRUPTED_RESULT, Res, Turn, imported, kind};
 use crate::error::{Error, Result};
 use crate::model::{EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
 
@@ -209,13 +209,5 @@ fn result(r: &Res<'_>) -> Value {
 /// The messages as an Ollama `messages` array, every call answered once;
 /// messages imported from Ollama give back what Ollama sent.
 pub(crate) fn to_messages(messages: &[InnerMessage]) -> Vec<Value> {
-    let plan = plan(messages);
-    let mut out = Vec::with_capacity(messages.len());
-    out.extend(plan.head.iter().map(|m| plain(m)));
-    for t in &plan.turns {
-        out.push(assistant(t));
-        out.extend(t.results.iter().map(result));
-        out.extend(t.after.iter().map(|m| plain(m)));
-    }
-    out
+    super::render_plan(messages, plain, assistant, result)
 }

@@ -11,9 +11,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::read::{openai_role, openai_tool_call_id, openai_tool_calls};
-use super::{
-    INTERRUPTED_RESULT, OPENAI, Res, Turn, imported, kind, message_list, plan, tagged_message,
-};
+use super::{INTERRUPTED_RESULT, OPENAI, Res, Turn, imported, kind, message_list, tagged_message};
 use crate::error::{Error, Result};
 use crate::model::{CallId, EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
 
@@ -33,15 +31,7 @@ pub fn payload(message: &Value) -> String {
 /// A message whose payload was captured from OpenAI is emitted as that
 /// payload; the others are built from their neutral fields.
 pub(crate) fn to_messages(messages: &[InnerMessage]) -> Vec<Value> {
-    let plan = plan(messages);
-    let mut out = Vec::with_capacity(messages.len());
-    out.extend(plan.head.iter().map(|m| plain(m)));
-    for t in &plan.turns {
-        out.push(assistant(t));
-        out.extend(t.results.iter().map(result));
-        out.extend(t.after.iter().map(|m| plain(m)));
-    }
-    out
+    super::render_plan(messages, plain, assistant, result)
 }
 
 /// A system or user message.
