@@ -228,3 +228,32 @@ fn forks_made_by_earlier_versions_read_as_they_did() {
     );
     assert!(journal.verify(None, |_| {}).unwrap().problems.is_empty());
 }
+
+#[test]
+fn waiting_for_a_forks_events_counts_its_prefix() {
+    for b in backends() {
+        let parent = b.journal.create_session().expect(b.name);
+        for n in 0..6 {
+            parent.append(custom(n)).expect(b.name);
+        }
+        let fork = parent.fork(5).expect(b.name);
+        assert_eq!(fork.head(), 7);
+        let short = std::time::Duration::from_millis(20);
+        // Nothing new: the length as the fork's seqs count it.
+        assert_eq!(
+            b.journal
+                .wait_for_events(fork.id(), 7, short)
+                .expect(b.name),
+            7
+        );
+        fork.append(custom(9)).expect(b.name);
+        assert_eq!(
+            b.journal
+                .wait_for_events(fork.id(), 7, short)
+                .expect(b.name),
+            8,
+            "{}",
+            b.name
+        );
+    }
+}

@@ -84,17 +84,20 @@ impl Session {
 
 impl Journal {
     /// Waits until session `id` holds more than `len` events or `timeout`
-    /// passed; returns its length then. On PostgreSQL an append in any
-    /// process wakes the wait at once (`LISTEN`/`NOTIFY`); elsewhere it
-    /// polls. Follow a session with it and [`Session::refresh`].
+    /// passed; returns its length then (a fork's counts its parent's
+    /// prefix, as its seqs do). On PostgreSQL an append in any process
+    /// wakes the wait at once (`LISTEN`/`NOTIFY`); elsewhere it polls.
+    /// Follow a session with it and [`Session::refresh`].
     pub fn wait_for_events(&self, id: SessionId, len: u64, timeout: Duration) -> Result<u64> {
         let store = &self.inner.store;
-        let now = store.len(id)?.unwrap_or(0);
+        // The store counts a fork's own events only.
+        let offset = crate::session::base_of(self, id)?.map_or(0, |b| b.offset());
+        let now = store.len(id)?.unwrap_or(0) + offset;
         if now > len {
             return Ok(now);
         }
-        store.wait_for_append(id, len, timeout)?;
-        Ok(store.len(id)?.unwrap_or(0))
+        store.wait_for_append(id, len.saturating_sub(offset), timeout)?;
+        Ok(store.len(id)?.unwrap_or(0) + offset)
     }
 
     /// The live lease of session `id`, whoever holds it (`None` on a store
