@@ -66,9 +66,12 @@ enum ImportFormat {
 /// `import FILE --format F`.
 pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
     let file = &args.file;
+    // The text `auto` read to tell the format, if it read it.
+    let mut text = None;
     let format = match args.format {
         ImportFormat::Auto => {
-            let found = detect(file, args.max_bytes)?;
+            let (found, read) = detect(file, args.max_bytes)?;
+            text = read;
             let name = found
                 .to_possible_value()
                 .map(|v| v.get_name().to_owned())
@@ -88,12 +91,17 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
         return import_journal(cli, &Journal::open(&cli.db)?, file);
     }
     let spinner = crate::cli::output::working("import");
-    let result = import_format(cli, args, format);
+    let result = import_format(cli, args, format, text);
     spinner.finish_and_clear();
     result
 }
 
-fn import_format(cli: &Cli, args: &ImportArgs, format: ImportFormat) -> Result<ExitCode, Error> {
+fn import_format(
+    cli: &Cli,
+    args: &ImportArgs,
+    format: ImportFormat,
+    text: Option<String>,
+) -> Result<ExitCode, Error> {
     let file = &args.file;
     let f = match format {
         ImportFormat::Auto => unreachable!("detect never answers auto"),
@@ -105,12 +113,12 @@ fn import_format(cli: &Cli, args: &ImportArgs, format: ImportFormat) -> Result<E
         ImportFormat::Ollama => ConversationFormat::Ollama,
         ImportFormat::Gemini => ConversationFormat::Gemini,
         ImportFormat::Journal => return import_journal(cli, &Journal::open(&cli.db)?, file),
-        ImportFormat::StateBlob => return import_state_blob(cli, args),
-        ImportFormat::Wink => return import_wink(cli, args),
+        ImportFormat::StateBlob => return import_state_blob(cli, args, text),
+        ImportFormat::Wink => return import_wink(cli, args, text),
     };
     // Read and parsed before the database is opened (or created): bad
     // input creates nothing.
-    let text = read_bounded(file, args.max_bytes)?;
+    let text = read_once(text, file, args.max_bytes)?;
     let name = file
         .file_stem()
         .map(|n| n.to_string_lossy().into_owned())
@@ -142,9 +150,13 @@ fn import_format(cli: &Cli, args: &ImportArgs, format: ImportFormat) -> Result<E
 /// `import FILE --format state-blob`: decoded before the database is
 /// opened (a blob that does not decode creates nothing), then imported as
 /// one atomic write. `--max-bytes` is the blob's size limit.
-fn import_state_blob(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
+fn import_state_blob(
+    cli: &Cli,
+    args: &ImportArgs,
+    text: Option<String>,
+) -> Result<ExitCode, Error> {
     let file = &args.file;
-    let text = read_bounded(file, args.max_bytes)?;
+    let text = read_once(text, file, args.max_bytes)?;
     let limit = usize::try_from(args.max_bytes).unwrap_or(usize::MAX);
     let blob = StateBlob::decode(text.as_bytes(), None, limit).map_err(|d| {
         Error::InvalidInput(format!(
@@ -175,9 +187,9 @@ fn import_state_blob(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
 /// `import FILE --format wink`: the snapshot is read and checked before the
 /// database is opened (a document that does not read creates nothing), then
 /// recorded as one atomic append.
-fn import_wink(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
+fn import_wink(cli: &Cli, args: &ImportArgs, text: Option<String>) -> Result<ExitCode, Error> {
     let file = &args.file;
-    let text = read_bounded(file, args.max_bytes)?;
+    let text = read_once(text, file, args.max_bytes)?;
     let named = |e: Error| match e {
         Error::SnapshotRestore(r) => Error::InvalidInput(format!(
             "{}: not an importable snapshot: {r}; nothing was imported",
@@ -227,6 +239,14 @@ fn import_journal(cli: &Cli, journal: &Journal, file: &Path) -> Result<ExitCode,
 
 /// Reads `file` as UTF-8 text, refusing it past `limit` bytes (read no
 /// further than that, so an endless input costs `limit` at most).
+/// The text already read, else the file's (see [`read_bounded`]).
+fn read_once(text: Option<String>, file: &Path, limit: u64) -> Result<String, Error> {
+    match text {
+        Some(t) => Ok(t),
+        None => read_bounded(file, limit),
+    }
+}
+
 fn read_bounded(file: &Path, limit: u64) -> Result<String, Error> {
     use std::io::Read;
     let io = |e| Error::Io {
@@ -247,14 +267,22 @@ fn read_bounded(file: &Path, limit: u64) -> Result<String, Error> {
 }
 
 /// The format of `file`, from its content (`import --format auto`).
-fn detect(file: &Path, max_bytes: u64) -> Result<ImportFormat, Error> {
+/// The text it read comes back too, for the import not to read it again.
+fn detect(file: &Path, max_bytes: u64) -> Result<(ImportFormat, Option<String>), Error> {
     if file.is_dir() {
-        return Ok(ImportFormat::ClaudeCode);
+        return Ok((ImportFormat::ClaudeCode, None));
     }
     if agent_journal::format::ajournal::looks_like_journal_file(file) {
-        return Ok(ImportFormat::Journal);
+        return Ok((ImportFormat::Journal, None));
     }
     let text = read_bounded(file, max_bytes)?;
+    let format = detect_text(file, &text)?;
+    Ok((format, Some(text)))
+}
+
+/// [`detect`] for the text of a file that is neither a directory nor an
+/// exported journal.
+fn detect_text(file: &Path, text: &str) -> Result<ImportFormat, Error> {
     let first_line = text
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -269,7 +297,7 @@ fn detect(file: &Path, max_bytes: u64) -> Result<ImportFormat, Error> {
             return Ok(ImportFormat::Jsonl);
         }
     }
-    let whole: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+    let whole: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         Error::InvalidInput(format!(
             "{}: not a format import reads (not JSON at line {} column {}: {e}); give --format",
             file.display(),

@@ -129,7 +129,12 @@ impl Redactor {
 
     /// Every string of `event`, in place: through its JSON form, so that
     /// no field is missed; a custom payload is redacted when it is UTF-8.
-    pub(crate) fn event(&mut self, event: &mut Event) {
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the event does not go through its JSON
+    /// form and back: a secret must never be written because it could not
+    /// be replaced.
+    pub(crate) fn event(&mut self, event: &mut Event) -> Result<(), Error> {
         if let Event::Custom { payload, .. } = event {
             if let Ok(text) = std::str::from_utf8(payload) {
                 let redacted = self.text(text);
@@ -137,19 +142,18 @@ impl Redactor {
                     *payload = redacted.into_bytes();
                 }
             }
-            return;
+            return Ok(());
         }
-        let Ok(mut v) = serde_json::to_value(&*event) else {
-            return;
+        let cannot = |e: serde_json::Error| {
+            Error::InvalidInput(format!("cannot redact a {} event: {e}", event.kind()))
         };
+        let mut v = serde_json::to_value(&*event).map_err(cannot)?;
         let before = self.replaced;
         self.value(&mut v);
-        if self.replaced == before {
-            return;
+        if self.replaced != before {
+            *event = serde_json::from_value::<Event>(v).map_err(cannot)?;
         }
-        if let Ok(changed) = serde_json::from_value::<Event>(v) {
-            *event = changed;
-        }
+        Ok(())
     }
 }
 

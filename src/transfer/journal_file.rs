@@ -15,6 +15,9 @@ use crate::model::SessionId;
 use crate::store::atomic;
 use crate::store::{Durability, Visit};
 
+/// What [`Journal::export_journal_mapped`] passes every event through.
+type EventMap<'a> = dyn FnMut(&mut crate::event::Event) -> Result<()> + 'a;
+
 impl Journal {
     /// Writes the given sessions (all if empty) to an exported journal file,
     /// verifying every frame on the way. Returns the number of records.
@@ -43,7 +46,8 @@ impl Journal {
     /// through `map` on its way (to redact secrets, say): each event is
     /// decoded and checked as there, changed by `map`, and encoded into a
     /// new frame (same session, seq and time). What `map` does not change
-    /// is written as it was.
+    /// is written as it was. An error of `map` ends the export, and nothing
+    /// is written.
     ///
     /// # Errors
     /// As [`export_journal`](Self::export_journal); [`Error::TooLarge`] if
@@ -53,7 +57,7 @@ impl Journal {
         sessions: &[SessionId],
         path: impl AsRef<Path>,
         progress: impl FnMut(u64),
-        mut map: impl FnMut(&mut crate::event::Event),
+        mut map: impl FnMut(&mut crate::event::Event) -> Result<()>,
     ) -> Result<u64> {
         self.export_journal_inner(sessions, path.as_ref(), progress, Some(&mut map))
     }
@@ -63,7 +67,7 @@ impl Journal {
         sessions: &[SessionId],
         path: &Path,
         mut progress: impl FnMut(u64),
-        mut map: Option<&mut dyn FnMut(&mut crate::event::Event)>,
+        mut map: Option<&mut EventMap<'_>>,
     ) -> Result<u64> {
         let ids = if sessions.is_empty() {
             let skip = self.unfinished_import()?;
@@ -101,7 +105,7 @@ impl Journal {
                     expect += 1;
                     match map.as_mut() {
                         Some(map) => {
-                            map(&mut env.event);
+                            map(&mut env.event)?;
                             w.write_frame(&format::encode_frame(&env, limit)?)?;
                         }
                         None => w.write_frame(frame)?,
