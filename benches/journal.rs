@@ -126,7 +126,7 @@ impl Sizes {
             buffered: 300_000,
             synced: 2_000,
             threads: 16,
-            per_thread: 500,
+            per_thread: 2_000,
             thread_rounds: 5,
             big: 1_000_000,
             window: 10_000,

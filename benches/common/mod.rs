@@ -6,6 +6,7 @@ pub mod compaction;
 pub mod conversation;
 pub mod events;
 pub mod formats;
+pub mod group;
 pub mod growth;
 pub mod open;
 pub mod pg;

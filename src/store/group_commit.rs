@@ -11,7 +11,7 @@
 //! to every waiter and every later caller gets `Poisoned`, because the
 //! durability of what was acknowledged can no longer be promised.
 
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 use crate::error::Result;
 use crate::store::poison::Poison;
@@ -28,13 +28,44 @@ struct State {
     waiting: u32,
     /// Tickets the last flush covered.
     last_batch: u64,
+    /// The waiting writers: the ticket each waits for, and its thread.
+    /// A flush wakes those it covered and, if others wait, the one with
+    /// the smallest ticket to lead the next flush; the rest sleep on.
+    /// (A condition variable would wake them all, for most of them to go
+    /// back to sleep: context switches that cost more than the flush's
+    /// own work at 16 writers on 2 cores.)
+    parked: Vec<(u64, std::thread::Thread)>,
+}
+
+impl State {
+    /// Wakes the writers `self.completed` covers and one more to lead, if
+    /// any waits; removes them from the list.
+    fn wake(&mut self) {
+        let completed = self.completed;
+        self.parked.retain(|(t, thread)| {
+            let done = *t <= completed;
+            if done {
+                thread.unpark();
+            }
+            !done
+        });
+        if let Some(i) = (0..self.parked.len()).min_by_key(|&i| self.parked[i].0) {
+            self.parked.swap_remove(i).1.unpark();
+        }
+    }
+
+    /// Wakes every waiting writer (after a failure).
+    fn wake_all(&mut self) {
+        for (_, thread) in self.parked.drain(..) {
+            thread.unpark();
+        }
+    }
 }
 
 /// Shares flushes between concurrent writers.
 #[derive(Default)]
 pub(crate) struct GroupCommit {
     state: Mutex<State>,
-    done: Condvar,
     /// The journal's: set by a failed flush, checked before every commit.
     poison: Poison,
 }
@@ -133,15 +164,24 @@ impl GroupCommit {
                     }
                     Err(e) => {
                         self.poison.set(e.to_string());
-                        self.done.notify_all();
+                        s.wake_all();
                         return Err(e);
                     }
                 }
-                self.done.notify_all();
+                s.wake();
             } else {
+                let me = std::thread::current();
+                let id = me.id();
+                s.parked.push((target, me));
                 s.waiting += 1;
-                s = self.done.wait(s).unwrap_or_else(|p| p.into_inner());
+                drop(s);
+                // A wake-up before the park is kept: `park` returns at once.
+                std::thread::park();
+                s = self.lock();
                 s.waiting -= 1;
+                // Still listed after a spurious wake-up: listed again below
+                // if it must wait on.
+                s.parked.retain(|(_, t)| t.id() != id);
             }
         }
     }
