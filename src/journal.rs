@@ -202,13 +202,18 @@ impl Journal {
             return Self::open_postgres(url, config);
         }
         if path.is_file() && file::looks_like_journal_file(path) {
-            let contents = file::read_file(path, config.max_event_bytes)?;
-            let store = Arc::new(memory::MemoryStore::frozen(contents.streams));
+            let (f, index) = file::read_file(path, config.max_event_bytes)?;
+            let tail = index.tail.clone();
+            let store = Arc::new(crate::store::file::FileStore::new(
+                f,
+                path.to_owned(),
+                index,
+            ));
             return Ok(Self::build(
                 store,
                 config,
                 Some(path.to_owned()),
-                contents.tail,
+                tail,
                 Poison::default(),
             ));
         }

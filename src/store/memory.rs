@@ -8,28 +8,17 @@ use crate::model::SessionId;
 use crate::store::Durability;
 use crate::store::{SharedBytes, Store, Visit};
 
-/// Keeps frames in memory. Used by `Journal::memory()`, by tests, and to
-/// serve exported `.ajournal` files to the read commands (read-only).
+/// Keeps frames in memory. Used by `Journal::memory()` and by tests.
 #[derive(Default)]
 pub struct MemoryStore {
     streams: RwLock<BTreeMap<SessionId, Vec<Vec<u8>>>>,
     snapshots: Mutex<HashMap<SessionId, (u64, SharedBytes)>>,
-    read_only: bool,
 }
 
 impl MemoryStore {
     /// An empty, writable store.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// A read-only store holding the given streams (seq = index).
-    pub(crate) fn frozen(streams: BTreeMap<SessionId, Vec<Vec<u8>>>) -> Self {
-        Self {
-            streams: RwLock::new(streams),
-            snapshots: Mutex::new(HashMap::new()),
-            read_only: true,
-        }
     }
 
     fn snaps(&self) -> MutexGuard<'_, HashMap<SessionId, (u64, SharedBytes)>> {
@@ -43,11 +32,6 @@ impl Store for MemoryStore {
     }
 
     fn append(&self, session: SessionId, expected: u64, frames: &[Vec<u8>]) -> Result<()> {
-        if self.read_only {
-            return Err(Error::Unsupported(
-                "this journal is read-only (an exported file)".into(),
-            ));
-        }
         let mut streams = self.streams.write().unwrap_or_else(|p| p.into_inner());
         let stream = streams.entry(session).or_default();
         let found = stream.len() as u64;
@@ -102,11 +86,6 @@ impl Store for MemoryStore {
     }
 
     fn truncate(&self, session: SessionId, from: u64) -> Result<()> {
-        if self.read_only {
-            return Err(Error::Unsupported(
-                "this journal is read-only (an exported file)".into(),
-            ));
-        }
         let mut streams = self.streams.write().unwrap_or_else(|p| p.into_inner());
         if let Some(s) = streams.get_mut(&session) {
             s.truncate(from as usize);
@@ -128,11 +107,6 @@ impl Store for MemoryStore {
     }
 
     fn delete_session(&self, session: SessionId) -> Result<()> {
-        if self.read_only {
-            return Err(Error::Unsupported(
-                "this journal is read-only (an exported file)".into(),
-            ));
-        }
         self.streams
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -152,9 +126,5 @@ impl Store for MemoryStore {
 
     fn size_on_disk(&self) -> Result<u64> {
         Ok(0)
-    }
-
-    fn read_only(&self) -> bool {
-        self.read_only
     }
 }

@@ -4,7 +4,8 @@
 //!   `applier.rs` (sled's insert thread), `wal.rs` (the write-ahead log of
 //!   `Synced` appends), `group_commit.rs` (shared flushes) and
 //!   `snapfiles.rs` (snapshot frames too large for sled);
-//! - `memory.rs`: in memory, and exported `.ajournal` files opened read-only;
+//! - `memory.rs`: in memory;
+//! - `file.rs`: exported `.ajournal` files opened read-only, read in place;
 //! - `fs.rs` and `keys.rs`: small leaf helpers (directory sync, sled keys).
 //!
 //! Stores deal in frames only: they never decode events, so every backend
@@ -13,6 +14,7 @@
 
 pub(crate) mod applier;
 pub(crate) mod atomic;
+pub(crate) mod file;
 pub(crate) mod fs;
 pub(crate) mod group_commit;
 pub(crate) mod heads;

@@ -15,6 +15,12 @@ use crate::model::SessionId;
 use crate::store::atomic;
 use crate::store::{Durability, Visit};
 
+/// An import appends a file's events in chunks of at most this many
+/// events...
+const IMPORT_CHUNK_EVENTS: usize = 4096;
+/// ...or of this many bytes (one event may be larger): its memory.
+const IMPORT_CHUNK_BYTES: usize = 8 << 20;
+
 /// What [`Journal::export_journal_mapped`] passes every event through.
 type EventMap<'a> = dyn FnMut(&mut crate::event::Event) -> Result<()> + 'a;
 
@@ -154,39 +160,59 @@ impl Journal {
         self.inner.poison.check()?;
         let _one_at_a_time = intent::one_import_at_a_time();
         self.roll_back_interrupted_import()?;
-        let contents = file::read_file(path.as_ref(), self.inner.config.max_event_bytes)?;
-        for id in contents.streams.keys() {
+        let path = path.as_ref();
+        let (f, index) = file::read_file(path, self.inner.config.max_event_bytes)?;
+        let tail = index.tail.clone();
+        let ids: Vec<SessionId> = index.streams.keys().copied().collect();
+        let total: u64 = index.streams.values().map(|f| f.len() as u64).sum();
+        let source = crate::store::file::FileStore::new(f, path.to_owned(), index);
+        for id in &ids {
             if self.inner.store.len(*id)?.is_some() {
                 return Err(Error::InvalidInput(format!(
                     "session {id} already exists in this journal; nothing was imported"
                 )));
             }
         }
-        let ids: Vec<SessionId> = contents.streams.keys().copied().collect();
         if ids.is_empty() {
-            return Ok((ids, contents.tail));
+            return Ok((ids, tail));
         }
         let intent = intent::intent_path(self);
         if let Some(p) = &intent {
             intent::write(p, &ids)?;
         }
         let mut written = Vec::with_capacity(ids.len());
-        let total: u64 = contents.streams.values().map(|f| f.len() as u64).sum();
         let mut done = 0u64;
         progress(0, total);
         let result = self.inner.write(|store| {
-            for (id, frames) in contents.streams {
+            for &id in &ids {
                 // Marked before the append: a failed append may still have
                 // written something.
                 written.push(id);
-                // In chunks, for the progress: the intent file makes the
-                // whole import all or nothing all the same.
+                // In chunks read from the file (memory: one chunk), for the
+                // progress too: the intent file makes the whole import all
+                // or nothing all the same.
                 let mut at = 0u64;
-                for chunk in frames.chunks(4096) {
+                let mut chunk: Vec<Vec<u8>> = Vec::new();
+                let mut bytes = 0usize;
+                let mut append = |chunk: &mut Vec<Vec<u8>>, bytes: &mut usize| -> Result<()> {
                     store.append(id, at, chunk)?;
                     at += chunk.len() as u64;
                     done += chunk.len() as u64;
                     progress(done, total);
+                    chunk.clear();
+                    *bytes = 0;
+                    Ok(())
+                };
+                crate::store::Store::scan(&source, id, 0, u64::MAX, &mut |_, frame| {
+                    chunk.push(frame.to_vec());
+                    bytes += frame.len();
+                    if chunk.len() >= IMPORT_CHUNK_EVENTS || bytes >= IMPORT_CHUNK_BYTES {
+                        append(&mut chunk, &mut bytes)?;
+                    }
+                    Ok(Visit::Continue(()))
+                })?;
+                if !chunk.is_empty() {
+                    append(&mut chunk, &mut bytes)?;
                 }
             }
             // Durable before the intent goes, whatever the configuration.
@@ -209,6 +235,6 @@ impl Journal {
         if let Some(p) = &intent {
             intent::remove(p)?;
         }
-        Ok((ids, contents.tail))
+        Ok((ids, tail))
     }
 }

@@ -35,7 +35,8 @@ pub(crate) fn parse_lenient(bytes: &[u8], limit: u64) -> Result<Lenient> {
     };
     let mut records = Vec::new();
     let mut dropped = Vec::new();
-    let mut resync = Resync::new(bytes);
+    let mut resync = Resync::new(bytes.len());
+    let mut src = bytes;
     let mut pos = MAGIC.len();
     loop {
         if pos >= bytes.len() {
@@ -50,8 +51,9 @@ pub(crate) fn parse_lenient(bytes: &[u8], limit: u64) -> Result<Lenient> {
             }
             break;
         }
-        if format == 2 && at_trailer(bytes, pos) {
-            let problem = match check_trailer(bytes, pos, records.len() as u64) {
+        if format == 2 && at_trailer(&mut src, pos) {
+            let crc = crc32fast::hash(&bytes[..pos]);
+            let problem = match check_trailer(&mut src, pos, records.len() as u64, crc) {
                 Trailer::Whole => None,
                 Trailer::Followed(extra) => Some(format!("{extra} bytes after the trailer")),
                 Trailer::Cut(reason) | Trailer::Mismatch(reason) => Some(reason),
@@ -59,7 +61,7 @@ pub(crate) fn parse_lenient(bytes: &[u8], limit: u64) -> Result<Lenient> {
             dropped.extend(problem.map(|m| dropped_at(pos, m)));
             break;
         }
-        match read_record(bytes, pos, limit) {
+        match read_record(&mut src, pos, limit) {
             Ok((env, _, next)) => {
                 records.push((pos as u64, env));
                 pos = next;
@@ -67,7 +69,7 @@ pub(crate) fn parse_lenient(bytes: &[u8], limit: u64) -> Result<Lenient> {
             Err(reason) => {
                 // Resynchronise on the next readable record: a damaged length
                 // prefix must not take the records after it down with it.
-                let rest = match resync.next_valid(bytes, pos + 1, limit) {
+                let rest = match resync.next_valid(&mut src, pos + 1, limit) {
                     Found::At(good) => {
                         dropped.push(dropped_at(
                             pos,

@@ -27,9 +27,12 @@ use crate::format::{self, FRAME_HEADER_LEN};
 use crate::model::SessionId;
 
 mod lenient;
+mod source;
 #[cfg(test)]
 mod tests;
 mod write;
+
+use source::{FileSource, Source};
 
 pub(crate) use lenient::parse_lenient;
 pub(crate) use write::FileWriter;
@@ -73,8 +76,8 @@ fn format_of(bytes: &[u8]) -> Result<u8> {
 }
 
 /// True if the length prefix at `pos` is the trailer's mark.
-fn at_trailer(bytes: &[u8], pos: usize) -> bool {
-    bytes.get(pos..pos + 4) == Some(&TRAILER_MARK.to_le_bytes()[..])
+fn at_trailer<S: Source>(src: &mut S, pos: usize) -> bool {
+    src.get(pos..pos + 4) == Some(&TRAILER_MARK.to_le_bytes()[..])
 }
 
 /// What the trailer at `pos` says against the `records` read before it.
@@ -96,11 +99,13 @@ fn trailer_fields(t: &[u8]) -> (u64, u32) {
     (count, crc)
 }
 
-fn check_trailer(bytes: &[u8], pos: usize, records: u64) -> Trailer {
-    let Some(t) = bytes.get(pos..pos + TRAILER_LEN) else {
+/// `crc_before`: the CRC-32 of every byte before `pos`.
+fn check_trailer<S: Source>(src: &mut S, pos: usize, records: u64, crc_before: u32) -> Trailer {
+    let total = src.len();
+    let Some(t) = src.get(pos..pos + TRAILER_LEN) else {
         return Trailer::Cut(format!(
             "the trailer is cut short ({} of its {TRAILER_LEN} bytes)",
-            bytes.len() - pos
+            total - pos
         ));
     };
     let (count, crc) = trailer_fields(t);
@@ -109,32 +114,27 @@ fn check_trailer(bytes: &[u8], pos: usize, records: u64) -> Trailer {
             "the trailer counts {count} records, the file holds {records}"
         ));
     }
-    let actual = crc32fast::hash(&bytes[..pos]);
+    let actual = crc_before;
     if crc != actual {
         return Trailer::Mismatch(format!(
             "the trailer's checksum {crc:#010x} does not match the file's {actual:#010x}"
         ));
     }
-    match bytes.len() - pos - TRAILER_LEN {
+    match total - pos - TRAILER_LEN {
         0 => Trailer::Whole,
         extra => Trailer::Followed(extra),
     }
 }
 
 /// True if a whole format 2 trailer at `pos` matches the `records` before
-/// it and the file's bytes with the format 2 magic in place of its own.
-fn v2_trailer_matches(bytes: &[u8], pos: usize, records: u64) -> bool {
-    let Some(t) = bytes.get(pos..pos + TRAILER_LEN) else {
+/// it and the file's bytes with the format 2 magic in place of its own
+/// (`crc_as_v2`: their CRC-32).
+fn v2_trailer_matches<S: Source>(src: &mut S, pos: usize, records: u64, crc_as_v2: u32) -> bool {
+    let Some(t) = src.get(pos..pos + TRAILER_LEN) else {
         return false;
     };
     let (count, crc) = trailer_fields(t);
-    let Some(rest) = bytes.get(MAGIC.len()..pos) else {
-        return false;
-    };
-    let mut h = crc32fast::Hasher::new();
-    h.update(MAGIC);
-    h.update(rest);
-    count == records && crc == h.finalize()
+    count == records && crc == crc_as_v2
 }
 
 /// Every session of a file with its events, in order.
@@ -176,6 +176,25 @@ pub(crate) struct FileContents {
     pub tail: Option<TailDamage>,
 }
 
+/// Where a verified frame lies in its file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FrameAt {
+    /// Byte offset of the frame (after its length prefix).
+    pub offset: u64,
+    /// Its length.
+    pub len: u32,
+}
+
+/// Where a journal file's frames are: 12 bytes per event, whatever their
+/// size.
+#[derive(Debug, Default)]
+pub(crate) struct FileIndex {
+    /// Frames per session, seq = index.
+    pub streams: BTreeMap<SessionId, Vec<FrameAt>>,
+    /// The damaged tail, if one was cut off.
+    pub tail: Option<TailDamage>,
+}
+
 /// True if the file at `path` starts like an exported journal (any version).
 pub fn looks_like_journal_file(path: &Path) -> bool {
     let mut head = [0u8; 6];
@@ -185,35 +204,68 @@ pub fn looks_like_journal_file(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Reads and verifies a whole exported journal.
-pub(crate) fn read_file(path: &Path, limit: u64) -> Result<FileContents> {
+/// Reads and verifies a whole exported journal, in one pass through a
+/// window (memory: the window, the largest record and 12 bytes per event,
+/// whatever the file's size). Returns the open file and where its frames
+/// are.
+pub(crate) fn read_file(path: &Path, limit: u64) -> Result<(File, FileIndex)> {
     // An endless input (a device, a pipe) is no exported journal: it is
     // refused rather than read until memory runs out.
-    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) && path.exists() {
-        return Err(Error::NotAJournal {
-            path: path.to_owned(),
-            reason: "not a regular file".into(),
-        });
-    }
-    let bytes =
-        std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-    parse_frames(&bytes, limit).map_err(|e| match e {
+    let mut src = FileSource::open(path)?;
+    let index = index(&mut src, limit).map_err(|e| match e {
         Error::NotAJournal { reason, .. } => Error::NotAJournal {
             path: path.to_owned(),
             reason,
         },
         other => other,
-    })
+    })?;
+    Ok((src.into_file(), index))
 }
 
 /// Parses the bytes of an exported journal. Never panics, whatever the input.
 pub(crate) fn parse_frames(bytes: &[u8], limit: u64) -> Result<FileContents> {
-    let format = format_of(bytes)?;
-    let mut out = FileContents::default();
-    let mut resync = Resync::new(bytes);
+    let index = index(&mut &*bytes, limit)?;
+    let frame = |at: &FrameAt| {
+        let start = at.offset as usize;
+        bytes[start..start + at.len as usize].to_vec()
+    };
+    Ok(FileContents {
+        streams: index
+            .streams
+            .iter()
+            .map(|(id, frames)| (*id, frames.iter().map(frame).collect()))
+            .collect(),
+        tail: index.tail,
+    })
+}
+
+/// Reads and verifies the records of an exported journal: where each
+/// session's frames are. Never panics, whatever the input.
+fn index<S: Source>(src: &mut S, limit: u64) -> Result<FileIndex> {
+    let result = index_inner(src, limit);
+    // A read that failed looked like the end of the file: its error, not
+    // a tail, is the answer.
+    match src.take_error() {
+        Some(e) => Err(e),
+        None => result,
+    }
+}
+
+fn index_inner<S: Source>(src: &mut S, limit: u64) -> Result<FileIndex> {
+    let total = src.len();
+    let magic = src.get(0..MAGIC.len().min(total)).unwrap_or_default();
+    let format = format_of(magic)?;
+    // The CRC-32 of every byte read so far, for the trailer; and of the
+    // same bytes under format 2's magic (for a format 1 magic that is a
+    // damaged version byte).
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(magic);
+    let mut crc_as_v2 = crc32fast::Hasher::new();
+    crc_as_v2.update(MAGIC);
+    let mut out = FileIndex::default();
+    let mut resync = Resync::new(total);
     let mut pos = MAGIC.len();
     let mut records = 0u64;
-    let total = bytes.len();
     loop {
         let offset = pos as u64;
         let cut = |reason: String| TailDamage::bytes(offset, (total - pos) as u64, reason);
@@ -225,7 +277,10 @@ pub(crate) fn parse_frames(bytes: &[u8], limit: u64) -> Result<FileContents> {
             }
             break;
         }
-        if format == 1 && at_trailer(bytes, pos) && v2_trailer_matches(bytes, pos, records) {
+        if format == 1
+            && at_trailer(src, pos)
+            && v2_trailer_matches(src, pos, records, crc_as_v2.clone().finalize())
+        {
             // No format 1 file has a trailer: this is a format 2 file whose
             // version byte was damaged into format 1's.
             return Err(Error::corruption(
@@ -240,8 +295,8 @@ pub(crate) fn parse_frames(bytes: &[u8], limit: u64) -> Result<FileContents> {
                 ),
             ));
         }
-        if format == 2 && at_trailer(bytes, pos) {
-            match check_trailer(bytes, pos, records) {
+        if format == 2 && at_trailer(src, pos) {
+            match check_trailer(src, pos, records, crc.clone().finalize()) {
                 Trailer::Whole => {}
                 Trailer::Followed(extra) => {
                     out.tail = Some(TailDamage::bytes(
@@ -257,10 +312,21 @@ pub(crate) fn parse_frames(bytes: &[u8], limit: u64) -> Result<FileContents> {
             }
             break;
         }
-        let (env, frame) = match read_record(bytes, pos, limit) {
+        let (env, frame) = match read_record(src, pos, limit) {
             Ok((env, start, next)) => {
+                let record = src.get(pos..next).unwrap_or_default();
+                crc.update(record);
+                if format == 1 {
+                    crc_as_v2.update(record);
+                }
                 pos = next;
-                (env, &bytes[start..next])
+                (
+                    env,
+                    FrameAt {
+                        offset: start as u64,
+                        len: (next - start) as u32,
+                    },
+                )
             }
             Err(reason) => {
                 // A tail only if nothing readable follows; otherwise the
@@ -273,7 +339,7 @@ pub(crate) fn parse_frames(bytes: &[u8], limit: u64) -> Result<FileContents> {
                     Some(stream) => env.seq >= stream.len() as u64,
                     None => true,
                 };
-                match resync.next_where(bytes, pos + 1, limit, continues) {
+                match resync.next_where(src, pos + 1, limit, continues) {
                     Found::At(good) => {
                         return Err(Error::corruption(
                             None,
@@ -300,7 +366,7 @@ pub(crate) fn parse_frames(bytes: &[u8], limit: u64) -> Result<FileContents> {
                 ),
             ));
         }
-        stream.push(frame.to_vec());
+        stream.push(frame);
         records += 1;
     }
     Ok(out)
@@ -308,12 +374,12 @@ pub(crate) fn parse_frames(bytes: &[u8], limit: u64) -> Result<FileContents> {
 
 /// Reads the record at `pos`: its envelope and the position after it, or why
 /// it is unreadable.
-fn read_record(
-    bytes: &[u8],
+fn read_record<S: Source>(
+    src: &mut S,
     pos: usize,
     limit: u64,
 ) -> std::result::Result<(Envelope, usize, usize), String> {
-    let len_bytes = bytes.get(pos..pos + 4).ok_or("incomplete length prefix")?;
+    let len_bytes = src.get(pos..pos + 4).ok_or("incomplete length prefix")?;
     let len = u32::from_le_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]) as usize;
     if len as u64 > limit.saturating_add(FRAME_HEADER_LEN as u64) {
         return Err(format!(
@@ -323,7 +389,7 @@ fn read_record(
     let start = pos + 4;
     let frame = start
         .checked_add(len)
-        .and_then(|end| bytes.get(start..end))
+        .and_then(|end| src.get(start..end))
         .ok_or_else(|| format!("record of {len} bytes runs past the end of the file"))?;
     let env = format::decode_frame(frame, limit).map_err(|e| e.to_string())?;
     Ok((env, start, start + len))
@@ -357,39 +423,39 @@ const RESYNC_CRC_PER_BYTE: usize = 64;
 const RESYNC_CRC_FLOOR: usize = 1 << 20;
 
 impl Resync {
-    fn new(bytes: &[u8]) -> Self {
+    /// For a file of `len` bytes.
+    fn new(len: usize) -> Self {
         Self {
-            left: bytes
-                .len()
+            left: len
                 .saturating_mul(RESYNC_CRC_PER_BYTE)
                 .saturating_add(RESYNC_CRC_FLOOR),
         }
     }
 
     /// The first readable record at or after `from`.
-    fn next_valid(&mut self, bytes: &[u8], from: usize, limit: u64) -> Found {
-        self.next_where(bytes, from, limit, |_| true)
+    fn next_valid<S: Source>(&mut self, src: &mut S, from: usize, limit: u64) -> Found {
+        self.next_where(src, from, limit, |_| true)
     }
 
     /// The first readable record at or after `from` that satisfies
     /// `accept`. Cheap on the usual tails (zeros, a cut): most offsets fail
     /// on the length or the version byte before any checksum is computed.
-    fn next_where(
+    fn next_where<S: Source>(
         &mut self,
-        bytes: &[u8],
+        src: &mut S,
         from: usize,
         limit: u64,
         accept: impl Fn(&Envelope) -> bool,
     ) -> Found {
-        for p in from..bytes.len().saturating_sub(4 + FRAME_HEADER_LEN) {
-            let Some(len) = candidate_len(bytes, p, limit) else {
+        for p in from..src.len().saturating_sub(4 + FRAME_HEADER_LEN) {
+            let Some(len) = candidate_len(src, p, limit) else {
                 continue;
             };
             match self.left.checked_sub(len) {
                 Some(left) => self.left = left,
                 None => return Found::GaveUp,
             }
-            if read_record(bytes, p, limit).is_ok_and(|(env, _, _)| accept(&env)) {
+            if read_record(src, p, limit).is_ok_and(|(env, _, _)| accept(&env)) {
                 return Found::At(p);
             }
         }
@@ -399,13 +465,18 @@ impl Resync {
 
 /// The length of the frame at `p` if reading it would compute a checksum:
 /// the length fits the limit and the file, and the version byte is ours.
-fn candidate_len(bytes: &[u8], p: usize, limit: u64) -> Option<usize> {
-    let len = u32::from_le_bytes(bytes.get(p..p + 4)?.try_into().ok()?) as usize;
+fn candidate_len<S: Source>(src: &mut S, p: usize, limit: u64) -> Option<usize> {
+    let len = u32::from_le_bytes(src.get(p..p + 4)?.try_into().ok()?) as usize;
     if len < FRAME_HEADER_LEN || len as u64 > limit.saturating_add(FRAME_HEADER_LEN as u64) {
         return None;
     }
-    let frame = bytes.get(p + 4..(p + 4).checked_add(len)?)?;
-    (frame[0] == format::FRAME_VERSION).then_some(len)
+    // The version byte first: reading the whole frame for each offset
+    // would move a file's window back and forth.
+    if src.get(p + 4..p + 5)?[0] != format::FRAME_VERSION {
+        return None;
+    }
+    (p + 4).checked_add(len).filter(|&end| end <= src.len())?;
+    Some(len)
 }
 
 /// Why the search after damage at `pos` stopped, for a message.
