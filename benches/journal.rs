@@ -30,14 +30,18 @@ use common::tempdir;
 
 /// The sections, by number and name; a filter argument selects a section
 /// when it equals its number or is part of its name.
-const SECTIONS: [(&str, &str, &str); 14] = [
+const SECTIONS: [(&str, &str, &str); 15] = [
     ("1", "buffered", "Buffered append vs raw sled inserts"),
     (
         "2",
         "synced",
         "Synced append, one writer, vs write + fdatasync",
     ),
-    ("3", "synced-16", "Synced append, 16 threads, vs one writer"),
+    (
+        "3",
+        "synced-16",
+        "Synced append, 16 threads, vs a plain leader/follower loop",
+    ),
     (
         "4",
         "cold-open",
@@ -88,6 +92,11 @@ const SECTIONS: [(&str, &str, &str); 14] = [
         "14",
         "formats",
         "import a 50,000-message conversation in each format vs serde_json parsing it",
+    ),
+    (
+        "15",
+        "space",
+        "bytes on disk of agent steps vs an SQLite table",
     ),
 ];
 
@@ -275,6 +284,9 @@ fn main() {
     }
     if opts.selected("14") {
         common::formats::section_formats(opts.quick, &mut rep);
+    }
+    if opts.selected("15") {
+        common::space::section_space(opts.quick, &mut rep);
     }
 
     println!();

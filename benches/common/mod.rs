@@ -13,6 +13,7 @@ pub mod pg;
 pub mod raw;
 pub mod report;
 pub mod resume;
+pub mod space;
 pub mod timing;
 pub mod viewer;
 
