@@ -9,10 +9,16 @@ use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 use crate::event::Event;
-use crate::journal::Journal;
+use crate::journal::{Journal, intent};
 use crate::model::{EvaluationId, InnerMessage, SessionId};
 use crate::provider::ConversationFormat;
 use crate::session::Session;
+use crate::store::Durability;
+
+/// An import into a database appends each session in chunks of this many
+/// events (one sled batch each: a batch of a whole large conversation made
+/// sled hold many times its size in memory).
+const IMPORT_CHUNK: usize = 1024;
 
 mod claude_code;
 mod copy;
@@ -136,7 +142,83 @@ impl Journal {
             }
             events.extend(msgs.into_iter().map(Event::Message));
         }
-        self.create_session_from(SessionId::new(), events)
+        let mut made = self.create_imported(std::iter::once(events))?;
+        Ok(made.remove(0))
+    }
+
+    /// Creates one new session from each element of `sessions` (its events,
+    /// made when it is its turn), all or nothing, even across a crash.
+    ///
+    /// In a database the import intent (`journal/intent.rs`) names the new
+    /// sessions before anything is written and goes once they are durable;
+    /// each session is appended in chunks of [`IMPORT_CHUNK`] events, so
+    /// memory does not grow with a batch of the whole input. A failure
+    /// deletes what was written; a crash leaves the intent, and the next
+    /// open rolls the import back. Elsewhere (in memory, PostgreSQL) each
+    /// session is one atomic append, and a failure deletes the sessions
+    /// made before it.
+    pub(crate) fn create_imported<I>(&self, sessions: I) -> Result<Vec<Session>>
+    where
+        I: ExactSizeIterator<Item = Vec<Event>>,
+    {
+        let ids: Vec<SessionId> = (0..sessions.len()).map(|_| SessionId::new()).collect();
+        let Some(path) = intent::intent_path(self) else {
+            let mut made: Vec<Session> = Vec::with_capacity(ids.len());
+            for (id, events) in ids.into_iter().zip(sessions) {
+                match self.create_session_from(id, events) {
+                    Ok(s) => made.push(s),
+                    Err(e) => {
+                        for s in made {
+                            let _ = self.delete_session(s.id(), true);
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            return Ok(made);
+        };
+        // A write path: refused at once by a poisoned journal.
+        self.inner.poison.check()?;
+        let _one_at_a_time = intent::one_import_at_a_time();
+        self.roll_back_interrupted_import()?;
+        intent::write(&path, &ids)?;
+        let mut made = Vec::with_capacity(ids.len());
+        let result = (|| -> Result<()> {
+            for (&id, events) in ids.iter().zip(sessions) {
+                let session = Session::empty(self.clone(), id);
+                let mut events = events.into_iter();
+                let mut at = 0u64;
+                loop {
+                    let chunk: Vec<Event> = events.by_ref().take(IMPORT_CHUNK).collect();
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    let n = chunk.len() as u64;
+                    session.append_batch_at(at, chunk)?;
+                    at += n;
+                }
+                made.push(session);
+            }
+            // Durable before the intent goes, whatever the configuration.
+            self.inner.write(|store| store.flush(Durability::Synced))
+        })();
+        if let Err(e) = result {
+            drop(made);
+            for &id in &ids {
+                self.forget(id);
+            }
+            // If the rollback fails too (a poisoned journal refuses it), the
+            // intent stays and the next open rolls the import back.
+            if self.remove_imported(&ids).is_ok() {
+                let _ = intent::remove(&path);
+            }
+            return Err(e);
+        }
+        intent::remove(&path)?;
+        for s in &made {
+            self.register(s);
+        }
+        Ok(made)
     }
 }
 

@@ -38,6 +38,7 @@
 
 mod child;
 mod content;
+mod conversation;
 mod fixture;
 mod maintenance;
 mod rounds;

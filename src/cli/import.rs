@@ -135,9 +135,12 @@ fn import_format(
             "the conversation has no messages".into(),
         )));
     }
+    // The text is not needed past here: its memory goes before the writes.
+    let fields = f.request_fields(&text);
+    drop(text);
     let journal = Journal::open(&cli.db)?;
     let s = journal
-        .import_messages(messages, f, f.request_fields(&text))
+        .import_messages(messages, f, fields)
         .map_err(in_file)?;
     if cli.json {
         print_json(&serde_json::json!({"sessions": [s.id().to_string()], "events": s.head()}))?;

@@ -44,7 +44,7 @@ impl Journal {
         Ok(session)
     }
 
-    fn register(&self, session: &Session) {
+    pub(crate) fn register(&self, session: &Session) {
         let mut open = self.inner.open.lock().unwrap_or_else(|p| p.into_inner());
         open.retain(|_, w| w.strong_count() > 0);
         open.insert(session.id(), erase(&session.shared));

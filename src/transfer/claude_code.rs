@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::event::{Event, Outcome};
 use crate::journal::Journal;
-use crate::model::{Role, SessionId};
+use crate::model::Role;
 use crate::provider::claude_code::{self, ClaudeCodeLog, ThreadKind};
 use crate::session::Session;
 
@@ -112,7 +112,8 @@ impl Journal {
     /// nothing is written then.
     pub fn import_claude_code_text(&self, text: &str, name: &str) -> Result<Session> {
         let log = claude_code::parse(text)?;
-        self.create_session_from(SessionId::new(), events_of(log, name))
+        let mut made = self.create_imported(std::iter::once(events_of(log, name)))?;
+        Ok(made.remove(0))
     }
 
     /// Imports a Claude Code session log file, or every `.jsonl` file under
@@ -131,8 +132,10 @@ impl Journal {
     }
 
     /// Imports logs [`read_claude_code`] read, each as a new session (see
-    /// [`Journal::import_claude_code_text`]). All or nothing: the sessions
-    /// written before a failure are deleted.
+    /// [`Journal::import_claude_code_text`]). All or nothing, even across a
+    /// crash: in a database, an import intent names the new sessions until
+    /// they are all durable, and the next open rolls back an import a crash
+    /// interrupted.
     ///
     /// # Errors
     /// What writing a session can fail with.
@@ -140,19 +143,7 @@ impl Journal {
         &self,
         logs: Vec<(String, ClaudeCodeLog)>,
     ) -> Result<Vec<Session>> {
-        let mut made: Vec<Session> = Vec::with_capacity(logs.len());
-        for (name, log) in logs {
-            match self.create_session_from(SessionId::new(), events_of(log, &name)) {
-                Ok(s) => made.push(s),
-                Err(e) => {
-                    for s in made {
-                        let _ = self.delete_session(s.id(), true);
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        Ok(made)
+        self.create_imported(logs.into_iter().map(|(name, log)| events_of(log, &name)))
     }
 }
 

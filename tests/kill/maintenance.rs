@@ -93,7 +93,7 @@ impl MaintTotals {
 }
 
 /// How a run ended.
-enum Ran {
+pub(super) enum Ran {
     /// SIGKILLed.
     Killed,
     /// Exited on its own before the kill, after this long.
@@ -101,7 +101,7 @@ enum Ran {
 }
 
 /// Runs `cmd`, and SIGKILLs it after `delay` unless it ended before.
-fn run_until(mut cmd: Command, delay: Duration) -> Ran {
+pub(super) fn run_until(mut cmd: Command, delay: Duration) -> Ran {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -128,7 +128,7 @@ fn run_until(mut cmd: Command, delay: Duration) -> Ran {
 }
 
 /// Runs `cmd` to completion; returns its output and how long it took.
-fn run_whole(mut cmd: Command) -> (Output, Duration) {
+pub(super) fn run_whole(mut cmd: Command) -> (Output, Duration) {
     let t = Instant::now();
     let out = cmd.output().expect("run agent-journal");
     (out, t.elapsed())
@@ -162,7 +162,7 @@ fn remove(path: &Path) {
 /// The delay before a kill: uniform in `0..=1.25 * full` half the time,
 /// else in the second half of a full run (`0.5..=1.05 * full`), where the
 /// commands write most of what they write.
-fn kill_delay(rng: &mut Rng, full: Duration) -> Duration {
+pub(super) fn kill_delay(rng: &mut Rng, full: Duration) -> Duration {
     let full = full.as_micros() as u64;
     let (lo, hi) = if rng.below(2) == 0 {
         (0, full * 5 / 4)
