@@ -377,6 +377,9 @@ fn an_unfinished_sled_snapshot_left_by_a_kill_does_not_make_the_database_unopena
 // ---------------------------------------------------------------------------
 // The write-ahead log of `Synced` appends (`<db>/wal`).
 
+/// Where the second copy of each record of the log is (`docs/format.md`).
+const LOG_HALF: usize = 2 << 20;
+
 /// A `Synced` session of `n` custom events, its head, and the log as it was
 /// before the journal closed (a clean close starts a new generation in it,
 /// which hides these records).
@@ -447,15 +450,39 @@ fn a_torn_log_gives_back_every_whole_record_and_never_blocks_the_open() {
     let (id, head, log) = synced_session_and_its_log(&path, 20);
     let pristine = dir.path().join("pristine");
     copy_dir(&path, &pristine);
-    // Each cut of the log, on a database that lost its last 8 events.
-    // The log is preallocated: its records, then zeros.
-    let used = log.iter().rposition(|&b| b != 0).expect("records") + 1;
+    // The log is preallocated: its records, then zeros, in each half.
+    let half = LOG_HALF;
+    let used = log[..half].iter().rposition(|&b| b != 0).expect("records") + 1;
+    assert_eq!(log[..used], log[half..half + used], "two copies");
+    // One copy cut short or zeroed from anywhere: nothing lost.
+    for cut in (0..used).step_by(61) {
+        let _ = std::fs::remove_dir_all(&path);
+        copy_dir(&pristine, &path);
+        lose_sled_tail(&path, id, head - 8);
+        let mut zeroed = log.clone();
+        zeroed[cut..used].fill(0);
+        for damaged in [&log[..half + cut], &zeroed[..]] {
+            std::fs::write(path.join("wal"), damaged).expect("write the damaged log");
+            let j = Journal::open(&path).expect("open");
+            assert_eq!(payloads(&j, id), (0..20).collect::<Vec<_>>(), "cut {cut}");
+            drop(j);
+            // (The open replayed the log into sled: lose the tail again.)
+            let _ = std::fs::remove_dir_all(&path);
+            copy_dir(&pristine, &path);
+            lose_sled_tail(&path, id, head - 8);
+        }
+    }
+    // Each cut of a write torn in both copies, on a database that lost its
+    // last 8 events.
     let mut recovered = Vec::new();
     for cut in (0..used).step_by(37).chain([used - 1, used]) {
         let _ = std::fs::remove_dir_all(&path);
         copy_dir(&pristine, &path);
         lose_sled_tail(&path, id, head - 8);
-        std::fs::write(path.join("wal"), &log[..cut]).expect("write the cut log");
+        let mut torn = log.clone();
+        torn[cut..used].fill(0);
+        torn[half + cut..half + used].fill(0);
+        std::fs::write(path.join("wal"), &torn).expect("write the torn log");
         let j = Journal::open(&path).expect("a torn log never blocks the open");
         let got = payloads(&j, id);
         // A prefix of the stream: nothing invented, no gap.
@@ -506,7 +533,10 @@ fn a_damaged_log_record_ends_its_streams_replay_without_a_gap() {
     lose_sled_tail(&path, id, head - 8);
     let damaged = head - 6;
     let at = log_record_of(&log, id, damaged);
-    log[at + 40] ^= 0xff; // inside the body: its crc no longer matches
+    // Inside the body, in both copies: the crc no longer matches. (One copy
+    // alone damaged loses nothing: `a_torn_log_gives_back...`.)
+    log[at + 40] ^= 0xff;
+    log[LOG_HALF + at + 40] ^= 0xff;
     std::fs::write(path.join("wal"), &log).expect("write the damaged log");
 
     let j = Journal::open(&path).expect("a damaged log never blocks the open");

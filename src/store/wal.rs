@@ -12,6 +12,16 @@
 //! and no change of the file's size or block map: the cheapest sync there
 //! is (71-89 us here, against 104-128 us for a file that grows).
 //!
+//! Every record is written twice (format 3): once in the file's first half
+//! and once at the same place in its second half ([`HALF`] bytes further),
+//! both before the one `fdatasync` that makes them durable. The record of an
+//! acknowledged append is then the only copy of its events until the next
+//! checkpoint, and nothing after the last record tells damage to it from an
+//! append torn by a power cut; with two copies in different blocks, a
+//! flipped byte, a damaged block, a zeroed tail or a file cut short loses
+//! one copy and the other gives the record back. (Format 2 wrote each record
+//! once, in the whole file: such a log is still read, then written over.)
+//!
 //! Records carry a *generation*. Emptying the log (a *checkpoint*: sled
 //! flushed and synced first) starts a new generation by writing, at offset
 //! 0, a record of it with no frames, synced before the checkpoint returns;
@@ -31,10 +41,10 @@
 //! was lost, and ends that stream's replay (`SledStore::replay_wal`), so a
 //! replay never leaves a gap.
 //!
-//! Record layout (integers little-endian): magic `AJW2`, body length (u32),
-//! crc32 of the body (u32), body = generation (u64), session id (16 B),
-//! first seq (u64), frame count (u32), then per frame its length (u32) and
-//! its bytes.
+//! Record layout (integers little-endian): magic `AJW3` (`AJW2` in format
+//! 2), body length (u32), crc32 of the body (u32), body = generation (u64),
+//! session id (16 B), first seq (u64), frame count (u32), then per frame its
+//! length (u32) and its bytes.
 
 use std::fs::File;
 use std::io::Read;
@@ -48,8 +58,12 @@ use crate::store::SyncStats;
 use crate::store::group_commit::GroupCommit;
 use crate::store::poison::Poison;
 
-/// First bytes of every record.
-const MAGIC: [u8; 4] = *b"AJW2";
+/// First bytes of every record this build writes (format 3: mirrored).
+const MAGIC: [u8; 4] = *b"AJW3";
+
+/// First bytes of a record of format 2 (written once, in the whole file),
+/// still read.
+const MAGIC_V2: [u8; 4] = *b"AJW2";
 
 /// Magic, body length, crc.
 const HEADER: usize = 12;
@@ -60,16 +74,12 @@ const BODY_MIN: usize = 8 + 16 + 8 + 4;
 /// The size the file is given when it is created.
 pub(crate) const PREALLOCATED: u64 = 4 << 20;
 
-/// The log is emptied once this many bytes were written to it.
-pub(crate) const CHECKPOINT_BYTES: u64 = PREALLOCATED - (64 << 10);
+/// Where the second copy of every record goes: the records of a generation
+/// fill the first half, their copies the second.
+pub(crate) const HALF: u64 = PREALLOCATED / 2;
 
-/// `O_DSYNC` (from libc, for the target): every `write` to the log returns
-/// once its data is durable, as a `write` then an `fdatasync` would, in one
-/// system call instead of two.
-#[cfg(unix)]
-const O_DSYNC: Option<i32> = Some(libc::O_DSYNC);
-#[cfg(not(unix))]
-const O_DSYNC: Option<i32> = None;
+/// The log is emptied once this many bytes of a half were written.
+pub(crate) const CHECKPOINT_BYTES: u64 = HALF - (64 << 10);
 
 /// The file name of the log inside the database directory.
 pub(crate) const FILE: &str = "wal";
@@ -94,12 +104,18 @@ struct Open {
     generation: u64,
     /// Records in `pending`.
     pending_records: u64,
+    /// The file held format 2 records: the next checkpoint zeroes it first,
+    /// so that no build ever reads them again.
+    legacy: bool,
 }
 
 /// The log of one database.
 pub(crate) struct Wal {
     path: PathBuf,
     file: File,
+    /// Records are written twice (format 3), else once (format 2: a file
+    /// the disk had no room to preallocate).
+    mirrored: bool,
     open: Mutex<Open>,
     /// Tickets are record numbers, taken as records are queued.
     commit: GroupCommit,
@@ -110,9 +126,11 @@ fn io(path: &Path, what: &str, e: std::io::Error) -> Error {
     Error::io(format!("{what} {}", path.display()), e)
 }
 
-/// Appends the record of `frames` of `generation` to `buf`.
+/// Appends the record of `frames` of `generation` to `buf`, with `magic`
+/// (the format it is written in).
 fn encode(
     buf: &mut Vec<u8>,
+    magic: [u8; 4],
     generation: u64,
     session: SessionId,
     first_seq: u64,
@@ -120,7 +138,7 @@ fn encode(
 ) {
     let body_len = BODY_MIN + frames.iter().map(|f| 4 + f.len()).sum::<usize>();
     buf.reserve(HEADER + body_len);
-    buf.extend_from_slice(&MAGIC);
+    buf.extend_from_slice(&magic);
     // Frames are at most the event size limit (u32 range), and an append
     // holds few of them; a batch past 4 GiB is refused by `check_len`.
     buf.extend_from_slice(&(body_len as u32).to_le_bytes());
@@ -158,10 +176,6 @@ impl Wal {
         let created = !path.exists();
         let mut options = File::options();
         options.read(true).write(true).create(true);
-        if let Some(flag) = O_DSYNC {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.custom_flags(flag);
-        }
         let mut file = options
             .open(&path)
             .map_err(|e| io(&path, "opening the write-ahead log", e))?;
@@ -170,7 +184,7 @@ impl Wal {
             .map_err(|e| io(&path, "reading the write-ahead log", e))?;
         if preallocate && (bytes.len() as u64) < PREALLOCATED {
             // Zeros, written (not a hole): later writes then allocate no
-            // block. With O_DSYNC each write is synced; a few large ones.
+            // block.
             let zeros = vec![0u8; 256 << 10];
             let mut at = bytes.len() as u64;
             while at < PREALLOCATED {
@@ -194,8 +208,13 @@ impl Wal {
             // it is acknowledged.
             crate::store::fs::sync_dir(dir)?;
         }
-        let (generation, records) = parse(&bytes);
+        let (generation, records, legacy) = parse_all(&bytes);
+        // A file the disk had no room to preallocate has no second half:
+        // its records are written once (format 2), and it grows as it is
+        // written.
+        let mirrored = bytes.len() as u64 >= PREALLOCATED;
         let wal = Wal {
+            mirrored,
             path,
             file,
             open: Mutex::new(Open {
@@ -206,6 +225,7 @@ impl Wal {
                 end: 0,
                 generation,
                 pending_records: 0,
+                legacy,
             }),
             commit: GroupCommit::new(poison),
             stats: Mutex::new(SyncStats::default()),
@@ -225,7 +245,14 @@ impl Wal {
     pub(crate) fn enqueue(&self, session: SessionId, first_seq: u64, frames: &[Vec<u8>]) {
         let mut o = self.lock();
         let generation = o.generation;
-        encode(&mut o.pending, generation, session, first_seq, frames);
+        encode(
+            &mut o.pending,
+            self.magic(),
+            generation,
+            session,
+            first_seq,
+            frames,
+        );
         o.pending_records += 1;
         // Under the lock: every ticket up to the one read by a writer of
         // `pending` is in what it writes.
@@ -258,16 +285,34 @@ impl Wal {
             .commit_upto(target, || self.write_and_sync(sled_durable))
     }
 
-    fn write_at(&self, buf: &[u8], at: u64) -> Result<()> {
-        self.file
-            .write_all_at(buf, at)
-            .map_err(|e| io(&self.path, "writing the write-ahead log", e))?;
-        if O_DSYNC.is_none() {
-            self.file
-                .sync_data()
-                .map_err(|e| io(&self.path, "fdatasync of the write-ahead log", e))?;
+    /// The magic of the records this log writes.
+    fn magic(&self) -> [u8; 4] {
+        if self.mirrored { MAGIC } else { MAGIC_V2 }
+    }
+
+    /// Where a generation ends: the records of a mirrored log fill a half.
+    fn capacity(&self) -> (u64, u64) {
+        if self.mirrored {
+            (HALF, CHECKPOINT_BYTES)
+        } else {
+            (u64::MAX, PREALLOCATED - (64 << 10))
         }
-        Ok(())
+    }
+
+    /// Writes `buf` at `at` in both halves (once if the log is not
+    /// mirrored), then syncs: durable when it returns. In a mirrored log,
+    /// `at + buf.len()` must fit in a half.
+    fn write_at(&self, buf: &[u8], at: u64) -> Result<()> {
+        debug_assert!(!self.mirrored || at + buf.len() as u64 <= HALF);
+        let copies = if self.mirrored { 2 } else { 1 };
+        for copy in [at, HALF + at].into_iter().take(copies) {
+            self.file
+                .write_all_at(buf, copy)
+                .map_err(|e| io(&self.path, "writing the write-ahead log", e))?;
+        }
+        self.file
+            .sync_data()
+            .map_err(|e| io(&self.path, "fdatasync of the write-ahead log", e))
     }
 
     /// Writes the queued records and syncs them; returns the last ticket
@@ -281,12 +326,20 @@ impl Wal {
             // or dropped by a checkpoint that made it durable in sled.
             return Ok(upto);
         }
+        let (room, full) = self.capacity();
+        if o.end.saturating_add(o.pending.len() as u64) > room {
+            // The records do not fit in what is left of a half: a
+            // checkpoint makes their events durable in sled instead (their
+            // inserts were queued before them), and drops them.
+            self.checkpoint_locked(o, sled_durable)?;
+            return Ok(upto);
+        }
         let spare = std::mem::take(&mut o.spare);
         let buf = std::mem::replace(&mut o.pending, spare);
         let records = std::mem::take(&mut o.pending_records);
         let at = o.end;
         o.end += buf.len() as u64;
-        if o.end > CHECKPOINT_BYTES {
+        if o.end > full {
             // Rare: write under the lock, then empty the log.
             let written = self.timed_write(&buf, at, records);
             o.spare = buf;
@@ -333,10 +386,26 @@ impl Wal {
         sled_durable()?;
         o.pending.clear();
         o.pending_records = 0;
+        if o.legacy && self.mirrored {
+            // Format 2 records fill the whole file: zeroed, once, so that
+            // neither this build nor an older one reads them again.
+            let len = self.file_size();
+            let zeros = vec![0u8; 256 << 10];
+            let mut at = 0;
+            while at < len {
+                let n = (len - at).min(zeros.len() as u64) as usize;
+                self.file
+                    .write_all_at(&zeros[..n], at)
+                    .map_err(|e| io(&self.path, "writing the write-ahead log", e))?;
+                at += n as u64;
+            }
+            o.legacy = false;
+        }
         let generation = o.generation + 1;
         let mut start = Vec::new();
         encode(
             &mut start,
+            self.magic(),
             generation,
             SessionId::from_bytes([0; 16]),
             0,
@@ -378,8 +447,8 @@ fn u32_at(b: &[u8], at: usize) -> Option<u32> {
 
 /// The record starting at `at`, if it is whole and its crc matches, and the
 /// offset after it.
-fn record_at(bytes: &[u8], at: usize) -> Option<(Record, usize)> {
-    if bytes.get(at..at + 4)? != MAGIC {
+fn record_at(bytes: &[u8], at: usize, magic: [u8; 4]) -> Option<(Record, usize)> {
+    if bytes.get(at..at + 4)? != magic {
         return None;
     }
     let len = u32_at(bytes, at + 4)? as usize;
@@ -414,52 +483,103 @@ fn record_at(bytes: &[u8], at: usize) -> Option<(Record, usize)> {
     ))
 }
 
-/// The offset of the next magic from `from` on. A preallocated log is
-/// mostly zeros: those are skipped eight at a time.
-fn find_magic(bytes: &[u8], from: usize) -> Option<usize> {
+/// The offset of the next record magic (either format) from `from` on,
+/// and which. A preallocated log is mostly zeros: those are skipped eight
+/// at a time.
+fn find_magic(bytes: &[u8], from: usize) -> Option<(usize, [u8; 4])> {
     let mut i = from;
     while i + MAGIC.len() <= bytes.len() {
-        if bytes.get(i..i + 8) == Some(&[0u8; 8][..]) {
+        if let Some(word) = bytes.get(i..i + 8)
+            && u64::from_ne_bytes(word.try_into().ok()?) == 0
+        {
             i += 8;
             continue;
         }
-        if bytes[i..i + MAGIC.len()] == MAGIC {
-            return Some(i);
+        let m = &bytes[i..i + MAGIC.len()];
+        if m == MAGIC || m == MAGIC_V2 {
+            return Some((i, [m[0], m[1], m[2], m[3]]));
         }
         i += 1;
     }
     None
 }
 
-/// Every record of a log that checks, of any generation, in file order.
-/// Damage is skipped: the search goes on at the next magic whose record
-/// checks.
-pub(crate) fn all_records(bytes: &[u8]) -> Vec<Record> {
+/// Every record of either format that checks, with its offset and magic,
+/// in file order, in one pass. Damage is skipped: the search goes on at
+/// the next magic whose record checks.
+fn scan(bytes: &[u8]) -> Vec<(usize, [u8; 4], Record)> {
     let mut all = Vec::new();
-    let mut at = 0;
-    while at + HEADER <= bytes.len() {
-        match record_at(bytes, at) {
-            Some((r, next)) => {
-                all.push(r);
-                at = next;
+    let mut next = find_magic(bytes, 0);
+    while let Some((at, magic)) = next {
+        next = match record_at(bytes, at, magic) {
+            Some((r, end)) => {
+                all.push((at, magic, r));
+                find_magic(bytes, end)
             }
-            None => match find_magic(bytes, at + 1) {
-                // Resynchronize on the next magic.
-                Some(next) => at = next,
-                None => break,
-            },
-        }
+            // Resynchronize on the next magic.
+            None => find_magic(bytes, at + 1),
+        };
     }
     all
 }
 
+/// Every record of a log that checks, of any generation and either format,
+/// in file order (both copies of a format 3 record: a reader of every
+/// frame, as `salvage`, drops the second).
+pub(crate) fn all_records(bytes: &[u8]) -> Vec<Record> {
+    scan(bytes).into_iter().map(|(_, _, r)| r).collect()
+}
+
 /// The highest generation in a log (0 if none) and its valid records, in
 /// order, without the frameless record that starts a generation.
+///
+/// Format 3: each half is read on its own, and a record is taken from
+/// either copy (they sit at the same offset of their half). Format 2 (an
+/// older build wrote the log last): the records of the whole file.
+#[cfg(test)]
 pub(crate) fn parse(bytes: &[u8]) -> (u64, Vec<Record>) {
-    let mut all = all_records(bytes);
-    let current = all.iter().map(|r| r.generation).max().unwrap_or(0);
-    all.retain(|r| r.generation == current && !r.frames.is_empty());
-    (current, all)
+    let (generation, records, _) = parse_all(bytes);
+    (generation, records)
+}
+
+/// [`parse`], and whether the log holds format 2 records (of any
+/// generation).
+fn parse_all(bytes: &[u8]) -> (u64, Vec<Record>, bool) {
+    let half = HALF as usize;
+    let mut mirrored: Vec<(usize, Record)> = Vec::new();
+    let mut v2: Vec<(usize, Record)> = Vec::new();
+    for (at, magic, r) in scan(bytes) {
+        if magic == MAGIC_V2 {
+            v2.push((at, r));
+        } else if at < half {
+            mirrored.push((at, r));
+        } else {
+            mirrored.push((at - half, r));
+        }
+    }
+    let generation = |rs: &[(usize, Record)]| rs.iter().map(|(_, r)| r.generation).max();
+    let (g3, g2) = (generation(&mirrored), generation(&v2));
+    let (current, mut records) = match (g3, g2) {
+        (Some(g3), g2) if g2.is_none_or(|g2| g3 >= g2) => {
+            mirrored.retain(|(_, r)| r.generation == g3);
+            // By offset in the half; the first copy of each offset.
+            mirrored.sort_by_key(|(at, _)| *at);
+            mirrored.dedup_by_key(|(at, _)| *at);
+            (g3, mirrored)
+        }
+        (_, Some(g2)) => {
+            v2.retain(|(_, r)| r.generation == g2);
+            (g2, v2)
+        }
+        _ => (0, Vec::new()),
+    };
+    records.retain(|(_, r)| !r.frames.is_empty());
+    let legacy = g2.is_some();
+    (
+        current,
+        records.into_iter().map(|(_, r)| r).collect(),
+        legacy,
+    )
 }
 
 #[cfg(test)]

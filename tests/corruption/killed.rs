@@ -49,7 +49,9 @@ const RUNS_PER_OPEN: usize = 4;
 const OPENED: &str = "opened";
 
 /// A record of the write-ahead log's current generation, as the kill left
-/// it: its bytes `start..end` in `<db>/wal`, and the frames it holds.
+/// it: its bytes `start..end` in `<db>/wal`, and the frames it holds. Each
+/// record is in the file twice (format 3: once in each half, the second
+/// copy 2 MiB after the first); this is one copy.
 #[derive(Clone, Copy, Debug)]
 pub struct WalRecord {
     pub start: usize,
@@ -308,7 +310,7 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
 /// The record at `at` if it checks (`docs/format.md`), with its
 /// generation.
 fn wal_record_at(b: &[u8], at: usize) -> Option<(u64, WalRecord)> {
-    if b.get(at..at + 4)? != b"AJW2" {
+    if b.get(at..at + 4)? != b"AJW3" {
         return None;
     }
     let len = u32_at(b, at + 4)? as usize;
@@ -331,8 +333,10 @@ fn wal_record_at(b: &[u8], at: usize) -> Option<(u64, WalRecord)> {
 }
 
 /// The records of the log's highest generation that hold frames, read as
-/// the format describes: a record that does not check is skipped, reading
-/// goes on at the next magic.
+/// the format describes (a record that does not check is skipped, reading
+/// goes on at the next magic), both copies, in file order: the first
+/// copies, then the second ones. The last records of the file are the
+/// second copies of the last appends.
 pub fn wal_current_generation(b: &[u8]) -> Vec<WalRecord> {
     let mut all = Vec::new();
     let mut at = 0;
@@ -342,7 +346,7 @@ pub fn wal_current_generation(b: &[u8]) -> Vec<WalRecord> {
                 at = r.end;
                 all.push((g, r));
             }
-            None => match b[at + 1..].windows(4).position(|w| w == b"AJW2") {
+            None => match b[at + 1..].windows(4).position(|w| w == b"AJW3") {
                 Some(i) => at += 1 + i,
                 None => break,
             },
@@ -429,13 +433,22 @@ fn analyse(dir: &Path, db: PathBuf, acks: &[Ack]) -> Result<Killed, String> {
     }
     let wal_bytes = std::fs::read(db.join("wal")).expect("the log");
     let wal = wal_current_generation(&wal_bytes);
-    if wal.len() < 2 {
+    if wal.len() < 4 {
         return Err(format!(
             "{}: the log holds {} records of its generation",
             dir.display(),
-            wal.len()
+            wal.len() / 2
         ));
     }
+    // The same records, in the same order, in each half.
+    let (firsts, seconds) = wal.split_at(wal.len() / 2);
+    assert!(
+        wal.len() % 2 == 0
+            && firsts.iter().zip(seconds).all(
+                |(a, b)| (a.session, a.first_seq, a.count) == (b.session, b.first_seq, b.count)
+            ),
+        "the log's two copies differ: {wal:?}"
+    );
 
     // What an undamaged copy opens with: every acknowledged event, and no
     // damage.
@@ -497,7 +510,8 @@ fn analyse(dir: &Path, db: PathBuf, acks: &[Ack]) -> Result<Killed, String> {
     let acknowledged: u64 = acked.values().sum();
     let stored: usize = truth.values().map(Vec::len).sum();
     let in_sled: u64 = held.values().sum();
-    let logged: u64 = wal.iter().map(|r| r.count).sum();
+    // Both copies of each record.
+    let logged: u64 = wal.iter().map(|r| r.count).sum::<u64>() / 2;
     let last_two: Vec<&str> = wal[wal.len() - 2..]
         .iter()
         .map(|r| {
@@ -515,7 +529,7 @@ fn analyse(dir: &Path, db: PathBuf, acks: &[Ack]) -> Result<Killed, String> {
          last ones {last_two:?} ({})",
         truth.len(),
         stored as u64 - acknowledged,
-        wal.len(),
+        wal.len() / 2,
         db.display()
     );
     Ok(Killed {

@@ -52,8 +52,9 @@ pub fn check_killed_db(
 }
 
 /// One damage to the last or the second-to-last record of the log: a
-/// flipped byte of its body, the file cut inside it, or the record zeroed
-/// from a point to its end (a torn write). When the log's last record was
+/// flipped byte of its body (in either copy), the file cut inside it (its
+/// second copy, the file's last bytes), or a copy zeroed from a point to
+/// its end (a torn write). When the log's last record was
 /// not acknowledged (the kill came before its ack), one case in three first
 /// erases it, as a kill a moment earlier leaves the log: then the last
 /// record is an acknowledged one. Returns what was done.
@@ -62,23 +63,27 @@ pub fn damage_wal(kf: &Killed, db: &Path, rng: &mut Rng, notes: &mut Notes) -> S
         |r: &WalRecord| kf.acked.get(&r.session).copied().unwrap_or(0) >= r.first_seq + r.count;
     let path = db.join("wal");
     let mut bytes = std::fs::read(&path).expect("read the log");
-    let mut records: &[WalRecord] = &kf.wal;
+    // Each record twice: the first copies, then the second ones (the last
+    // records of the file).
+    let (firsts, seconds) = kf.wal.split_at(kf.wal.len() / 2);
+    let mut n = seconds.len();
     let mut what = String::new();
-    let last = records[records.len() - 1];
-    if !acked(&last) && records.len() >= 3 && rng.below(3) == 0 {
+    let last = seconds[n - 1];
+    if !acked(&last) && n >= 3 && rng.below(3) == 0 {
+        bytes[firsts[n - 1].start..firsts[n - 1].end].fill(0);
         bytes[last.start..last.end].fill(0);
-        records = &records[..records.len() - 1];
+        n -= 1;
         what = format!(
-            "the unacknowledged last record ({}..{}) never written, then ",
-            last.start, last.end
+            "the unacknowledged last record ({}..{} and {}..{}) never written, then ",
+            firsts[n].start, firsts[n].end, last.start, last.end
         );
     }
-    let n = records.len();
-    let (r, name) = if rng.below(2) == 0 {
-        (records[n - 1], "the last record")
+    let (i, name) = if rng.below(2) == 0 {
+        (n - 1, "the last record")
     } else {
-        (records[n - 2], "the second-to-last record")
+        (n - 2, "the second-to-last record")
     };
+    let r = seconds[i];
     notes.sled.push(format!(
         "{name} damaged ({}acknowledged; its events {})",
         if acked(&r) { "" } else { "not " },
@@ -88,25 +93,39 @@ pub fn damage_wal(kf: &Killed, db: &Path, rng: &mut Rng, notes: &mut Notes) -> S
             "only in the log"
         }
     ));
+    // A flipped byte or a zeroed tail in either copy; the file cut inside
+    // its last copy (a cut inside the first copy would take every second
+    // copy with it: a cut inside the file's first half).
+    let (copy, which) = if rng.below(2) == 0 {
+        (firsts[i], "first")
+    } else {
+        (r, "second")
+    };
     what += &match rng.below(3) {
         0 => {
-            let at = rng.between(r.start + 12, r.end - 1);
+            let at = rng.between(copy.start + 12, copy.end - 1);
             let mask = rng.mask();
             bytes[at] ^= mask;
-            format!("byte {at} of {name} ({}..{}) ^ {mask:#04x}", r.start, r.end)
+            format!(
+                "byte {at} of {name}'s {which} copy ({}..{}) ^ {mask:#04x}",
+                copy.start, copy.end
+            )
         }
         1 => {
             let cut = rng.between(r.start + 1, r.end - 1);
             bytes.truncate(cut);
             format!(
-                "the log cut at byte {cut}, inside {name} ({}..{})",
+                "the log cut at byte {cut}, inside {name}'s second copy ({}..{})",
                 r.start, r.end
             )
         }
         _ => {
-            let from = rng.between(r.start + 1, r.end - 1);
-            bytes[from..r.end].fill(0);
-            format!("{name} ({}..{}) zeroed from byte {from}", r.start, r.end)
+            let from = rng.between(copy.start + 1, copy.end - 1);
+            bytes[from..copy.end].fill(0);
+            format!(
+                "{name}'s {which} copy ({}..{}) zeroed from byte {from}",
+                copy.start, copy.end
+            )
         }
     };
     std::fs::write(&path, &bytes).expect("write the log");

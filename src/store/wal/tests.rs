@@ -55,8 +55,11 @@ fn written(appends: &[Append]) -> (Vec<u8>, usize) {
     let mut bytes = std::fs::read(dir.join(FILE)).expect("read");
     std::fs::remove_dir_all(&dir).expect("cleanup");
     assert_eq!(bytes.len() as u64, PREALLOCATED);
-    // The zeros after the records matter only as zeros: keep a few.
-    bytes.truncate(used + 100);
+    // Both halves hold the same records.
+    let half = HALF as usize;
+    assert_eq!(bytes[..used], bytes[half..half + used]);
+    // The zeros after the second copy matter only as zeros: keep a few.
+    bytes.truncate(half + used + 100);
     (bytes, used)
 }
 
@@ -67,13 +70,16 @@ fn records_read_back_as_written() {
 }
 
 #[test]
-fn a_torn_write_loses_only_the_records_it_cut() {
+fn a_write_torn_in_both_halves_loses_only_the_records_it_cut() {
     let (bytes, used) = written(&sample());
     let whole = parse(&bytes).1;
-    for cut in 0..used {
-        // What a torn write leaves in a preallocated file: zeros after.
+    let half = HALF as usize;
+    for cut in (0..used).step_by(3) {
+        // What a torn write leaves in a preallocated file: zeros after, in
+        // both copies.
         let mut torn = bytes.clone();
         torn[cut..used].fill(0);
+        torn[half + cut..half + used].fill(0);
         let (_, got) = parse(&torn);
         assert!(got.len() < 3, "cut at {cut}");
         assert_eq!(got[..], whole[..got.len()], "cut at {cut}");
@@ -81,20 +87,51 @@ fn a_torn_write_loses_only_the_records_it_cut() {
 }
 
 #[test]
-fn a_flipped_byte_loses_at_most_its_record() {
+fn damage_to_one_copy_loses_nothing() {
     let (bytes, used) = written(&sample());
     let whole = parse(&bytes).1;
-    for at in 0..used {
-        let mut b = bytes.clone();
-        b[at] ^= 0x40;
-        let (_, got) = parse(&b);
-        // A flip in the record that starts the generation leaves the
-        // others (of that same generation) standing.
-        assert!(got.len() >= 2, "flip at {at}: {} records", got.len());
-        for r in &got {
-            assert!(whole.contains(r), "flip at {at} invented {r:?}");
+    let half = HALF as usize;
+    for copy in [0, half] {
+        for at in (copy..copy + used).step_by(5) {
+            // A flipped byte...
+            let mut b = bytes.clone();
+            b[at] ^= 0x40;
+            assert_eq!(parse(&b).1, whole, "flip at {at}");
+            // ...a zeroed tail...
+            let mut b = bytes.clone();
+            b[at..copy + used].fill(0);
+            assert_eq!(parse(&b).1, whole, "zeroed from {at}");
         }
     }
+    // ...or the file cut anywhere in its second half.
+    for cut in (half..half + used + 10).step_by(7) {
+        assert_eq!(parse(&bytes[..cut]).1, whole, "cut at {cut}");
+    }
+}
+
+#[test]
+fn a_format_2_log_is_read_then_zeroed_by_the_first_checkpoint() {
+    // Format 2: each record once, from offset 0, with magic AJW2 (the crc
+    // covers the body only).
+    let mut v2 = Vec::new();
+    for (generation, session, first_seq, frames) in std::iter::once((1, sid(0), 0, vec![]))
+        .chain(sample().into_iter().map(|(s, q, f)| (1, s, q, f)))
+    {
+        let at = v2.len();
+        encode(&mut v2, MAGIC_V2, generation, session, first_seq, &frames);
+        assert_eq!(v2[at..at + 4], MAGIC_V2);
+    }
+    assert_eq!(parse(&v2), (1, records(1, &sample())));
+    let dir = tempfile_dir();
+    std::fs::write(dir.join(FILE), &v2).expect("write");
+    let (wal, got) = Wal::open(&dir, true, Poison::default()).expect("open");
+    assert_eq!(got, records(1, &sample()));
+    wal.checkpoint(&|| Ok(())).expect("checkpoint");
+    drop(wal);
+    let bytes = std::fs::read(dir.join(FILE)).expect("read");
+    assert!(!parse_all(&bytes).2, "format 2 records left");
+    assert_eq!(parse(&bytes), (2, vec![]));
+    std::fs::remove_dir_all(&dir).expect("cleanup");
 }
 
 #[test]
@@ -163,7 +200,14 @@ fn concurrent_appenders_share_syncs_and_every_record_is_written() {
     // The bytes of the records (a checkpoint's start record is not one).
     let mut all = Vec::new();
     for r in &records {
-        encode(&mut all, r.generation, r.session, r.first_seq, &r.frames);
+        encode(
+            &mut all,
+            MAGIC,
+            r.generation,
+            r.session,
+            r.first_seq,
+            &r.frames,
+        );
     }
     assert_eq!(stats.log_bytes, all.len() as u64);
     assert_eq!(stats.checkpoints, 1);
@@ -186,4 +230,38 @@ fn garbage_is_no_record() {
     fake.extend_from_slice(&u32::MAX.to_le_bytes());
     fake.extend_from_slice(&[0; 40]);
     assert_eq!(parse(&fake), (0, vec![]));
+}
+
+#[test]
+fn a_log_the_disk_had_no_room_to_preallocate_writes_each_record_once() {
+    // Without preallocation (as on a full disk) the file has no second
+    // half: format 2 records, from offset 0, growing as written.
+    let dir = tempfile_dir();
+    let (wal, _) = Wal::open(&dir, false, Poison::default()).expect("open");
+    wal.checkpoint(&|| Ok(())).expect("checkpoint");
+    for (s, seq, frames) in sample() {
+        wal.enqueue(s, seq, &frames);
+    }
+    wal.commit(&|| Ok(())).expect("commit");
+    drop(wal);
+    let bytes = std::fs::read(dir.join(FILE)).expect("read");
+    assert!((bytes.len() as u64) < HALF, "{} bytes", bytes.len());
+    assert_eq!(bytes[..4], MAGIC_V2);
+    assert_eq!(parse(&bytes), (1, records(1, &sample())));
+    // Preallocated at the next open (there is room now): mirrored from the
+    // first checkpoint on, the format 2 records zeroed.
+    let (wal, got) = Wal::open(&dir, true, Poison::default()).expect("reopen");
+    assert_eq!(got, records(1, &sample()));
+    wal.checkpoint(&|| Ok(())).expect("checkpoint");
+    wal.enqueue(sid(9), 0, &[b"nine".to_vec()]);
+    wal.commit(&|| Ok(())).expect("commit");
+    drop(wal);
+    let bytes = std::fs::read(dir.join(FILE)).expect("read");
+    assert_eq!(bytes.len() as u64, PREALLOCATED);
+    assert!(!parse_all(&bytes).2, "format 2 records left");
+    assert_eq!(
+        parse(&bytes),
+        (2, records(2, &[(sid(9), 0, vec![b"nine".to_vec()])]))
+    );
+    std::fs::remove_dir_all(&dir).expect("cleanup");
 }

@@ -123,11 +123,14 @@ impl Timeline {
                             .is_some_and(|n| *n == format!("{db}/wal"))
                         {
                             // A generation starts with a 48-byte record at
-                            // 0; one is full past 4 MiB less 64 KiB.
-                            let what = if *off == 0 && data.len() == 48 {
+                            // 0, and its copy at 2 MiB; a half is full past
+                            // 2 MiB less 64 KiB (`src/store/wal.rs`).
+                            let half = 2u64 << 20;
+                            let at = off % half;
+                            let what = if at == 0 && data.len() == 48 {
                                 "write-ahead log generations"
-                            } else if off + data.len() as u64 > (4 << 20) - (64 << 10)
-                                && log.bytes[data.clone()].starts_with(b"AJW2")
+                            } else if at + data.len() as u64 > half - (64 << 10)
+                                && log.bytes[data.clone()].starts_with(b"AJW3")
                             {
                                 "write-ahead log full"
                             } else {
