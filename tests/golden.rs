@@ -336,3 +336,47 @@ fn the_pinned_bytes_decode_to_their_events() {
         assert_eq!((env.seq, env.event), (i as u64, event), "GOLDEN[{i}]");
     }
 }
+
+/// A database of the build before the write-ahead log's format 3, killed
+/// mid-run with most of its events only in its (format 2) log
+/// (`tests/fixtures/wal-format-2/README.md`): this build replays them,
+/// prints the session as that build did, leaves no format 2 record behind,
+/// and `compact` rewrites the database.
+#[test]
+fn a_database_with_a_format_2_write_ahead_log_opens_replays_and_compacts() {
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/wal-format-2");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    crate::common::copy_dir(&fixture.join("db"), &db);
+    let expected = std::fs::read_to_string(fixture.join("events.jsonl")).expect("events.jsonl");
+    let id = crate::common::json_lines(expected.as_bytes())[0]["session"]
+        .as_str()
+        .expect("session")
+        .to_owned();
+    // sled alone holds few of them: the log has the rest.
+    {
+        let raw = dir.path().join("raw");
+        crate::common::copy_dir(&db, &raw);
+        let sled = crate::common::raw_sled(&raw);
+        let held = sled.open_tree("events").expect("events").len();
+        assert!(held < 17, "sled holds {held} events: nothing to replay");
+    }
+    let out = crate::common::run_cli(&db, &["log", &id, "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+    let log = std::fs::read(db.join("wal")).expect("wal");
+    let count = |magic: &[u8]| log.windows(4).filter(|w| *w == magic).count();
+    assert_eq!(count(b"AJW2"), 0, "format 2 records left");
+    assert_eq!(count(b"AJW3"), 2, "a generation's start, twice");
+    let out = crate::common::run_cli(&db, &["verify"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let compacted = dir.path().join("compacted");
+    let out = crate::common::run_cli(
+        &db,
+        &["compact", "--to", compacted.to_str().expect("utf-8")],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let out = crate::common::run_cli(&compacted, &["log", &id, "--json"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+}
