@@ -317,21 +317,35 @@ fn a_damaged_wal_record_followed_by_an_intact_one_is_reported() {
     let (pristine, ids, records) = killed_image(dir.path(), 2, &[0, 1]);
     let damaged = records[records.len() - 2];
     assert_eq!((damaged.session, damaged.first_seq), (ids[0], 1));
-    for (n, copy) in copies(&records, ids[0], 1).into_iter().enumerate() {
-        let db = dir.path().join(format!("copy-{n}"));
-        copy_dir(&pristine, &db);
+    flip_each_copy(dir.path(), &pristine, &records, ids[0], 1, 2);
+}
+
+/// For each copy of the record of `(session, first_seq)` in turn, in a
+/// fresh copy of `pristine`: flips a byte of its body, then checks that the
+/// library returns the session's `head` events and reports no loss.
+fn flip_each_copy(
+    dir: &Path,
+    pristine: &Path,
+    records: &[WalRecord],
+    session: SessionId,
+    first_seq: u64,
+    head: u64,
+) {
+    for (n, copy) in copies(records, session, first_seq).into_iter().enumerate() {
+        let db = dir.join(format!("copy-{n}"));
+        copy_dir(pristine, &db);
         let path = db.join("wal");
         let mut log = std::fs::read(&path).expect("read");
         log[copy.end - 3] ^= 0x20;
         std::fs::write(&path, log).expect("write");
-        returned_or_reported(&db, ids[0], 2).unwrap();
+        returned_or_reported(&db, session, head).unwrap();
         let j = Journal::open(&db).expect("open");
         assert_eq!(
-            j.session(ids[0]).expect("session").head(),
-            2,
+            j.session(session).expect("session").head(),
+            head,
             "copy {n}: returned"
         );
-        assert_eq!(j.losses(), vec![]);
+        assert_eq!(j.losses(), vec![], "copy {n}");
     }
 }
 
@@ -346,21 +360,7 @@ fn a_damaged_last_wal_record_is_reported() {
     let (pristine, ids, records) = killed_image(dir.path(), 1, &[0, 0]);
     let last = records[records.len() - 1];
     assert_eq!((last.session, last.first_seq), (ids[0], 2));
-    for (n, copy) in copies(&records, ids[0], 2).into_iter().enumerate() {
-        let db = dir.path().join(format!("copy-{n}"));
-        copy_dir(&pristine, &db);
-        let path = db.join("wal");
-        let mut log = std::fs::read(&path).expect("read");
-        log[copy.end - 3] ^= 0x20;
-        std::fs::write(&path, log).expect("write");
-        returned_or_reported(&db, ids[0], 3).unwrap();
-        let j = Journal::open(&db).expect("open");
-        assert_eq!(
-            j.session(ids[0]).expect("session").head(),
-            3,
-            "copy {n}: returned"
-        );
-    }
+    flip_each_copy(dir.path(), &pristine, &records, ids[0], 2, 3);
 }
 
 /// The log cut inside its last record (the file is shorter than the 4 MiB
