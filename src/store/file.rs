@@ -3,15 +3,15 @@
 //! then fetch frames from the file. Memory does not grow with the file's
 //! size, only with its number of events.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 use crate::format::ajournal::{FileIndex, FrameAt};
 use crate::model::SessionId;
+use crate::store::memory::SnapshotCache;
 use crate::store::{Durability, SharedBytes, Store, Visit};
 
 /// Frames read with one `pread` at most (a run of frames that follow one
@@ -24,7 +24,7 @@ pub(crate) struct FileStore {
     path: PathBuf,
     streams: BTreeMap<SessionId, Vec<FrameAt>>,
     /// Snapshots the journal takes of folds it made (a cache, in memory).
-    snapshots: Mutex<HashMap<SessionId, (u64, SharedBytes)>>,
+    snapshots: SnapshotCache,
 }
 
 fn read_only() -> Error {
@@ -38,12 +38,8 @@ impl FileStore {
             file,
             path,
             streams: index.streams,
-            snapshots: Mutex::new(HashMap::new()),
+            snapshots: SnapshotCache::default(),
         }
-    }
-
-    fn snaps(&self) -> MutexGuard<'_, HashMap<SessionId, (u64, SharedBytes)>> {
-        self.snapshots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Reads `len` bytes at `offset`; a file that changed since it was
@@ -151,13 +147,12 @@ impl Store for FileStore {
     }
 
     fn put_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
-        self.snaps()
-            .insert(session, (seq, SharedBytes::from(frame)));
+        self.snapshots.put(session, seq, frame);
         Ok(())
     }
 
     fn latest_snapshot(&self, session: SessionId) -> Result<Option<(u64, SharedBytes)>> {
-        Ok(self.snaps().get(&session).cloned())
+        Ok(self.snapshots.latest(session))
     }
 
     fn delete_session(&self, _session: SessionId) -> Result<()> {
@@ -165,7 +160,7 @@ impl Store for FileStore {
     }
 
     fn drop_snapshots(&self, session: SessionId) -> Result<()> {
-        self.snaps().remove(&session);
+        self.snapshots.remove(session);
         Ok(())
     }
 

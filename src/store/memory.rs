@@ -8,21 +8,45 @@ use crate::model::SessionId;
 use crate::store::Durability;
 use crate::store::{SharedBytes, Store, Visit};
 
+/// Snapshots kept in memory, the latest of each session: those of the
+/// store in memory, and the folds cached for an exported file opened for
+/// reading (`store/file.rs`).
+#[derive(Default)]
+pub(crate) struct SnapshotCache(Mutex<HashMap<SessionId, (u64, SharedBytes)>>);
+
+impl SnapshotCache {
+    fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, (u64, SharedBytes)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps `frame`, taken after event `seq`, in place of the session's
+    /// older one.
+    pub(crate) fn put(&self, session: SessionId, seq: u64, frame: Vec<u8>) {
+        self.lock().insert(session, (seq, SharedBytes::from(frame)));
+    }
+
+    /// The session's snapshot, if one is kept.
+    pub(crate) fn latest(&self, session: SessionId) -> Option<(u64, SharedBytes)> {
+        self.lock().get(&session).cloned()
+    }
+
+    /// Forgets the session's snapshot.
+    pub(crate) fn remove(&self, session: SessionId) {
+        self.lock().remove(&session);
+    }
+}
+
 /// Keeps frames in memory. Used by `Journal::memory()` and by tests.
 #[derive(Default)]
 pub struct MemoryStore {
     streams: RwLock<BTreeMap<SessionId, Vec<Vec<u8>>>>,
-    snapshots: Mutex<HashMap<SessionId, (u64, SharedBytes)>>,
+    snapshots: SnapshotCache,
 }
 
 impl MemoryStore {
     /// An empty, writable store.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    fn snaps(&self) -> MutexGuard<'_, HashMap<SessionId, (u64, SharedBytes)>> {
-        self.snapshots.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -97,13 +121,12 @@ impl Store for MemoryStore {
     }
 
     fn put_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
-        self.snaps()
-            .insert(session, (seq, SharedBytes::from(frame)));
+        self.snapshots.put(session, seq, frame);
         Ok(())
     }
 
     fn latest_snapshot(&self, session: SessionId) -> Result<Option<(u64, SharedBytes)>> {
-        Ok(self.snaps().get(&session).cloned())
+        Ok(self.snapshots.latest(session))
     }
 
     fn delete_session(&self, session: SessionId) -> Result<()> {
@@ -111,12 +134,12 @@ impl Store for MemoryStore {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&session);
-        self.snaps().remove(&session);
+        self.snapshots.remove(session);
         Ok(())
     }
 
     fn drop_snapshots(&self, session: SessionId) -> Result<()> {
-        self.snaps().remove(&session);
+        self.snapshots.remove(session);
         Ok(())
     }
 
