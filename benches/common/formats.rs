@@ -99,12 +99,8 @@ pub fn section_formats(quick: bool, rep: &mut Report) {
         ("14f", ConversationFormat::Jsonl),
     ] {
         let text = f.to_text(&messages);
-        let mut best_json = Duration::MAX;
-        let mut best_import = Duration::MAX;
-        let mut peak = 0;
-        let mut imported = 0;
-        for _ in 0..3 {
-            let (d, _) = measured(|| {
+        let (best_json, best_import, peak, imported) = best_of_3(
+            || {
                 let v: serde_json::Value = if f == ConversationFormat::Jsonl {
                     serde_json::Value::Array(
                         text.lines()
@@ -115,18 +111,13 @@ pub fn section_formats(quick: bool, rep: &mut Report) {
                     serde_json::from_str(&text).expect("json")
                 };
                 std::hint::black_box(v);
-            });
-            best_json = best_json.min(d);
-            let journal = Journal::memory();
-            let (d, mem) = measured(|| {
-                let s = journal
+            },
+            |journal| {
+                journal
                     .import_conversation(&text, f, "bench", "import")
-                    .expect("import");
-                imported = s.state().messages().len();
-            });
-            best_import = best_import.min(d);
-            peak = peak.max(mem);
-        }
+                    .expect("import")
+            },
+        );
         let rate = |d: Duration| imported as f64 / d.as_secs_f64();
         rep.row(Row {
             id,
@@ -152,27 +143,20 @@ pub fn section_formats(quick: bool, rep: &mut Report) {
     }
     // Claude Code session logs: read into threads, imported as a session.
     let text = claude_code_log(&messages);
-    let (mut best_json, mut best_import, mut peak, mut imported) =
-        (Duration::MAX, Duration::MAX, 0, 0);
-    for _ in 0..3 {
-        let (d, _) = measured(|| {
+    let (best_json, best_import, peak, imported) = best_of_3(
+        || {
             let v: Vec<serde_json::Value> = text
                 .lines()
                 .map(|l| serde_json::from_str(l).expect("json"))
                 .collect();
             std::hint::black_box(v);
-        });
-        best_json = best_json.min(d);
-        let journal = Journal::memory();
-        let (d, mem) = measured(|| {
-            let s = journal
+        },
+        |journal| {
+            journal
                 .import_claude_code_text(&text, "bench.jsonl")
-                .expect("import");
-            imported = s.state().messages().len();
-        });
-        best_import = best_import.min(d);
-        peak = peak.max(mem);
-    }
+                .expect("import")
+        },
+    );
     let rate = |d: Duration| imported as f64 / d.as_secs_f64();
     rep.row(Row {
         id: "14g",
@@ -187,4 +171,26 @@ pub fn section_formats(quick: bool, rep: &mut Report) {
         target: "report".into(),
         verdict: Verdict::Info,
     });
+}
+
+/// Three rounds of `parse` (the baseline) and `import` (into a new journal
+/// in memory each round): the best time of each, the peak memory an import
+/// added, and the messages it imported.
+fn best_of_3(
+    mut parse: impl FnMut(),
+    mut import: impl FnMut(&Journal) -> agent_journal::Session,
+) -> (Duration, Duration, u64, usize) {
+    let (mut best_json, mut best_import, mut peak, mut imported) =
+        (Duration::MAX, Duration::MAX, 0, 0);
+    for _ in 0..3 {
+        let (d, _) = measured(&mut parse);
+        best_json = best_json.min(d);
+        let journal = Journal::memory();
+        let (d, mem) = measured(|| {
+            imported = import(&journal).state().messages().len();
+        });
+        best_import = best_import.min(d);
+        peak = peak.max(mem);
+    }
+    (best_json, best_import, peak, imported)
 }
