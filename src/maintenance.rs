@@ -27,6 +27,8 @@ pub struct CompactReport {
     pub bytes_before: u64,
     /// Bytes on disk of the new database.
     pub bytes_after: u64,
+    /// Whether the new database compresses its pages.
+    pub compressed: bool,
 }
 
 /// What `salvage_to` did.
@@ -45,13 +47,15 @@ pub struct SalvageReport {
 /// Kind of the marker event salvage puts where records were lost.
 pub const SALVAGE_GAP_KIND: &str = "agent_journal.salvage_gap";
 
-/// Opens the new database being built in the temporary directory `dir`.
-fn open_new(dir: &Path) -> Result<Journal> {
+/// Opens the new database being built in the temporary directory `dir`,
+/// its pages compressed if `compress`.
+fn open_new(dir: &Path, compress: bool) -> Result<Journal> {
     Journal::open_with(
         dir,
         JournalConfig {
             durability: Durability::Buffered,
             serve_readers: false,
+            compress,
             ..JournalConfig::default()
         },
     )
@@ -119,17 +123,45 @@ impl Journal {
     /// [`Error::InvalidInput`] if `dest` exists (an empty directory is
     /// taken); [`Error::Corruption`] if a frame is damaged (use
     /// [`Journal::salvage_to`]).
-    pub fn compact_to(&self, dest: &Path, mut progress: impl FnMut(u64)) -> Result<CompactReport> {
+    pub fn compact_to(&self, dest: &Path, progress: impl FnMut(u64)) -> Result<CompactReport> {
+        self.compact_to_with(dest, None, progress)
+    }
+
+    /// Whether this journal's database compresses its pages
+    /// ([`JournalConfig::compress`]): `false` for an exported file or a
+    /// PostgreSQL database, which sled does not hold.
+    pub fn compressed(&self) -> bool {
+        self.path()
+            .filter(|p| p.is_dir())
+            .and_then(crate::store::sled::compressed)
+            .unwrap_or(false)
+    }
+
+    /// [`Journal::compact_to`], the new database's pages compressed if
+    /// `compress` says so, else as the source's are: so a database made
+    /// without compression is rewritten compressed with `Some(true)`, and
+    /// back with `Some(false)`.
+    ///
+    /// # Errors
+    /// As [`Journal::compact_to`].
+    pub fn compact_to_with(
+        &self,
+        dest: &Path,
+        compress: Option<bool>,
+        mut progress: impl FnMut(u64),
+    ) -> Result<CompactReport> {
         atomic::check_new_dir(dest)?;
         let skip = self.unfinished_import()?;
         let bytes_before = self.size_on_disk()?;
+        let compress = compress.unwrap_or_else(|| self.compressed());
         atomic::build_dir(dest, |tmp| {
-            let out = open_new(tmp)?;
+            let out = open_new(tmp, compress)?;
             let mut report = CompactReport {
                 sessions: 0,
                 events: 0,
                 bytes_before,
                 bytes_after: 0,
+                compressed: compress,
             };
             for id in self.sessions()? {
                 if skip.contains(&id) {
@@ -268,7 +300,7 @@ impl Journal {
         }
         let (sessions, duplicates) = group(records);
         dropped.extend(duplicates);
-        write_salvaged(dest, sessions, dropped, true, progress)
+        write_salvaged(dest, sessions, dropped, true, self.compressed(), progress)
     }
 }
 
@@ -334,7 +366,8 @@ pub fn salvage_database_with(
                 .collect();
             let records = raw.events.into_values().map(|e| (None, e)).collect();
             let (sessions, _) = group(records);
-            write_salvaged(dest, sessions, dropped, true, &mut progress)
+            let compress = crate::store::sled::compressed(path).unwrap_or(false);
+            write_salvaged(dest, sessions, dropped, true, compress, &mut progress)
         }
         Err(e) => Err(e),
     }
@@ -420,7 +453,7 @@ pub fn salvage_file_with(
     let (sessions, duplicates) = group(records.into_iter().map(|(o, e)| (Some(o), e)).collect());
     dropped.extend(duplicates);
     // Each gap of a file is already listed with the offset of its record.
-    write_salvaged(dest, sessions, dropped, false, &mut progress)
+    write_salvaged(dest, sessions, dropped, false, false, &mut progress)
 }
 
 fn problem(session: SessionId, seq: Option<u64>, offset: Option<u64>, message: String) -> Problem {
@@ -438,10 +471,11 @@ fn write_salvaged(
     sessions: BTreeMap<SessionId, Vec<Envelope>>,
     dropped: Vec<Problem>,
     list_gaps: bool,
+    compress: bool,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<SalvageReport> {
     atomic::build_dir(dest, |tmp| {
-        let out = open_new(tmp)?;
+        let out = open_new(tmp, compress)?;
         let report = SalvageReport {
             dropped,
             ..SalvageReport::default()

@@ -228,7 +228,16 @@ pub fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 pub fn raw_sled(path: &Path) -> sled::Db {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
     loop {
-        match sled::open(path) {
+        let conf = std::fs::read(path.join("conf")).unwrap_or_default();
+        let conf = String::from_utf8_lossy(&conf);
+        let compressed = conf
+            .lines()
+            .any(|l| l.replace(' ', "") == "use_compression:true");
+        match sled::Config::new()
+            .path(path)
+            .use_compression(compressed)
+            .open()
+        {
             Ok(db) => return db,
             Err(e) if std::time::Instant::now() < deadline && e.to_string().contains("lock") => {
                 std::thread::sleep(std::time::Duration::from_millis(5));

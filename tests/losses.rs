@@ -166,6 +166,17 @@ fn removing_sleds_own_snapshot_files_never_loses_events_silently() {
 
 #[test]
 fn salvage_recovers_every_event_of_a_database_sled_refuses_to_open() {
+    salvage_recovers_every_event(false);
+}
+
+/// The same with compressed pages (`--compress`): salvage finds the frames
+/// inside sled's zstd frames.
+#[test]
+fn salvage_recovers_every_event_of_a_compressed_database_sled_refuses_to_open() {
+    salvage_recovers_every_event(true);
+}
+
+fn salvage_recovers_every_event(compress: bool) {
     // One flipped byte in sled's own log can make it refuse the database
     // (or fail on its pages). Salvage reads the files before sled does (sled
     // rewrites a damaged log when it opens one) and copies every event whose
@@ -174,24 +185,33 @@ fn salvage_recovers_every_event_of_a_database_sled_refuses_to_open() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("db");
     let sandbox = dir.path().join("sandbox");
+    let compress: &[&str] = if compress { &["--compress"] } else { &[] };
     for _ in 0..6 {
         let out = run_cli(
             &path,
-            &["demo", "--sandbox", crate::common::path_str(&sandbox)],
+            &[
+                &["demo", "--sandbox", crate::common::path_str(&sandbox)],
+                compress,
+            ]
+            .concat(),
         );
         assert!(out.status.success(), "{out:?}");
     }
     let out = run_cli(
         &path,
         &[
-            "demo",
-            "--sandbox",
-            crate::common::path_str(&sandbox),
-            "--crash-after",
-            "15",
-            "--crash-with",
-            "kill",
-        ],
+            &[
+                "demo",
+                "--sandbox",
+                crate::common::path_str(&sandbox),
+                "--crash-after",
+                "15",
+                "--crash-with",
+                "kill",
+            ],
+            compress,
+        ]
+        .concat(),
     );
     assert!(!out.status.success(), "{out:?}");
     let truth = {
@@ -204,6 +224,9 @@ fn salvage_recovers_every_event_of_a_database_sled_refuses_to_open() {
             .map(|id| (id, j.stream_len(id).expect("len").expect("there")))
             .collect::<Vec<_>>()
     };
+    let conf = std::fs::read(path.join("conf")).expect("conf");
+    let said = format!("use_compression: {}", !compress.is_empty());
+    assert!(String::from_utf8_lossy(&conf).contains(&said), "{said}");
     let pristine = std::fs::read(path.join("db")).expect("read db");
     let used: Vec<usize> = (0..pristine.len()).filter(|&i| pristine[i] != 0).collect();
     let mut rng = crate::common::Rng::new(7);

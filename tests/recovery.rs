@@ -316,7 +316,7 @@ fn a_database_whose_creation_was_interrupted_opens_and_an_unmarked_empty_one_doe
         if marked {
             std::fs::write(p.join("agent-journal.creating"), b"").expect("mark");
         }
-        let db = sled::open(p).expect("sled");
+        let db = crate::common::raw_sled(p);
         db.flush().expect("flush");
         drop(db);
         assert!(std::fs::metadata(p.join("db")).expect("db file").len() > 0);

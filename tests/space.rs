@@ -232,3 +232,125 @@ fn deleting_sessions_then_compacting_gives_the_space_back() {
         );
     }
 }
+
+/// Agent-like messages: compressible text, as a real conversation is.
+fn chatter(s: &agent_journal::Session, n: u64) {
+    let eval = s.start_evaluation("support", "orders").expect("start");
+    for i in 0..n {
+        eval.user(format!(
+            "Order #{:06} has not arrived; the tracking page still says 'label created'. \
+             Where is it, and will it arrive this week?",
+            100_000 + i
+        ))
+        .expect("user");
+    }
+}
+
+/// `JournalConfig::compress` applies to the database an open creates and
+/// stays with it; `compact_to_with` rewrites it either way, with the same
+/// events; the CLI's `--compress` and `compact --no-compress` do the same.
+#[test]
+fn a_compressed_database_keeps_its_setting_and_compact_rewrites_it_either_way() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (plain, packed) = (dir.path().join("plain"), dir.path().join("packed"));
+    let mut events = Vec::new();
+    for (db, compress) in [(&plain, false), (&packed, true)] {
+        let j = Journal::open_with(
+            db,
+            JournalConfig {
+                compress,
+                ..JournalConfig::default()
+            },
+        )
+        .expect("open");
+        let s = j.create_session().expect("session");
+        chatter(&s, 3_000);
+        events.push(s.events(..).expect("events"));
+        assert_eq!(j.compressed(), compress);
+    }
+    // A later open asking otherwise reads each as it was made.
+    for (db, compress) in [(&plain, false), (&packed, true)] {
+        let j = Journal::open_with(
+            db,
+            JournalConfig {
+                compress: !compress,
+                ..JournalConfig::default()
+            },
+        )
+        .expect("reopen");
+        assert_eq!(j.compressed(), compress);
+        let id = j.sessions().expect("sessions")[0];
+        let got = j.session(id).expect("session").events(..).expect("events");
+        assert_eq!(got, events[usize::from(compress)]);
+        assert!(j.verify(None, |_| {}).expect("verify").is_clean());
+    }
+    let (plain_size, packed_size) = (dir_size(&plain), dir_size(&packed));
+    assert!(
+        packed_size * 3 < plain_size * 2,
+        "compressed {} against {}",
+        mib(packed_size),
+        mib(plain_size)
+    );
+    // Rewritten compressed, and back.
+    let j = Journal::open(&plain).expect("open");
+    let to = dir.path().join("to-packed");
+    let r = j.compact_to_with(&to, Some(true), |_| {}).expect("compact");
+    assert!(r.compressed);
+    drop(j);
+    let back = dir.path().join("back");
+    let (code, out, err) = aj(
+        &to,
+        &[
+            "compact",
+            "--no-compress",
+            "--to",
+            path_str(&back),
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(report["compressed"], false, "{out}");
+    for (db, compress) in [(&to, true), (&back, false)] {
+        let j = Journal::open(db).expect("open the copy");
+        assert_eq!(j.compressed(), compress);
+        let id = j.sessions().expect("sessions")[0];
+        assert_eq!(
+            j.session(id).expect("session").events(..).expect("events"),
+            events[0]
+        );
+    }
+    // The CLI creates a compressed database when asked.
+    let cli_db = dir.path().join("cli");
+    let sandbox = dir.path().join("sandbox");
+    let (code, out, err) = aj(
+        &cli_db,
+        &["demo", "--compress", "--sandbox", path_str(&sandbox)],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(Journal::open(&cli_db).expect("open").compressed());
+}
+
+/// A cleanly closed database keeps no empty write-ahead log: the log's
+/// preallocated 4 MiB are given back at close, and taken again by the next
+/// open that appends.
+#[test]
+fn a_closed_database_keeps_no_preallocated_log() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    for round in 0..2 {
+        let j = Journal::open(&db).expect("open");
+        assert!(std::fs::metadata(db.join("wal")).expect("wal").len() >= 4 << 20);
+        let s = j.create_session().expect("session");
+        chatter(&s, 10);
+        drop(s);
+        drop(j);
+        assert_eq!(
+            std::fs::metadata(db.join("wal")).expect("wal").len(),
+            0,
+            "round {round}"
+        );
+    }
+    let j = Journal::open(&db).expect("open");
+    assert_eq!(j.sessions().expect("sessions").len(), 2);
+}

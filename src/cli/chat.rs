@@ -7,13 +7,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent_journal::Error;
 use agent_journal::conversation::http::{AnthropicAdapter, HttpOptions, OpenAiAdapter};
 use agent_journal::conversation::{
     ConversationEngine, ConversationEngineConfig, ConversationHooks, ConversationId,
     ConversationMessage, ConversationTurn, CreateConversation, JournalConversationStore, Metadata,
     ProviderAdapter, ProviderStreamChunk, ResumeTurn, RunTurn,
 };
-use agent_journal::{Error, Journal};
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 
@@ -102,7 +102,7 @@ fn adapter(args: &ChatArgs) -> Arc<dyn ProviderAdapter> {
 
 /// `chat --provider P --model M [--conversation ID] [--system TEXT] [--stream]`.
 pub(crate) fn chat(cli: &Cli, args: &ChatArgs) -> Result<ExitCode, Error> {
-    let journal = Journal::open(&cli.db)?;
+    let journal = crate::cli::open::open_creating(&cli.db, cli.compress)?;
     let store = Arc::new(JournalConversationStore::new(journal.clone()));
     let adapter = adapter(args);
     let mut config =

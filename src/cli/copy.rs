@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agent_journal::{Error, Journal};
+use agent_journal::Error;
 use clap::Args;
 
 use crate::cli::Cli;
@@ -26,7 +26,7 @@ pub(crate) struct CopyArgs {
 /// `copy --from DB --to DB`.
 pub(crate) fn copy(cli: &Cli, args: &CopyArgs) -> Result<ExitCode, Error> {
     let from = open_for_reading(&args.from)?;
-    let to = Journal::open(&args.to)?;
+    let to = crate::cli::open::open_creating(&args.to, cli.compress)?;
     let total: u64 = from
         .sessions()?
         .into_iter()

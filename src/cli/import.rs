@@ -88,7 +88,11 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
     // An exported journal shows a bar of the events written; the others
     // (read whole, then written in one append) a spinner.
     if format == ImportFormat::Journal {
-        return import_journal(cli, &Journal::open(&cli.db)?, file);
+        return import_journal(
+            cli,
+            &crate::cli::open::open_creating(&cli.db, cli.compress)?,
+            file,
+        );
     }
     let spinner = crate::cli::output::working("import");
     let result = import_format(cli, args, format, text);
@@ -112,7 +116,13 @@ fn import_format(
         ImportFormat::OpenaiResponses => ConversationFormat::OpenAiResponses,
         ImportFormat::Ollama => ConversationFormat::Ollama,
         ImportFormat::Gemini => ConversationFormat::Gemini,
-        ImportFormat::Journal => return import_journal(cli, &Journal::open(&cli.db)?, file),
+        ImportFormat::Journal => {
+            return import_journal(
+                cli,
+                &crate::cli::open::open_creating(&cli.db, cli.compress)?,
+                file,
+            );
+        }
         ImportFormat::StateBlob => return import_state_blob(cli, args, text),
         ImportFormat::Wink => return import_wink(cli, args, text),
     };
@@ -138,7 +148,7 @@ fn import_format(
     // The text is not needed past here: its memory goes before the writes.
     let fields = f.request_fields(&text);
     drop(text);
-    let journal = Journal::open(&cli.db)?;
+    let journal = crate::cli::open::open_creating(&cli.db, cli.compress)?;
     let s = journal
         .import_messages(messages, f, fields)
         .map_err(in_file)?;
@@ -168,7 +178,7 @@ fn import_state_blob(
             d.kind()
         ))
     })?;
-    let journal = Journal::open(&cli.db)?;
+    let journal = crate::cli::open::open_creating(&cli.db, cli.compress)?;
     let options = ImportStateBlob {
         title: file.file_stem().map(|n| n.to_string_lossy().into_owned()),
         ..ImportStateBlob::default()
@@ -202,7 +212,7 @@ fn import_wink(cli: &Cli, args: &ImportArgs, text: Option<String>) -> Result<Exi
     };
     agent_journal::SessionState::from_json(&text, &agent_journal::SliceRegistry::default())
         .map_err(named)?;
-    let journal = Journal::open(&cli.db)?;
+    let journal = crate::cli::open::open_creating(&cli.db, cli.compress)?;
     let s = journal.import_snapshot(&text).map_err(named)?;
     if cli.json {
         print_json(&serde_json::json!({"sessions": [s.id().to_string()], "events": s.head()}))?;
@@ -397,7 +407,7 @@ fn import_claude_code(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
     // Checked before the database is opened (or created): bad input creates
     // nothing.
     let logs = agent_journal::read_claude_code(&args.file, args.max_bytes)?;
-    let journal = Journal::open(&cli.db)?;
+    let journal = crate::cli::open::open_creating(&cli.db, cli.compress)?;
     let sessions = journal.import_claude_code_logs(logs)?;
     let events: u64 = sessions.iter().map(agent_journal::Session::head).sum();
     if cli.json {

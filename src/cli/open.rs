@@ -34,6 +34,18 @@ pub(crate) fn open_existing(db: &Path) -> Result<Journal, Error> {
     )
 }
 
+/// Opens the database at `db`, creating it if missing (`demo`, `import`,
+/// `chat`, `copy`), its pages compressed if `compress` and it is new.
+pub(crate) fn open_creating(db: &Path, compress: bool) -> Result<Journal, Error> {
+    Journal::open_with(
+        db,
+        JournalConfig {
+            compress,
+            ..JournalConfig::default()
+        },
+    )
+}
+
 /// The configuration of a reading command: it does not create a database,
 /// and it offers no read service (it holds the database for a moment only).
 fn reading() -> JournalConfig {

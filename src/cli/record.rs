@@ -64,7 +64,10 @@ enum CrashWith {
 
 /// `demo [--sandbox DIR] [--crash-after N] [--crash-with abort|kill]`.
 pub(crate) fn demo(cli: &Cli, args: &DemoArgs) -> Result<ExitCode, Error> {
-    let mut config = JournalConfig::default();
+    let mut config = JournalConfig {
+        compress: cli.compress,
+        ..JournalConfig::default()
+    };
     if let Some(n) = args.crash_after {
         let how = args.crash_with;
         config.after_append = Some(std::sync::Arc::new(move |id, _first, last| {

@@ -3,7 +3,7 @@
 //! was cut, and `log` still shows what is readable.
 
 use super::{Demo, aj, line_seq};
-use crate::common::record_offsets;
+use crate::common::{raw_sled, record_offsets};
 
 #[test]
 fn verify_finds_a_flipped_byte_and_names_the_session_and_seq() {
@@ -16,7 +16,7 @@ fn verify_finds_a_flipped_byte_and_names_the_session_and_seq() {
     // Damage event 10 (of 0..23) with the CLI not running.
     {
         let id: agent_journal::SessionId = d.id.parse().expect("id");
-        let db = sled::open(&d.db).expect("raw sled open");
+        let db = raw_sled(&d.db);
         let events = db.open_tree("events").expect("tree events");
         let mut key = id.as_bytes().to_vec();
         key.extend_from_slice(&10u64.to_be_bytes());

@@ -64,11 +64,12 @@ impl Guarded {
         path: &Path,
         create: bool,
         cache_bytes: u64,
+        compress: bool,
         wal_appends: bool,
         poison: Poison,
     ) -> Result<Guarded> {
         let store = contained(path, "opening the database", || {
-            SledStore::open(path, create, cache_bytes, wal_appends, poison)
+            SledStore::open(path, create, cache_bytes, compress, wal_appends, poison)
         })?;
         Ok(Guarded {
             store,

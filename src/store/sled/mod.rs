@@ -36,6 +36,7 @@ pub(crate) mod raw;
 mod recover;
 
 pub(crate) use contain::{Guarded, panic_message};
+pub(crate) use open::compressed;
 
 /// Events a scan reads itself before it hands sled's side to a thread of
 /// its own (a short scan is not worth a thread).
@@ -581,7 +582,7 @@ impl Store for SledStore {
 
 impl Drop for SledStore {
     /// Empties the write-ahead log on a clean close, so that the next open
-    /// has nothing to replay. Errors are left to that open's replay.
+    /// has nothing to replay, and gives its preallocated bytes back. Errors are left to that open's replay.
     fn drop(&mut self) {
         // Contained: sled panics on some damaged pages, and a panic out of
         // a drop (maybe during an unwind) would abort the process.
@@ -590,6 +591,7 @@ impl Drop for SledStore {
             self.applier.stop();
             if self.wal_appends {
                 self.wal.checkpoint(&|| self.sled_durable())?;
+                self.wal.release()?;
             }
             Ok(())
         });

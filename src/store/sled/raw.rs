@@ -3,8 +3,9 @@
 //! panics on damaged pages).
 //!
 //! sled 0.34 stores a small value as its bytes inside a page of its `db`
-//! file (no compression in this build) and a large one in a file of its own
-//! under `blobs/`; the write-ahead log (`wal`) holds the frames of the
+//! file (a zstd frame per page or log message in a database the journal
+//! compresses; the bytes as they are in one made before) and a large one in
+//! a file of its own under `blobs/` (compressed the same way); the write-ahead log (`wal`) holds the frames of the
 //! latest `Synced` appends. An event's frame checks itself: a version byte,
 //! the CRC-32 of its body, and a body that decodes as an `Envelope` naming
 //! its session and seq. So every offset of those files where a whole frame
@@ -70,8 +71,53 @@ fn frame_at(bytes: &[u8], at: usize, limit: u64) -> Option<(Envelope, usize)> {
     (used > 0 && crc32fast::hash(&body[..used]) == crc).then_some((env, FRAME_HEADER_LEN + used))
 }
 
-/// Every whole frame in `bytes`, into `scan`; returns how many were new.
+/// The first four bytes of a zstd frame, as sled writes a compressed page.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+
+/// The most a compressed page found by a raw scan may decompress to: sled's
+/// pages and log messages are at most a segment (512 KiB in this build); a
+/// larger output is bytes that only look like a zstd frame.
+const PAGE_MAX: u64 = 8 << 20;
+
+/// Every whole frame in `bytes` and in the compressed pages found among
+/// them (each zstd frame, decompressed as far as it is whole), into `scan`;
+/// returns how many were new.
 fn frames_in(bytes: &[u8], limit: u64, scan: &mut RawScan) -> usize {
+    let mut new = plain_frames_in(bytes, limit, scan);
+    let mut at = 0;
+    while let Some(i) = bytes[at..]
+        .windows(ZSTD_MAGIC.len())
+        .position(|w| w == ZSTD_MAGIC)
+    {
+        let page = decompress_prefix(&bytes[at + i..]);
+        new += plain_frames_in(&page, limit, scan);
+        at += i + 1;
+    }
+    new
+}
+
+/// What the zstd frame at the start of `bytes` decompresses to, as far as
+/// it is whole (a damaged frame gives what came before the damage), at most
+/// [`PAGE_MAX`] bytes.
+fn decompress_prefix(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    if let Ok(decoder) = zstd::stream::read::Decoder::with_buffer(bytes) {
+        let mut decoder = decoder.single_frame().take(PAGE_MAX);
+        let mut buf = [0u8; 64 << 10];
+        loop {
+            match decoder.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+    out
+}
+
+/// Every whole frame in `bytes` as they are, into `scan`; returns how many
+/// were new.
+fn plain_frames_in(bytes: &[u8], limit: u64, scan: &mut RawScan) -> usize {
     let (mut at, mut new) = (0, 0);
     while at + FRAME_HEADER_LEN < bytes.len() {
         match frame_at(bytes, at, limit) {
@@ -172,5 +218,27 @@ mod tests {
         // Found again: nothing new, no conflict.
         assert_eq!(frames_in(&bytes, 1 << 20, &mut scan), 0);
         assert!(scan.conflicts.is_empty());
+    }
+
+    #[test]
+    fn frames_inside_compressed_pages_are_found_up_to_the_damage() {
+        let s = SessionId::new();
+        let mut page = vec![7u8; 3];
+        for seq in 0..40 {
+            page.extend(encode_frame(&env(s, seq), 1 << 20).expect("encode"));
+        }
+        let compressed = zstd::block::compress(&page, 5).expect("compress");
+        let mut bytes = vec![0xFDu8, 0x2F, 1, 2, 3];
+        bytes.extend(&compressed);
+        bytes.extend([9u8; 16]);
+        let mut scan = RawScan::default();
+        assert_eq!(frames_in(&bytes, 1 << 20, &mut scan), 40);
+        // A page cut short gives the frames before the cut, and no panic.
+        let cut = &bytes[..5 + compressed.len() / 2];
+        let mut scan = RawScan::default();
+        let n = frames_in(cut, 1 << 20, &mut scan);
+        assert!(n < 40, "{n}");
+        let seqs: Vec<u64> = scan.events.keys().map(|k| k.1).collect();
+        assert_eq!(seqs, (0..n as u64).collect::<Vec<_>>());
     }
 }
