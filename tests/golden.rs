@@ -384,7 +384,12 @@ fn a_database_with_a_format_2_write_ahead_log_opens_replays_and_compacts() {
     let packed = dir.path().join("packed");
     let out = crate::common::run_cli(
         &db,
-        &["compact", "--compress", "--to", packed.to_str().expect("utf-8")],
+        &[
+            "compact",
+            "--compress",
+            "--to",
+            packed.to_str().expect("utf-8"),
+        ],
     );
     assert!(out.status.success(), "{out:?}");
     let out = crate::common::run_cli(&packed, &["log", &id, "--json"]);

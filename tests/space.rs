@@ -280,8 +280,18 @@ fn a_compressed_database_keeps_its_setting_and_compact_rewrites_it_either_way() 
         .expect("reopen");
         assert_eq!(j.compressed(), compress);
         let id = j.sessions().expect("sessions")[0];
-        let got = j.session(id).expect("session").events(..).expect("events");
-        assert_eq!(got, events[usize::from(compress)]);
+        let s = j.session(id).expect("session");
+        // From its snapshot (a file, compressed in the compressed one).
+        let stats = s.load_stats();
+        assert!(stats.snapshot_seq.is_some(), "{stats:?}");
+        assert!(stats.events_replayed < 1_000, "{stats:?}");
+        let snapshots = std::fs::read_dir(db.join("snapshots")).expect("snapshot files");
+        assert_eq!(snapshots.count(), 1);
+        let all = s.events(..).expect("events");
+        assert_eq!(all, events[usize::from(compress)]);
+        let mut folded = agent_journal::SessionState::new();
+        all.iter().for_each(|e| folded.apply(e));
+        assert!(*s.state() == folded);
         assert!(j.verify(None, |_| {}).expect("verify").is_clean());
     }
     let (plain_size, packed_size) = (dir_size(&plain), dir_size(&packed));

@@ -305,7 +305,8 @@ impl SledStore {
             db,
             events,
             snapshots,
-            snap_files: SnapFiles::new(path),
+            // As sled's pages are (its `conf` now says).
+            snap_files: SnapFiles::new(path, compressed(path).unwrap_or(compress)),
             heads: RwLock::new(HashMap::new()),
             db_file,
             synced_blobs: Mutex::new(std::collections::HashSet::new()),
