@@ -227,8 +227,11 @@ impl ToolCallRecord {
 }
 
 /// One message of a conversation, provider-neutral.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+///
+/// Serialized field by field in this order; in a binary encoding (frames)
+/// the parts of `provider_payload` that repeat `content` or a call's
+/// `arguments` are stored once (`src/format/splice.rs`, `docs/format.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InnerMessage {
     /// Who wrote it.
     pub role: Role,
@@ -252,7 +255,6 @@ pub struct InnerMessage {
     /// Prompt key.
     pub prompt_key: String,
     /// When it was created (microsecond precision).
-    #[serde(with = "crate::model::ts")]
     pub created_at: DateTime<Utc>,
     /// Its id; messages are deduplicated by it.
     pub message_id: MessageId,

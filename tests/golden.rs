@@ -404,3 +404,52 @@ fn a_database_with_a_format_2_write_ahead_log_opens_replays_and_compacts() {
     assert_eq!(compression(&compacted).as_deref(), Some("false"));
     assert_eq!(compression(&packed).as_deref(), Some("true"));
 }
+
+/// A message whose provider payload repeats its content and its call's
+/// arguments: its frame holds them once (payload tag 2, the rest and two
+/// splices; `docs/format.md`), pinned here, and reads back whole.
+#[test]
+fn a_message_whose_payload_repeats_its_fields_encodes_cut_to_its_pinned_bytes() {
+    const CUT: &str = "01f858f038100101010101010101010101010101010111fd8044403048140c0002020e4c6f6f6b696e672069742075702e10020202020202020202020202020202020201026331026c730f7b2270617468223a222f746d70227d00000001026e73036b6579fd8044403048140c00100303030303030303030303030303030302607b22636f6e74656e74223a2c22726f6c65223a22617373697374616e74222c22746f6f6c5f63616c6c73223a5b7b2266756e6374696f6e223a7b22617267756d656e7473223a2c226e616d65223a226c73227d2c226964223a226331227d5d7d020b004602";
+    let t = Utc
+        .timestamp_micros(1_700_000_000_123_456)
+        .single()
+        .expect("time");
+    let eval = EvaluationId(uuid(2));
+    let message = InnerMessage {
+        role: Role::Assistant,
+        content: "Looking it up.".into(),
+        evaluation_id: eval,
+        sequence: 2,
+        tool_calls: vec![ToolCallRecord {
+            call_id: CallId("c1".into()),
+            name: "ls".into(),
+            arguments: "{\"path\":\"/tmp\"}".into(),
+            status: ToolStatus::Pending,
+        }],
+        tool_call_id: None,
+        tool_name: None,
+        turn: 1,
+        prompt_ns: "ns".into(),
+        prompt_key: "key".into(),
+        created_at: t,
+        message_id: MessageId(uuid(3)),
+        provider_payload: Some(
+            serde_json::json!({"role": "assistant", "content": "Looking it up.",
+                "tool_calls": [{"id": "c1", "function": {"name": "ls", "arguments": "{\"path\":\"/tmp\"}"}}]})
+            .to_string(),
+        ),
+    };
+    let env = Envelope {
+        session: SessionId(uuid(1)),
+        seq: 17,
+        at: t,
+        event: Event::Message(message),
+    };
+    let frame = encode_frame(&env, 1 << 20).expect("encode");
+    let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(hex, CUT, "the encoding changed");
+    assert_eq!(frame.windows(7).filter(|w| w == b"Looking").count(), 1);
+    let back: Envelope = decode_frame(&frame, 1 << 20).expect("decode");
+    assert_eq!(back, env);
+}

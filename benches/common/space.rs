@@ -98,6 +98,8 @@ struct Written {
     frame_bytes: u64,
     json_bytes: u64,
     append: std::time::Duration,
+    /// Bytes after `compact_to` (sled's garbage left behind).
+    compacted: u64,
 }
 
 /// Appends `steps` agent steps to a new database (default configuration,
@@ -147,7 +149,14 @@ fn journal_bytes(steps: u64, compress: bool) -> Written {
         frame_bytes = total;
     }
     let (bytes, parts) = dir_bytes(&db);
+    let to = dir.path().join("compacted");
+    Journal::open(&db)
+        .expect("reopen")
+        .compact_to(&to, |_| {})
+        .expect("compact");
+    let compacted = dir_bytes(&to).0;
     Written {
+        compacted,
         bytes,
         parts,
         frame_bytes,
@@ -234,12 +243,13 @@ pub fn section_space(quick: bool, rep: &mut Report) {
             verdict: Verdict::at_most(ratio, 1.0),
         });
         rep.note(format!(
-            "row {id}: the journal's files: {}; appended (`Synced`, one at a time) in {:.2} s, SQLite's inserts (autocommit) in {:.2} s.",
+            "row {id}: the journal's files: {}; {} after `compact`; appended (`Synced`, one at a time) in {:.2} s, SQLite's inserts (autocommit) in {:.2} s.",
             w.parts
                 .iter()
                 .map(|(n, b)| format!("{n} {}", fmt_bytes(*b)))
                 .collect::<Vec<_>>()
                 .join(", "),
+            fmt_bytes(w.compacted),
             w.append.as_secs_f64(),
             sqlite_append.as_secs_f64(),
         ));

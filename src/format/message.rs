@@ -17,6 +17,7 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::format::splice::{self, Splice};
 use crate::model::{EvaluationId, InnerMessage, MessageId, Role, SessionId, ToolStatus};
 
 #[cfg(test)]
@@ -130,6 +131,14 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A string, checked.
+    #[inline]
+    pub(crate) fn str(&mut self, what: &'static str) -> Result<&'a str, Bad> {
+        let n = self.len(what)?;
+        let bytes = self.take(n, what)?;
+        std::str::from_utf8(bytes).map_err(|_| Bad(what, "invalid UTF-8"))
+    }
+
     /// A string's bytes, skipped unchecked.
     #[inline]
     pub(crate) fn skip_string(&mut self, what: &'static str) -> Result<(), Bad> {
@@ -213,7 +222,20 @@ pub(crate) fn encode_body(m: &InnerMessage, out: &mut Vec<u8>) {
     let micros = m.created_at.timestamp_micros();
     write_varint(out, ((micros << 1) ^ (micros >> 63)) as u64);
     uuid(out, m.message_id.as_bytes());
-    option(out, m.provider_payload.as_deref());
+    // Cut as serde cuts it (src/format/splice.rs).
+    let payload = m.provider_payload.as_deref();
+    match payload.and_then(|p| splice::cut(&m.content, &m.tool_calls, p)) {
+        Some((rest, splices)) => {
+            out.push(2);
+            string(out, &rest);
+            write_varint(out, splices.len() as u64);
+            for s in splices {
+                write_varint(out, s.at);
+                write_varint(out, s.what);
+            }
+        }
+        None => option(out, payload),
+    }
 }
 
 /// The variant index of a role (declaration order, as bincode writes it).
@@ -268,15 +290,17 @@ pub(crate) fn check_body(body: &[u8]) -> Result<BodyIds, String> {
 
 fn read(r: &mut Reader<'_>) -> Result<BodyIds, Bad> {
     let role = r.variant(&ROLES, "role")?;
-    r.string("content")?;
+    let content = r.str("content")?;
     let evaluation_id = EvaluationId::from_bytes(r.uuid("evaluation_id")?);
     let sequence = r.varint("sequence")?;
     let calls = r.len("tool_calls")?;
     let mut plain = calls == 0;
+    // The calls' arguments, for a cut payload's splices.
+    let mut arguments = Vec::new();
     for _ in 0..calls {
         r.string("tool_calls.call_id")?;
         r.string("tool_calls.name")?;
-        r.string("tool_calls.arguments")?;
+        arguments.push(r.str("tool_calls.arguments")?);
         r.variant(&STATUSES, "tool_calls.status")?;
     }
     if r.option("tool_call_id")? {
@@ -291,8 +315,25 @@ fn read(r: &mut Reader<'_>) -> Result<BodyIds, Bad> {
     r.string("prompt_key")?;
     timestamp(r)?;
     let message_id = MessageId::from_bytes(r.uuid("message_id")?);
-    if r.option("provider_payload")? {
-        r.string("provider_payload")?;
+    match r.byte("provider_payload")? {
+        0 => {}
+        1 => r.string("provider_payload")?,
+        2 => {
+            // Cut (src/format/splice.rs): the rest, then the splices, which
+            // must fit it and the fields read above.
+            let rest = r.str("provider_payload")?;
+            let n = r.len("provider_payload.splices")?;
+            let mut splices = Vec::with_capacity(n.min(r.b.len() / 2));
+            for _ in 0..n {
+                splices.push(Splice {
+                    at: r.varint("provider_payload.splices")?,
+                    what: r.varint("provider_payload.splices")?,
+                });
+            }
+            splice::check(content, &arguments, rest, &splices)
+                .map_err(|_| Bad("provider_payload", "splices do not fit"))?;
+        }
+        _ => return Err(Bad("provider_payload", "invalid option tag")),
     }
     if !r.is_empty() {
         return Err(Bad("message", "trailing bytes"));

@@ -7,6 +7,7 @@ pub mod ajournal;
 mod bytes;
 mod frame;
 pub(crate) mod message;
+pub(crate) mod splice;
 mod tail;
 
 pub use bytes::SharedBytes;

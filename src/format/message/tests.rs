@@ -83,6 +83,7 @@ proptest::proptest! {
         micros in -1_000_000_000_000_000i64..1_000_000_000_000_000,
         calls in proptest::collection::vec((".{0,8}", 0u8..4), 0..4),
         options in proptest::prelude::any::<(bool, bool, bool)>(),
+        repeats in proptest::prelude::any::<bool>(),
     ) {
         let mut m = sample_message();
         m.content = content;
@@ -100,6 +101,11 @@ proptest::proptest! {
         if !options.0 { m.tool_call_id = None; }
         if !options.1 { m.tool_name = None; }
         if !options.2 { m.provider_payload = None; }
+        if options.2 && repeats {
+            // A payload repeating the fields: stored cut.
+            let args: Vec<String> = m.tool_calls.iter().map(|c| format!("{:?}", c.arguments)).collect();
+            m.provider_payload = Some(format!("{{\"content\":{:?},\"args\":[{}]}}", m.content, args.join(",")));
+        }
         let mut out = Vec::new();
         encode_body(&m, &mut out);
         proptest::prop_assert_eq!(out, bincode(&m));
@@ -185,6 +191,15 @@ fn mangle(body: &[u8]) {
 fn agrees_with_bincode_on_every_truncation_and_byte_change() {
     mangle(&encode(&sample("héllo", 2, true, 1_700_000_000_000_000)));
     mangle(&encode(&sample(&"x".repeat(300), 0, false, -5)));
+    // A payload stored cut (tag 2), repeating the content and arguments.
+    let mut m = sample("héllo wörld, twice", 2, true, 7);
+    m.provider_payload = Some(format!(
+        r#"{{"text":"héllo wörld, twice","input":{}}}"#,
+        m.tool_calls[1].arguments
+    ));
+    let body = encode(&m);
+    assert_eq!(body.windows(5).filter(|w| w == b"twice").count(), 1, "cut");
+    mangle(&body);
 }
 
 /// `peek_message` takes exactly the envelopes bincode decodes to a

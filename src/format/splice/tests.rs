@@ -1,0 +1,190 @@
+use proptest::prelude::*;
+
+use super::*;
+use crate::format::{DEFAULT_MAX_EVENT_BYTES, decode_frame, encode_frame};
+
+fn call(arguments: &str) -> ToolCallRecord {
+    ToolCallRecord::new(CallId("call_1".into()), "lookup", arguments)
+}
+
+#[test]
+fn escape_writes_json_strings_as_serde_json_does() {
+    for s in [
+        "",
+        "plain",
+        "quote \" and \\ backslash",
+        "controls \u{0}\u{1}\u{8}\u{9}\u{a}\u{b}\u{c}\u{d}\u{1f} end",
+        "unicode é 漢字 🚀 / slash \u{7f}",
+    ] {
+        assert_eq!(escape(s), serde_json::to_string(s).expect("json"), "{s:?}");
+    }
+}
+
+#[test]
+fn an_openai_message_stores_its_content_and_arguments_once() {
+    let content = "Where is order #100042? The tracking page says 'label created'.";
+    let arguments = r#"{"order_id":"100042"}"#;
+    let payload = serde_json::json!({
+        "provider": "openai",
+        "message": {"role": "assistant", "content": content, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "lookup", "arguments": arguments}}]},
+    })
+    .to_string();
+    let calls = [call(arguments)];
+    let (rest, splices) = cut(content, &calls, &payload).expect("repeats found");
+    assert_eq!(splices.len(), 2, "{rest}");
+    assert!(
+        !rest.contains("tracking page") && !rest.contains("100042"),
+        "{rest}"
+    );
+    assert_eq!(
+        rebuild(content, &calls, &rest, &splices).expect("rebuild"),
+        payload
+    );
+    // Raw JSON arguments (Anthropic's tool_use `input`) are found as they are.
+    let raw = format!(r#"{{"type":"tool_use","id":"call_1","name":"lookup","input":{arguments}}}"#);
+    let (rest, splices) = cut("", &calls, &raw).expect("raw arguments");
+    assert_eq!(splices, [Splice { at: 57, what: 3 }], "{rest}");
+    assert_eq!(rebuild("", &calls, &rest, &splices).expect("rebuild"), raw);
+}
+
+#[test]
+fn forged_splices_are_errors_not_panics() {
+    let calls = [call("{\"a\":1}")];
+    let rest = "héllo";
+    for splices in [
+        vec![Splice { at: 99, what: 0 }],
+        vec![Splice { at: 2, what: 0 }], // inside 'é'
+        vec![Splice { at: 3, what: 0 }, Splice { at: 1, what: 0 }],
+        vec![Splice { at: 0, what: 9 }],
+        vec![Splice {
+            at: u64::MAX,
+            what: u64::MAX,
+        }],
+    ] {
+        assert!(
+            rebuild("content", &calls, rest, &splices).is_err(),
+            "{splices:?}"
+        );
+    }
+}
+
+fn message(content: String, args: Vec<String>, payload: Option<String>) -> InnerMessage {
+    let mut m = InnerMessage::new(Role::Assistant, content, EvaluationId::new(), 3);
+    m.tool_calls = args.iter().map(|a| call(a)).collect();
+    m.provider_payload = payload;
+    m
+}
+
+#[test]
+fn json_sees_the_payload_whole_and_bincode_stores_it_once() {
+    let content = "a long enough content with \"quotes\" and\nnewlines".to_owned();
+    let payload = serde_json::json!({"role": "user", "content": content}).to_string();
+    let m = message(content, vec![], Some(payload.clone()));
+    let json = serde_json::to_value(&m).expect("json");
+    assert_eq!(json["provider_payload"], payload.as_str());
+    let back: InnerMessage = serde_json::from_value(json).expect("from json");
+    assert_eq!(back, m);
+    let cut_frame = encode_frame(&m, DEFAULT_MAX_EVENT_BYTES).expect("encode");
+    let once = cut_frame
+        .windows(11)
+        .filter(|w| w == b"long enough")
+        .count();
+    assert_eq!(once, 1, "the content is in the frame once");
+    let back: InnerMessage = decode_frame(&cut_frame, DEFAULT_MAX_EVENT_BYTES).expect("decode");
+    assert_eq!(back, m);
+}
+
+/// The bincode of a message as the build before splicing wrote it (tag 1
+/// and the whole payload): still read, to the same message.
+#[test]
+fn a_message_written_whole_still_reads() {
+    #[derive(Serialize)]
+    struct Old<'a> {
+        role: &'a Role,
+        content: &'a str,
+        evaluation_id: &'a EvaluationId,
+        sequence: u64,
+        tool_calls: &'a [ToolCallRecord],
+        tool_call_id: &'a Option<CallId>,
+        tool_name: &'a Option<String>,
+        turn: u32,
+        prompt_ns: &'a str,
+        prompt_key: &'a str,
+        #[serde(serialize_with = "ts_ref")]
+        created_at: &'a DateTime<Utc>,
+        message_id: &'a MessageId,
+        provider_payload: &'a Option<String>,
+    }
+    let content = "the same content twice, once in the payload".to_owned();
+    let payload = serde_json::json!({"content": content}).to_string();
+    let m = message(content, vec![], Some(payload));
+    let old = Old {
+        role: &m.role,
+        content: &m.content,
+        evaluation_id: &m.evaluation_id,
+        sequence: m.sequence,
+        tool_calls: &m.tool_calls,
+        tool_call_id: &m.tool_call_id,
+        tool_name: &m.tool_name,
+        turn: m.turn,
+        prompt_ns: &m.prompt_ns,
+        prompt_key: &m.prompt_key,
+        created_at: &m.created_at,
+        message_id: &m.message_id,
+        provider_payload: &m.provider_payload,
+    };
+    let frame = encode_frame(&old, DEFAULT_MAX_EVENT_BYTES).expect("encode");
+    let back: InnerMessage = decode_frame(&frame, DEFAULT_MAX_EVENT_BYTES).expect("decode");
+    assert_eq!(back, m);
+    assert!(
+        encode_frame(&m, DEFAULT_MAX_EVENT_BYTES)
+            .expect("encode")
+            .len()
+            < frame.len()
+    );
+}
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z \"\\\\\n\t]{0,40}",
+        any::<String>(),
+        "\\{\"[a-z]{1,8}\":\"[a-z0-9]{0,12}\"\\}",
+    ]
+}
+
+proptest! {
+    /// Whatever the fields and however the payload repeats them (as JSON
+    /// strings, as they are, several times, overlapping, or not at all),
+    /// a message reads back exactly.
+    #[test]
+    fn any_message_round_trips_exactly(
+        content in text(),
+        args in prop::collection::vec(text(), 0..3),
+        pieces in prop::collection::vec((0usize..5, text()), 0..6),
+        none in any::<bool>(),
+    ) {
+        let mut payload = String::new();
+        for (k, filler) in &pieces {
+            payload.push_str(filler);
+            match *k {
+                0 => payload.push_str(&escape(&content)),
+                1 => payload.push_str(&content),
+                2 => if let Some(a) = args.first() { payload.push_str(&escape(a)) },
+                3 => if let Some(a) = args.last() { payload.push_str(a) },
+                _ => {}
+            }
+        }
+        let m = message(content, args, (!none).then_some(payload));
+        let frame = encode_frame(&m, DEFAULT_MAX_EVENT_BYTES).expect("encode");
+        let back: InnerMessage = decode_frame(&frame, DEFAULT_MAX_EVENT_BYTES).expect("decode");
+        prop_assert_eq!(&back, &m);
+        if let Some(p) = &m.provider_payload
+            && let Some((rest, splices)) = cut(&m.content, &m.tool_calls, p)
+        {
+            prop_assert!(rest.len() < p.len());
+            prop_assert_eq!(rebuild(&m.content, &m.tool_calls, &rest, &splices).expect("rebuild"), p.clone());
+        }
+    }
+}
