@@ -224,7 +224,7 @@ pub(crate) fn encode_body(m: &InnerMessage, out: &mut Vec<u8>) {
     uuid(out, m.message_id.as_bytes());
     // Cut as serde cuts it (src/format/splice.rs).
     let payload = m.provider_payload.as_deref();
-    match payload.and_then(|p| splice::cut(&m.content, &m.tool_calls, p)) {
+    match payload.and_then(|p| splice::cut(&splice::Fields::of(m), p)) {
         Some((rest, splices)) => {
             out.push(2);
             string(out, &rest);
@@ -295,20 +295,26 @@ fn read(r: &mut Reader<'_>) -> Result<BodyIds, Bad> {
     let sequence = r.varint("sequence")?;
     let calls = r.len("tool_calls")?;
     let mut plain = calls == 0;
-    // The calls' arguments, for a cut payload's splices.
-    let mut arguments = Vec::new();
+    // The fields a cut payload's splices may name.
+    let mut fields = splice::Fields {
+        content,
+        tool_call_id: None,
+        tool_name: None,
+        calls: Vec::new(),
+    };
     for _ in 0..calls {
-        r.string("tool_calls.call_id")?;
-        r.string("tool_calls.name")?;
-        arguments.push(r.str("tool_calls.arguments")?);
+        let call_id = r.str("tool_calls.call_id")?;
+        let name = r.str("tool_calls.name")?;
+        let arguments = r.str("tool_calls.arguments")?;
+        fields.calls.push([arguments, call_id, name]);
         r.variant(&STATUSES, "tool_calls.status")?;
     }
     if r.option("tool_call_id")? {
         plain = false;
-        r.string("tool_call_id")?;
+        fields.tool_call_id = Some(r.str("tool_call_id")?);
     }
     if r.option("tool_name")? {
-        r.string("tool_name")?;
+        fields.tool_name = Some(r.str("tool_name")?);
     }
     let turn = r.u32("turn")?;
     r.string("prompt_ns")?;
@@ -330,7 +336,7 @@ fn read(r: &mut Reader<'_>) -> Result<BodyIds, Bad> {
                     what: r.varint("provider_payload.splices")?,
                 });
             }
-            splice::check(content, &arguments, rest, &splices)
+            splice::check(&fields, rest, &splices)
                 .map_err(|_| Bad("provider_payload", "splices do not fit"))?;
         }
         _ => return Err(Bad("provider_payload", "invalid option tag")),

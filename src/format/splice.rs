@@ -1,15 +1,15 @@
 //! A message's content stored once: the provider's message
 //! (`InnerMessage::provider_payload`, JSON text) usually repeats the
-//! message's neutral fields, its `content` and each tool call's
-//! `arguments`, as JSON strings (or, for arguments, as the JSON itself).
+//! message's neutral fields, its `content`, call ids, tool names and each
+//! tool call's `arguments`, as JSON strings (or, for arguments, as the JSON
+//! itself).
 //! In the binary encoding (frames) those repeats are cut out of the
 //! payload and put back on read, byte for byte.
 //!
 //! The cut payload is the payload without the repeated ranges; each
 //! [`Splice`] says where in it a range goes back (`at`, a byte offset in the
 //! cut payload, non-decreasing) and what it is (`what`: field × 2 + form;
-//! field 0 is `content`, field `i + 1` the arguments of tool call `i`;
-//! form 0 is the field as a JSON string, written by [`escape`], form 1 the
+//! fields are numbered as [`Fields`] says; form 0 is the field as a JSON string, written by [`escape`], form 1 the
 //! field's text as it is). Putting them back is exact by construction: a
 //! range is cut only where those very bytes were found.
 //!
@@ -67,20 +67,68 @@ pub(crate) fn escape(text: &str) -> String {
     out
 }
 
-/// The text of field `field` of a message.
-fn field<'a>(content: &'a str, calls: &'a [ToolCallRecord], field: u64) -> Option<&'a str> {
-    match field {
-        0 => Some(content),
-        i => calls
-            .get(usize::try_from(i - 1).ok()?)
-            .map(|c| c.arguments.as_str()),
+/// The fields of a message a payload may repeat, by number: 0 `content`,
+/// 1 `tool_call_id`, 2 `tool_name`, then for tool call `i`: `3 + 3i` its
+/// `arguments`, `4 + 3i` its `call_id`, `5 + 3i` its `name`.
+pub(crate) struct Fields<'a> {
+    pub(crate) content: &'a str,
+    pub(crate) tool_call_id: Option<&'a str>,
+    pub(crate) tool_name: Option<&'a str>,
+    /// Per call: arguments, call id, name.
+    pub(crate) calls: Vec<[&'a str; 3]>,
+}
+
+impl<'a> Fields<'a> {
+    /// The fields of `m`.
+    pub(crate) fn of(m: &'a InnerMessage) -> Self {
+        Self::new(
+            &m.content,
+            m.tool_call_id.as_ref().map(|c| c.0.as_str()),
+            m.tool_name.as_deref(),
+            &m.tool_calls,
+        )
+    }
+
+    fn new(
+        content: &'a str,
+        tool_call_id: Option<&'a str>,
+        tool_name: Option<&'a str>,
+        calls: &'a [ToolCallRecord],
+    ) -> Self {
+        Fields {
+            content,
+            tool_call_id,
+            tool_name,
+            calls: calls
+                .iter()
+                .map(|c| [c.arguments.as_str(), c.call_id.0.as_str(), c.name.as_str()])
+                .collect(),
+        }
+    }
+
+    /// How many fields there are (some may be absent).
+    fn count(&self) -> u64 {
+        3 + 3 * self.calls.len() as u64
+    }
+
+    /// The text of field `f`, if the message has it.
+    fn get(&self, f: u64) -> Option<&'a str> {
+        match f {
+            0 => Some(self.content),
+            1 => self.tool_call_id,
+            2 => self.tool_name,
+            f => {
+                let i = usize::try_from((f - 3) / 3).ok()?;
+                self.calls.get(i).map(|c| c[((f - 3) % 3) as usize])
+            }
+        }
     }
 }
 
 /// Walks `splices` over `rest`, checking each; with `out`, builds the
-/// payload into it. `field` gives the text of a field.
-fn walk<'a>(
-    field: impl Fn(u64) -> Option<&'a str>,
+/// payload into it.
+fn walk(
+    fields: &Fields<'_>,
     rest: &str,
     splices: &[Splice],
     mut out: Option<&mut String>,
@@ -95,7 +143,8 @@ fn walk<'a>(
                 rest.len()
             ));
         }
-        let text = field(s.what / 2)
+        let text = fields
+            .get(s.what / 2)
             .ok_or_else(|| format!("splice of field {}, which the message lacks", s.what / 2))?;
         if let Some(out) = out.as_deref_mut() {
             out.push_str(&rest[from..at]);
@@ -112,33 +161,18 @@ fn walk<'a>(
     Ok(())
 }
 
-/// Checks that `splices` fit `rest` and the fields of a message whose
-/// content is `content` and whose calls' arguments are `arguments`: exactly
-/// when [`rebuild`] would succeed.
-pub(crate) fn check(
-    content: &str,
-    arguments: &[&str],
-    rest: &str,
-    splices: &[Splice],
-) -> Result<(), String> {
-    let field = |f: u64| match f {
-        0 => Some(content),
-        i => arguments.get(usize::try_from(i - 1).ok()?).copied(),
-    };
-    walk(field, rest, splices, None)
+/// Checks that `splices` fit `rest` and `fields`: exactly when
+/// [`rebuild`] would succeed.
+pub(crate) fn check(fields: &Fields<'_>, rest: &str, splices: &[Splice]) -> Result<(), String> {
+    walk(fields, rest, splices, None)
 }
 
-/// Cuts the repeats of `content` and the calls' arguments out of
-/// `payload`; `None` if there is none.
-pub(crate) fn cut(
-    content: &str,
-    calls: &[ToolCallRecord],
-    payload: &str,
-) -> Option<(String, Vec<Splice>)> {
+/// Cuts the repeats of `fields` out of `payload`; `None` if there is none.
+pub(crate) fn cut(fields: &Fields<'_>, payload: &str) -> Option<(String, Vec<Splice>)> {
     // (start, len, what) of each range cut, at most one per field.
     let mut ranges: Vec<(usize, usize, u64)> = Vec::new();
-    for f in 0..=calls.len() as u64 {
-        let Some(text) = field(content, calls, f).filter(|t| t.len() >= MIN_SPLICED) else {
+    for f in 0..fields.count() {
+        let Some(text) = fields.get(f).filter(|t| t.len() >= MIN_SPLICED) else {
             continue;
         };
         let escaped = escape(text);
@@ -176,13 +210,12 @@ pub(crate) fn cut(
 /// Puts the cut ranges back: the payload exactly as it was given to
 /// [`cut`]. An error names what does not fit (damaged or forged bytes).
 pub(crate) fn rebuild(
-    content: &str,
-    calls: &[ToolCallRecord],
+    fields: &Fields<'_>,
     rest: &str,
     splices: &[Splice],
 ) -> Result<String, String> {
-    let mut out = String::with_capacity(rest.len() + content.len() + 16);
-    walk(|f| field(content, calls, f), rest, splices, Some(&mut out))?;
+    let mut out = String::with_capacity(rest.len() + fields.content.len() + 16);
+    walk(fields, rest, splices, Some(&mut out))?;
     Ok(out)
 }
 
@@ -293,7 +326,7 @@ impl Serialize for InnerMessage {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let payload = self.provider_payload.as_deref();
         let provider_payload = match payload {
-            Some(p) if !s.is_human_readable() => match cut(&self.content, &self.tool_calls, p) {
+            Some(p) if !s.is_human_readable() => match cut(&Fields::of(self), p) {
                 Some((rest, splices)) => PayloadOut::Cut(rest, splices),
                 None => PayloadOut::Whole(payload),
             },
@@ -323,9 +356,15 @@ impl<'de> Deserialize<'de> for InnerMessage {
         let m = MessageIn::deserialize(d)?;
         let provider_payload = match m.provider_payload {
             PayloadIn::Whole(p) => p,
-            PayloadIn::Cut(rest, splices) => Some(
-                rebuild(&m.content, &m.tool_calls, &rest, &splices).map_err(D::Error::custom)?,
-            ),
+            PayloadIn::Cut(rest, splices) => {
+                let fields = Fields::new(
+                    &m.content,
+                    m.tool_call_id.as_ref().map(|c| c.0.as_str()),
+                    m.tool_name.as_deref(),
+                    &m.tool_calls,
+                );
+                Some(rebuild(&fields, &rest, &splices).map_err(D::Error::custom)?)
+            }
         };
         Ok(InnerMessage {
             role: m.role,

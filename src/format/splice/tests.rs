@@ -32,21 +32,36 @@ fn an_openai_message_stores_its_content_and_arguments_once() {
     })
     .to_string();
     let calls = [call(arguments)];
-    let (rest, splices) = cut(content, &calls, &payload).expect("repeats found");
+    let fields = Fields::new(content, None, None, &calls);
+    let (rest, splices) = cut(&fields, &payload).expect("repeats found");
     assert_eq!(splices.len(), 2, "{rest}");
     assert!(
         !rest.contains("tracking page") && !rest.contains("100042"),
         "{rest}"
     );
-    assert_eq!(
-        rebuild(content, &calls, &rest, &splices).expect("rebuild"),
-        payload
-    );
+    assert_eq!(rebuild(&fields, &rest, &splices).expect("rebuild"), payload);
     // Raw JSON arguments (Anthropic's tool_use `input`) are found as they are.
     let raw = format!(r#"{{"type":"tool_use","id":"call_1","name":"lookup","input":{arguments}}}"#);
-    let (rest, splices) = cut("", &calls, &raw).expect("raw arguments");
-    assert_eq!(splices, [Splice { at: 57, what: 3 }], "{rest}");
-    assert_eq!(rebuild("", &calls, &rest, &splices).expect("rebuild"), raw);
+    let fields = Fields::new("", None, None, &calls);
+    let (rest, splices) = cut(&fields, &raw).expect("raw arguments");
+    assert_eq!(splices, [Splice { at: 57, what: 7 }], "{rest}");
+    assert_eq!(rebuild(&fields, &rest, &splices).expect("rebuild"), raw);
+    // Call ids and tool names too.
+    let calls = [ToolCallRecord::new(
+        CallId("call_0123456789abcdef".into()),
+        "lookup_order",
+        "{}",
+    )];
+    let fields = Fields::new(
+        "",
+        Some("call_0123456789abcdef"),
+        Some("lookup_order"),
+        &calls,
+    );
+    let payload = r#"{"tool_call_id":"call_0123456789abcdef","name":"lookup_order"}"#;
+    let (rest, splices) = cut(&fields, payload).expect("ids");
+    assert_eq!(rest, r#"{"tool_call_id":,"name":}"#);
+    assert_eq!(rebuild(&fields, &rest, &splices).expect("rebuild"), payload);
 }
 
 #[test]
@@ -57,16 +72,16 @@ fn forged_splices_are_errors_not_panics() {
         vec![Splice { at: 99, what: 0 }],
         vec![Splice { at: 2, what: 0 }], // inside 'é'
         vec![Splice { at: 3, what: 0 }, Splice { at: 1, what: 0 }],
-        vec![Splice { at: 0, what: 9 }],
+        vec![Splice { at: 0, what: 17 }],
+        vec![Splice { at: 0, what: 2 }], // no tool_call_id
         vec![Splice {
             at: u64::MAX,
             what: u64::MAX,
         }],
     ] {
-        assert!(
-            rebuild("content", &calls, rest, &splices).is_err(),
-            "{splices:?}"
-        );
+        let fields = Fields::new("content", None, None, &calls);
+        assert!(rebuild(&fields, rest, &splices).is_err(), "{splices:?}");
+        assert!(check(&fields, rest, &splices).is_err(), "{splices:?}");
     }
 }
 
@@ -162,7 +177,8 @@ proptest! {
     fn any_message_round_trips_exactly(
         content in text(),
         args in prop::collection::vec(text(), 0..3),
-        pieces in prop::collection::vec((0usize..5, text()), 0..6),
+        pieces in prop::collection::vec((0usize..7, text()), 0..6),
+        ids in (text(), text()),
         none in any::<bool>(),
     ) {
         let mut payload = String::new();
@@ -173,18 +189,22 @@ proptest! {
                 1 => payload.push_str(&content),
                 2 => if let Some(a) = args.first() { payload.push_str(&escape(a)) },
                 3 => if let Some(a) = args.last() { payload.push_str(a) },
+                4 => payload.push_str(&escape(&ids.0)),
+                5 => payload.push_str(&ids.1),
                 _ => {}
             }
         }
-        let m = message(content, args, (!none).then_some(payload));
+        let mut m = message(content, args, (!none).then_some(payload));
+        m.tool_call_id = Some(CallId(ids.0));
+        m.tool_name = Some(ids.1);
         let frame = encode_frame(&m, DEFAULT_MAX_EVENT_BYTES).expect("encode");
         let back: InnerMessage = decode_frame(&frame, DEFAULT_MAX_EVENT_BYTES).expect("decode");
         prop_assert_eq!(&back, &m);
         if let Some(p) = &m.provider_payload
-            && let Some((rest, splices)) = cut(&m.content, &m.tool_calls, p)
+            && let Some((rest, splices)) = cut(&Fields::of(&m), p)
         {
             prop_assert!(rest.len() < p.len());
-            prop_assert_eq!(rebuild(&m.content, &m.tool_calls, &rest, &splices).expect("rebuild"), p.clone());
+            prop_assert_eq!(rebuild(&Fields::of(&m), &rest, &splices).expect("rebuild"), p.clone());
         }
     }
 }
