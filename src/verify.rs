@@ -116,6 +116,16 @@ impl Journal {
                 });
             }
         }
+        // Damage to the write-ahead log that names no session.
+        if let Some(message) = self.inner.store.log_damage() {
+            report.problems.push(Problem {
+                session: SessionId::from_bytes([0; 16]),
+                seq: None,
+                offset: None,
+                kind: ProblemKind::Damage,
+                message,
+            });
+        }
         Ok(report)
     }
 }

@@ -190,6 +190,13 @@ pub trait Store: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Damage to the store's write-ahead log found when it was opened that
+    /// names no session (the log cut short: records past the cut may have
+    /// been lost, and which cannot be known). Default: none.
+    fn log_damage(&self) -> Option<String> {
+        None
+    }
+
     /// How the store's durable writes went (all zeros for a store that
     /// has none to report).
     fn sync_stats(&self) -> SyncStats {

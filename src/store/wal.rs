@@ -116,6 +116,8 @@ pub(crate) struct Wal {
     /// Records are written twice (format 3), else once (format 2: a file
     /// the disk had no room to preallocate).
     mirrored: bool,
+    /// What the open found if the file was cut inside its first half.
+    cut: Option<String>,
     open: Mutex<Open>,
     /// Tickets are record numbers, taken as records are queued.
     commit: GroupCommit,
@@ -182,6 +184,14 @@ impl Wal {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)
             .map_err(|e| io(&path, "reading the write-ahead log", e))?;
+        let cut = cut_short(&bytes).then(|| {
+            format!(
+                "the write-ahead log {} was cut at byte {} while it held records (it is {PREALLOCATED} bytes then): \
+                 records past the cut lost both their copies, if there were any",
+                path.display(),
+                bytes.len()
+            )
+        });
         if preallocate && (bytes.len() as u64) < PREALLOCATED {
             // Zeros, written (not a hole): later writes then allocate no
             // block.
@@ -214,6 +224,7 @@ impl Wal {
         // written.
         let mirrored = bytes.len() as u64 >= PREALLOCATED;
         let wal = Wal {
+            cut,
             mirrored,
             path,
             file,
@@ -433,6 +444,12 @@ impl Wal {
             .map_err(|e| io(&self.path, "truncating the write-ahead log", e))
     }
 
+    /// If the file was found cut inside its first half while it held
+    /// format 3 records (see [`cut_short`]), what to report.
+    pub(crate) fn damage(&self) -> Option<&str> {
+        self.cut.as_deref()
+    }
+
     /// The log's writes and checkpoints so far.
     pub(crate) fn stats(&self) -> SyncStats {
         *self.stats.lock().unwrap_or_else(|p| p.into_inner())
@@ -451,6 +468,18 @@ impl Wal {
             .map(|m| m.len())
             .unwrap_or(PREALLOCATED)
     }
+}
+
+/// True if `bytes`, a log file as found, was cut inside its first half: a
+/// format 3 record is only ever written into a file preallocated to
+/// [`PREALLOCATED`] bytes, and the file is only ever shortened to 0 (at a
+/// clean close, after a checkpoint) or cut short by damage. A cut there
+/// takes the second copy of every record and the first of those past it;
+/// what was past it cannot be known, so the cut itself is reported. (A
+/// file cut in its second half loses no record: each first copy is whole.)
+fn cut_short(bytes: &[u8]) -> bool {
+    (1..HALF).contains(&(bytes.len() as u64))
+        && scan(bytes).iter().any(|(_, magic, _)| *magic == MAGIC)
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {

@@ -384,6 +384,45 @@ fn a_wal_cut_inside_its_last_record_is_reported() {
     assert_eq!(j.session(ids[0]).expect("session").head(), 3, "returned");
 }
 
+/// The log cut inside its first half, inside the first copy of its last
+/// record: both copies of that record are gone, and what else was past the
+/// cut cannot be known; the cut itself is reported (`verify` exit 3, and
+/// `Journal::verify` names it), by the open that finds it.
+#[test]
+fn a_wal_cut_inside_its_first_half_is_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, ids, records) = killed_image(dir.path(), 1, &[0, 0]);
+    let first = copies(&records, ids[0], 2)[0];
+    assert!(first.end < 2 << 20, "the copy in the first half");
+    let at = (first.start + first.end) as u64 / 2;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(db.join("wal"))
+        .expect("open the log");
+    file.set_len(at).expect("cut");
+    drop(file);
+    let copy = dir.path().join("copy");
+    copy_dir(&db, &copy);
+    let out = aj(&copy, &["verify"], dir.path());
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(out.stdout.contains(&format!("cut at byte {at}")), "{out:?}");
+    let j = Journal::open(&db).expect("open");
+    let report = j.verify(None, |_| {}).expect("verify");
+    assert!(report.has_damage(), "{report:?}");
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.message.contains("write-ahead log") && p.message.contains("cut at byte")),
+        "{report:?}"
+    );
+    assert_eq!(
+        j.session(ids[0]).expect("session").head(),
+        2,
+        "the cut record"
+    );
+}
+
 /// What already holds: a record damaged in both copies followed by a record
 /// of the same session (the later record raises the acknowledged head: a
 /// loss).

@@ -190,6 +190,10 @@ impl Store for Guarded {
         self.store.losses()
     }
 
+    fn log_damage(&self) -> Option<String> {
+        self.store.log_damage()
+    }
+
     fn sync_stats(&self) -> SyncStats {
         self.store.sync_stats()
     }

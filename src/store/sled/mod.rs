@@ -564,6 +564,10 @@ impl Store for SledStore {
         v
     }
 
+    fn log_damage(&self) -> Option<String> {
+        self.wal.damage().map(str::to_owned)
+    }
+
     fn sync_stats(&self) -> crate::store::SyncStats {
         crate::store::SyncStats {
             sled_flushes: self.flushed.flushes() + self.synced.flushes(),
