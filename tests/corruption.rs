@@ -429,7 +429,10 @@ fn sled_file_campaign(kind: &str, t: &Target, n: usize) -> Tally {
 
 /// Flipped bytes in the clean fixture's sled file: every event of it was
 /// acknowledged (flushed, then the journal closed).
-fn clean_sled_file_campaign(fx: &Fixture, n: usize) -> Tally {
+const SLED_FILE: &str = "database: flipped bytes in sled's db file";
+const COMPRESSED_SLED_FILE: &str = "compressed database: flipped bytes in sled's db file";
+
+fn clean_sled_file_campaign(fx: &Fixture, name: &str, n: usize) -> Tally {
     let acked = sessions(fx).into_iter().collect();
     let t = Target {
         db: &fx.db,
@@ -437,7 +440,7 @@ fn clean_sled_file_campaign(fx: &Fixture, n: usize) -> Tally {
         truth: &fx.truth,
         acked: &acked,
     };
-    sled_file_campaign("database: flipped bytes in sled's db file", &t, n)
+    sled_file_campaign(name, &t, n)
 }
 
 fn killed_sled_file_campaign(n: usize) -> Tally {
@@ -542,7 +545,27 @@ fn database_swapped_values() {
 #[test]
 fn sled_db_file_flips() {
     let fx = Fixture::new();
-    clean_sled_file_campaign(&fx, cases(6)).finish();
+    clean_sled_file_campaign(&fx, SLED_FILE, cases(6)).finish();
+}
+
+/// The same campaigns on a database whose pages are compressed: sled's
+/// zstd frames damaged in its file, and frames damaged through sled.
+#[test]
+fn compressed_sled_db_file_flips() {
+    let fx = Fixture::compressed();
+    clean_sled_file_campaign(&fx, COMPRESSED_SLED_FILE, cases(6)).finish();
+}
+
+#[test]
+fn compressed_database_flipped_middle_frames() {
+    let fx = Fixture::compressed();
+    db_campaign(
+        &fx,
+        "compressed database: flipped middle frames",
+        cases(6),
+        middle_flips,
+    )
+    .finish();
 }
 
 #[test]
@@ -642,7 +665,21 @@ fn long_campaign() {
     ));
     parts.push(db_campaign(&fx, "database: a middle key removed", m, gaps));
     parts.push(db_campaign(&fx, "database: two values swapped", m, swaps));
-    parts.push(clean_sled_file_campaign(&fx, m));
+    parts.push(clean_sled_file_campaign(&fx, SLED_FILE, m));
+    let packed = Fixture::compressed();
+    parts.push(db_campaign(
+        &packed,
+        "compressed database: flipped middle frames",
+        m,
+        middle_flips,
+    ));
+    parts.push(db_campaign(
+        &packed,
+        "compressed database: a middle key removed",
+        m,
+        gaps,
+    ));
+    parts.push(clean_sled_file_campaign(&packed, COMPRESSED_SLED_FILE, m));
     parts.push(killed_db_campaign("flipped middle frames", m, middle_flips));
     parts.push(killed_db_campaign("flipped last frames", m, last_flips));
     parts.push(killed_db_campaign("a middle key removed", m, gaps));

@@ -138,6 +138,16 @@ impl Fixture {
 
     /// The same, with only the first `n` sessions in the export.
     pub fn exporting(n: usize) -> Fixture {
+        Self::build(n, false)
+    }
+
+    /// [`Fixture::new`] in a database whose pages are compressed
+    /// (`JournalConfig::compress`).
+    pub fn compressed() -> Fixture {
+        Self::build(4, true)
+    }
+
+    fn build(n: usize, compress: bool) -> Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("fixture.db");
         let file = dir.path().join("fixture.ajournal");
@@ -146,6 +156,7 @@ impl Fixture {
         // snapshot covers and a log tail after it (the last run).
         let config = || JournalConfig {
             durability: Durability::Buffered,
+            compress,
             ..JournalConfig::default()
         };
         let runs = RUNS;

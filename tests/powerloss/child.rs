@@ -65,6 +65,7 @@ pub fn run(db: &str, mark: &str) {
         durability: agent_journal::Durability::Synced,
         // Snapshots often: cuts land while they are written and replaced.
         checkpoint: CheckpointStrategy::EveryEvents(env_u64("AJ_PL_CHILD_SNAPSHOT_EVERY", 100)),
+        compress: env_u64("AJ_PL_CHILD_COMPRESS", 0) == 1,
         ..JournalConfig::default()
     };
     let marks = Marks(Mutex::new(File::create(mark).expect("child: mark file")));

@@ -34,6 +34,7 @@ fn until(until: &'static str, snapshot_every: u64) -> ChildRun {
         snapshot_every,
         until: Some(until),
         may_kill: false,
+        compress: false,
     }
 }
 
@@ -116,6 +117,7 @@ fn sled_conf_is_synced_so_a_power_cut_cannot_tear_it() {
         snapshot_every: 100,
         until: None,
         may_kill: false,
+        compress: false,
     };
     let Some((_work, r)) = recorded(Image::new(), HashMap::new(), run, 12) else {
         return;
@@ -148,6 +150,7 @@ fn the_snapshots_directory_is_synced_into_the_database_directory() {
         snapshot_every: 1_000_000,
         until: None,
         may_kill: false,
+        compress: false,
     };
     let Some((_work, first)) = recorded(Image::new(), HashMap::new(), short, 13) else {
         return;
@@ -188,6 +191,7 @@ fn known_bug_sled_log_with_one_unsynced_write_lost_does_not_open() {
         snapshot_every: 100,
         until: None,
         may_kill: false,
+        compress: false,
     };
     // Which lost write breaks sled depends on the run: a few runs, on a new
     // database and on one opened again.

@@ -48,6 +48,8 @@ pub struct ChildRun {
     pub until: Option<&'static str>,
     /// SIGKILL it at a random moment (else it runs to its end).
     pub may_kill: bool,
+    /// A database it creates compresses its pages (`JournalConfig::compress`).
+    pub compress: bool,
 }
 
 /// A child's run: the directory before it, its operation log replayed,
@@ -327,6 +329,7 @@ fn run_child(
         .env("AJ_PL_CHILD_MS", run.ms.to_string())
         .env("AJ_PL_CHILD_SNAPSHOT_EVERY", run.snapshot_every.to_string())
         .env("AJ_PL_CHILD_UNTIL", run.until.unwrap_or(""))
+        .env("AJ_PL_CHILD_COMPRESS", if run.compress { "1" } else { "0" })
         .env("LD_PRELOAD", shim)
         .env("AJ_PL_DIR", root)
         .env("AJ_PL_LOG", log)

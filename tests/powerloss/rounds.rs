@@ -45,6 +45,8 @@ pub const KNOWN_BUGS: &[(&str, &[Policy], &str)] = &[
 #[derive(Default, Debug)]
 pub struct Totals {
     pub rounds: u64,
+    /// Child runs on a database whose pages are compressed.
+    pub compressed_rounds: u64,
     pub states: u64,
     /// Acknowledged events found present and byte-equal, summed over states.
     pub acked_checked: u64,
@@ -115,9 +117,12 @@ pub fn run(plan: &Plan) -> Option<Totals> {
     let mut t = Totals::default();
     // The recovered database the next child starts from, and its heads.
     let mut prepared: Option<(tempfile::TempDir, HashMap<SessionId, u64>)> = None;
+    // Every other new database compresses its pages.
+    let mut compress = true;
     for round in 0..plan.rounds {
         if round % plan.fresh_every.max(1) == 0 {
             prepared = None;
+            compress = !compress;
         }
         let (before, known) = match &prepared {
             Some((dir, heads)) => (read_image(&dir.path().join("root")), heads.clone()),
@@ -134,9 +139,11 @@ pub fn run(plan: &Plan) -> Option<Totals> {
             snapshot_every: [20, 100, 200][rng.below(3)],
             until: None,
             may_kill: true,
+            compress,
         };
         let r = record(&shim, work.path(), before, known, child, &mut rng);
         t.rounds += 1;
+        t.compressed_rounds += u64::from(compress);
         if r.killed {
             t.killed += 1;
         } else {
@@ -234,11 +241,12 @@ pub fn run(plan: &Plan) -> Option<Totals> {
         t.states, t.acked_checked, t.lost
     );
     println!(
-        "  (seed {}: {} child runs ({} killed, {} closed cleanly), {} records, {} acknowledged \
-         appends; states by policy {:?}; {} cut before the database existed; {} snapshots \
-         rejected; {:.1} s)",
+        "  (seed {}: {} child runs ({} on compressed databases; {} killed, {} closed cleanly), \
+         {} records, {} acknowledged appends; states by policy {:?}; {} cut before the database \
+         existed; {} snapshots rejected; {:.1} s)",
         plan.seed,
         t.rounds,
+        t.compressed_rounds,
         t.killed,
         t.closed,
         t.records,
