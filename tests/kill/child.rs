@@ -44,6 +44,7 @@ pub fn run(db: &str) {
         // Snapshots often, so a kill also lands between an event and its
         // snapshot, and recovery starts from recovered snapshots.
         checkpoint: CheckpointStrategy::EveryEvents(200),
+        compress: env_u64("AJ_KILL_CHILD_COMPRESS", 0) == 1,
         ..JournalConfig::default()
     };
     // libtest has printed "test kill::child ... " without a newline.

@@ -34,6 +34,8 @@ pub struct Totals {
     pub damaged: u64,
     /// Kills before the child was ready (during sled's open or recovery).
     pub kills_during_open: u64,
+    /// Rounds on a database whose pages are compressed.
+    pub compressed_rounds: u64,
     /// Rounds whose child appended with `Flushed`.
     pub flushed_rounds: u64,
     /// Fresh databases started.
@@ -65,7 +67,7 @@ struct Ack {
 
 /// Runs one child against `db`, kills it at a random moment, returns its
 /// acknowledgements and whether it was killed before it was ready.
-fn run_child(db: &Path, rng: &mut Rng, durability: Durability) -> (Vec<Ack>, bool) {
+fn run_child(db: &Path, rng: &mut Rng, durability: Durability, compress: bool) -> (Vec<Ack>, bool) {
     let exe = std::env::current_exe().expect("current_exe");
     let mut child = Command::new(exe)
         .args([
@@ -78,6 +80,7 @@ fn run_child(db: &Path, rng: &mut Rng, durability: Durability) -> (Vec<Ack>, boo
         .env("AJ_KILL_CHILD_DB", db)
         .env("AJ_KILL_CHILD_SEED", rng.next_u64().to_string())
         .env("AJ_KILL_CHILD_THREADS", CHILD_THREADS.to_string())
+        .env("AJ_KILL_CHILD_COMPRESS", if compress { "1" } else { "0" })
         .env(
             "AJ_KILL_CHILD_DURABILITY",
             match durability {
@@ -369,13 +372,16 @@ pub fn run_kill_rounds(
             since_fresh = 0;
             t.databases += 1;
         }
+        // Every other new database compresses its pages.
+        let compress = t.databases % 2 == 0;
+        t.compressed_rounds += u64::from(compress);
         since_fresh += 1;
         let d = durability(round);
         if d == Durability::Flushed {
             t.flushed_rounds += 1;
         }
         let t0 = Instant::now();
-        let (acks, during_open) = run_child(&db, &mut rng, d);
+        let (acks, during_open) = run_child(&db, &mut rng, d, compress);
         let t1 = Instant::now();
         if during_open {
             t.kills_during_open += 1;
@@ -405,11 +411,13 @@ pub fn run_kill_rounds(
     );
     eprintln!(
         "  ({name}: seed {seed}, damaged: {}, kills during open: {}, Flushed rounds: {}, \
+         rounds on compressed databases: {}, \
          databases: {} (fresh every {fresh_every} rounds), most blob files: {}, \
          rounds with snapshot files: {}, {:.1} s)",
         t.damaged,
         t.kills_during_open,
         t.flushed_rounds,
+        t.compressed_rounds,
         t.databases,
         t.max_blob_files,
         t.rounds_with_snapshot_files,
