@@ -35,8 +35,14 @@ use crate::error::{Error, Result};
 use crate::format::SharedBytes;
 use crate::model::SessionId;
 
-/// Frames up to this size stay inline in the `snapshots` tree.
-pub(crate) const INLINE_MAX: usize = 64 << 10;
+/// Frames up to this size stay inline in the `snapshots` tree: 7 KiB, so
+/// that a leaf of sled's tree (at most 17 values before it splits) stays
+/// under sled's blob threshold (a quarter of its 512 KiB segment). sled
+/// writes a larger node to a blob file that its log points to, and syncs
+/// that file after (or never with) the log: a power cut could keep the
+/// pointer and lose the file (`tests/powerloss/known.rs`). At 64 KiB, the
+/// leaves of a few sessions' snapshots went over it.
+pub(crate) const INLINE_MAX: usize = 7 << 10;
 
 /// First byte of a pointer value (frame versions start at 1 and are small).
 const MARKER: u8 = 0xFE;

@@ -3,7 +3,7 @@
 //! Layout (see `docs/format.md`):
 //! - tree `events`: key = session id (16 B) ++ seq (u64 big-endian), value = frame;
 //! - tree `snapshots`: same key shape, value = frame of a `SessionState`, or
-//!   for a frame over 64 KiB a pointer to its file in `snapshots/` (see
+//!   for a frame over 7 KiB a pointer to its file in `snapshots/` (see
 //!   `snapfiles.rs`);
 //! - tree `meta`: `format` = `agent-journal 1`, written when the database is created;
 //! - file `wal`: the write-ahead log of `Synced` appends (see `wal.rs`).
