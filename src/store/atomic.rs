@@ -175,7 +175,7 @@ pub(crate) fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut f =
         File::create(path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
     f.write_all(bytes)
-        .and_then(|()| f.sync_all())
+        .and_then(|()| crate::format::ajournal::sync_file(&f))
         .map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
 

@@ -35,7 +35,7 @@ mod write;
 use source::{FileSource, Source};
 
 pub(crate) use lenient::parse_lenient;
-pub(crate) use write::FileWriter;
+pub(crate) use write::{FileWriter, sync_file};
 
 /// The first 8 bytes of an exported journal, as this build writes it
 /// (format 2: with a trailer).

@@ -68,8 +68,22 @@ impl FileWriter {
             .out
             .into_inner()
             .map_err(|e| Error::io(format!("writing {}", path.display()), e.into_error()))?;
-        f.sync_all()
-            .map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
+        sync_file(&f).map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
         Ok(self.records)
+    }
+}
+
+/// fsyncs `f`; a file that is not a regular file and cannot be synced (a
+/// character device such as `/dev/null`, a pipe: `EINVAL`) is fine, as
+/// there is nothing of it to keep.
+pub(crate) fn sync_file(f: &File) -> std::io::Result<()> {
+    match f.sync_all() {
+        Err(e)
+            if e.kind() == std::io::ErrorKind::InvalidInput
+                && f.metadata().is_ok_and(|m| !m.is_file()) =>
+        {
+            Ok(())
+        }
+        other => other,
     }
 }
