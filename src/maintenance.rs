@@ -177,7 +177,8 @@ impl Journal {
     }
 
     /// Copies session `id`'s verified frames, and its latest snapshot, into
-    /// `out`; returns the number of events.
+    /// `out`; returns the number of events. Messages with a provider payload
+    /// are re-encoded (the same events, in the current encoding).
     pub(crate) fn copy_session(
         &self,
         out: &Journal,
@@ -200,7 +201,15 @@ impl Journal {
                     "record out of place",
                 ));
             }
-            chunk.push(frame.to_vec());
+            // A message with a provider payload is written in the current
+            // encoding (the payload stored cut: `format/splice.rs`), so a
+            // compaction brings an older database's messages up to it.
+            chunk.push(match &env.event {
+                Event::Message(m) if m.provider_payload.is_some() => {
+                    format::encode_frame(&env, limit)?
+                }
+                _ => frame.to_vec(),
+            });
             if chunk.len() == CHUNK {
                 if let Err(e) = out.inner.write(|store| store.append(id, written, &chunk)) {
                     failure = Some(e);

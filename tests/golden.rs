@@ -453,3 +453,72 @@ fn a_message_whose_payload_repeats_its_fields_encodes_cut_to_its_pinned_bytes() 
     let back: Envelope = decode_frame(&frame, 1 << 20).expect("decode");
     assert_eq!(back, env);
 }
+
+/// A database of the build before provider payloads were stored cut
+/// (`tests/fixtures/message-format-1/README.md`): its messages read as that
+/// build printed them, its provider request exports byte for byte, and
+/// `compact` rewrites them in the current encoding (each repeated text
+/// stored once), with the same events.
+#[test]
+fn a_database_of_whole_payloads_reads_the_same_and_compacts_to_cut_ones() {
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/message-format-1");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    crate::common::copy_dir(&fixture.join("db"), &db);
+    let expected = std::fs::read_to_string(fixture.join("events.jsonl")).expect("events.jsonl");
+    let id = crate::common::json_lines(expected.as_bytes())[0]["session"]
+        .as_str()
+        .expect("session")
+        .to_owned();
+    let body = std::fs::read_to_string(fixture.join("export-openai.json")).expect("export");
+    let compacted = dir.path().join("compacted");
+    let to = compacted.to_str().expect("utf-8");
+    let run = |db: &std::path::Path, args: &[&str]| {
+        let out = crate::common::run_cli(db, args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let exported = dir.path().join("out.json");
+    let out = exported.to_str().expect("utf-8");
+    for db in [&db, &compacted] {
+        if db == &compacted {
+            run(&dir.path().join("db"), &["compact", "--to", to]);
+        }
+        assert_eq!(
+            run(db, &["log", &id, "--json", "--full"]),
+            expected,
+            "{db:?}"
+        );
+        run(
+            db,
+            &["export", &id, "--format", "openai", "--body", "-o", out],
+        );
+        assert_eq!(std::fs::read_to_string(&exported).expect("read"), body);
+        run(db, &["verify"]);
+    }
+    // The frames: a phrase of a tool result twice in each frame of the old
+    // build (content and payload), once after the compaction.
+    let phrase = b"Louisville, KY";
+    let count = |db: &std::path::Path| {
+        let file = dir.path().join("all.ajournal");
+        let _ = std::fs::remove_file(&file);
+        run(
+            db,
+            &[
+                "export",
+                &id,
+                "--format",
+                "journal",
+                "-o",
+                file.to_str().expect("utf-8"),
+            ],
+        );
+        let bytes = std::fs::read(&file).expect("read");
+        bytes.windows(phrase.len()).filter(|w| w == phrase).count()
+    };
+    // The tool's result and the final answer name the place: 2 + 2 copies
+    // before, 1 + 1 after.
+    assert_eq!(count(&db), 4);
+    assert_eq!(count(&compacted), 2);
+}
