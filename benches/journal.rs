@@ -141,7 +141,7 @@ impl Sizes {
             window: 10_000,
             early: 1_000,
             tail: 1_000,
-            disk: 100_000,
+            disk: 1_000_000,
             rounds: 3,
             conversation_turns: 10_000,
             turns_synced: 300,
@@ -262,7 +262,8 @@ fn main() {
         section_append_cost(&sizes, &mut rep);
     }
     if opts.selected("7") {
-        section_disk(&sizes, &mut rep);
+        section_disk(&sizes, &mut rep, false);
+        section_disk(&sizes, &mut rep, true);
     }
     if opts.selected("8") {
         common::resume::section_resume(50_000, sizes.rounds, &mut rep);

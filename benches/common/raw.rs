@@ -10,13 +10,18 @@ use agent_journal::{DEFAULT_MAX_EVENT_BYTES, Envelope, SessionId, SessionState};
 
 use super::timing::Window;
 
-/// sled configured as the library configures it (`src/journal/sled.rs`):
-/// same cache size, same mode.
+/// sled configured as the library configures it (`src/store/sled/open.rs`):
+/// same cache size, same mode, and a database whose `conf` says its pages
+/// are compressed opened so (a new one is not).
 pub fn open_sled(path: &Path, cache_bytes: u64) -> sled::Db {
+    let conf = std::fs::read(path.join("conf")).unwrap_or_default();
+    let compressed = String::from_utf8_lossy(&conf).contains("use_compression: true");
     sled::Config::new()
         .path(path)
         .cache_capacity(cache_bytes)
         .mode(sled::Mode::HighThroughput)
+        .use_compression(compressed)
+        .compression_factor(1)
         .open()
         .expect("open raw sled")
 }
