@@ -125,13 +125,12 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// Walks `splices` over `rest`, checking each; with `out`, builds the
-/// payload into it.
+/// Builds into `out` the payload `splices` make of `rest`, checking each.
 fn walk(
     fields: &Fields<'_>,
     rest: &str,
     splices: &[Splice],
-    mut out: Option<&mut String>,
+    out: &mut String,
 ) -> Result<(), String> {
     let mut from = 0usize;
     for s in splices {
@@ -146,25 +145,21 @@ fn walk(
         let text = fields
             .get(s.what / 2)
             .ok_or_else(|| format!("splice of field {}, which the message lacks", s.what / 2))?;
-        if let Some(out) = out.as_deref_mut() {
-            out.push_str(&rest[from..at]);
-            match s.what % 2 {
-                0 => out.push_str(&escape(text)),
-                _ => out.push_str(text),
-            }
+        out.push_str(&rest[from..at]);
+        match s.what % 2 {
+            0 => out.push_str(&escape(text)),
+            _ => out.push_str(text),
         }
         from = at;
     }
-    if let Some(out) = out {
-        out.push_str(&rest[from..]);
-    }
+    out.push_str(&rest[from..]);
     Ok(())
 }
 
 /// Checks that `splices` fit `rest` and `fields`: exactly when
-/// [`rebuild`] would succeed.
+/// [`rebuild`] succeeds (it is that call).
 pub(crate) fn check(fields: &Fields<'_>, rest: &str, splices: &[Splice]) -> Result<(), String> {
-    walk(fields, rest, splices, None)
+    rebuild(fields, rest, splices).map(|_| ())
 }
 
 /// Cuts the repeats of `fields` out of `payload`; `None` if there is none.
@@ -209,14 +204,28 @@ pub(crate) fn cut(fields: &Fields<'_>, payload: &str) -> Option<(String, Vec<Spl
 
 /// Puts the cut ranges back: the payload exactly as it was given to
 /// [`cut`]. An error names what does not fit (damaged or forged bytes).
+///
+/// Only what [`cut`] writes is taken: the rebuilt payload, cut again, must
+/// give back `rest` and `splices`. So a field goes back at most once (a
+/// frame of a few bytes cannot name a 1 MiB field a thousand times and
+/// decode to a gigabyte), and a message has one encoding.
 pub(crate) fn rebuild(
     fields: &Fields<'_>,
     rest: &str,
     splices: &[Splice],
 ) -> Result<String, String> {
+    // A cut never names a field twice: refused before anything is built.
+    let mut named: Vec<u64> = splices.iter().map(|s| s.what / 2).collect();
+    named.sort_unstable();
+    if named.windows(2).any(|w| w[0] == w[1]) {
+        return Err("a splice names a field twice".into());
+    }
     let mut out = String::with_capacity(rest.len() + fields.content.len() + 16);
-    walk(fields, rest, splices, Some(&mut out))?;
-    Ok(out)
+    walk(fields, rest, splices, &mut out)?;
+    match cut(fields, &out) {
+        Some((again, s)) if again == rest && s == splices => Ok(out),
+        _ => Err("the splices are not the ones a writer makes of this payload".into()),
+    }
 }
 
 /// `provider_payload` as it is written: see the module's doc.

@@ -208,3 +208,54 @@ proptest! {
         }
     }
 }
+
+/// Found by `fuzz/fuzz_targets/event_behind_crc.rs`: a frame whose splices
+/// name one field several times decoded to a payload many times its size
+/// (149 bytes to 1,002; a field of 1 MiB named a thousand times would be a
+/// gigabyte). Only the cut a writer makes is taken now.
+#[test]
+fn splices_a_writer_would_not_make_are_refused() {
+    let content = "a content long enough to cut";
+    let fields = Fields::new(content, None, None, &[]);
+    let payload = format!("{{\"content\":{}}}", escape(content));
+    let (rest, splices) = cut(&fields, &payload).expect("cut");
+    assert_eq!(
+        rebuild(&fields, &rest, &splices).expect("canonical"),
+        payload
+    );
+    let twice = vec![
+        splices[0],
+        Splice {
+            at: rest.len() as u64,
+            what: 0,
+        },
+    ];
+    let e = rebuild(&fields, &rest, &twice).expect_err("named twice");
+    assert!(e.contains("twice"), "{e}");
+    // Fits, names each field once, but is not where a writer cuts (the
+    // text form where the JSON string form is there): refused.
+    let raw = vec![Splice {
+        at: splices[0].at + 1,
+        what: 1,
+    }];
+    let quoted = format!(
+        "{}\"\"{}",
+        &rest[..splices[0].at as usize],
+        &rest[splices[0].at as usize..]
+    );
+    assert!(rebuild(&fields, &quoted, &raw).is_err());
+    assert!(check(&fields, &quoted, &raw).is_err());
+    // The fuzzer's input, sealed as a frame: decoding it either fails or
+    // gives a message that re-encodes no larger.
+    let body = include_bytes!("../../../fuzz/seeds/event_behind_crc/splice-named-twice");
+    let frame = crate::format::seal(body);
+    if let Ok(env) = decode_frame::<crate::event::Envelope>(&frame, 1 << 16) {
+        let again = encode_frame(&env, 1 << 16).expect("encode");
+        assert!(
+            again.len() <= frame.len(),
+            "{} > {}",
+            again.len(),
+            frame.len()
+        );
+    }
+}
