@@ -337,15 +337,13 @@ fn the_pinned_bytes_decode_to_their_events() {
     }
 }
 
-/// A database of the build before the write-ahead log's format 3, killed
-/// mid-run with most of its events only in its (format 2) log
-/// (`tests/fixtures/wal-format-2/README.md`): this build replays them,
-/// prints the session as that build did, leaves no format 2 record behind,
-/// and `compact` rewrites the database.
-#[test]
-fn a_database_with_a_format_2_write_ahead_log_opens_replays_and_compacts() {
-    let fixture =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/wal-format-2");
+/// A database fixture of an older build (`tests/fixtures/NAME/db`), copied
+/// into a new temporary directory, with its `events.jsonl` (`log --json` as
+/// that build printed it) and the id of its session.
+fn old_database(name: &str) -> (tempfile::TempDir, std::path::PathBuf, String, String) {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("db");
     crate::common::copy_dir(&fixture.join("db"), &db);
@@ -354,6 +352,17 @@ fn a_database_with_a_format_2_write_ahead_log_opens_replays_and_compacts() {
         .as_str()
         .expect("session")
         .to_owned();
+    (dir, db, expected, id)
+}
+
+/// A database of the build before the write-ahead log's format 3, killed
+/// mid-run with most of its events only in its (format 2) log
+/// (`tests/fixtures/wal-format-2/README.md`): this build replays them,
+/// prints the session as that build did, leaves no format 2 record behind,
+/// and `compact` rewrites the database.
+#[test]
+fn a_database_with_a_format_2_write_ahead_log_opens_replays_and_compacts() {
+    let (dir, db, expected, id) = old_database("wal-format-2");
     // sled alone holds few of them: the log has the rest.
     {
         let raw = dir.path().join("raw");
@@ -461,17 +470,12 @@ fn a_message_whose_payload_repeats_its_fields_encodes_cut_to_its_pinned_bytes() 
 /// stored once), with the same events.
 #[test]
 fn a_database_of_whole_payloads_reads_the_same_and_compacts_to_cut_ones() {
-    let fixture =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/message-format-1");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("db");
-    crate::common::copy_dir(&fixture.join("db"), &db);
-    let expected = std::fs::read_to_string(fixture.join("events.jsonl")).expect("events.jsonl");
-    let id = crate::common::json_lines(expected.as_bytes())[0]["session"]
-        .as_str()
-        .expect("session")
-        .to_owned();
-    let body = std::fs::read_to_string(fixture.join("export-openai.json")).expect("export");
+    let (dir, db, expected, id) = old_database("message-format-1");
+    let body = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/message-format-1/export-openai.json"),
+    )
+    .expect("export");
     let compacted = dir.path().join("compacted");
     let to = compacted.to_str().expect("utf-8");
     let run = |db: &std::path::Path, args: &[&str]| {

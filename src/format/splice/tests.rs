@@ -115,27 +115,11 @@ fn json_sees_the_payload_whole_and_bincode_stores_it_once() {
 /// and the whole payload): still read, to the same message.
 #[test]
 fn a_message_written_whole_still_reads() {
-    #[derive(Serialize)]
-    struct Old<'a> {
-        role: &'a Role,
-        content: &'a str,
-        evaluation_id: &'a EvaluationId,
-        sequence: u64,
-        tool_calls: &'a [ToolCallRecord],
-        tool_call_id: &'a Option<CallId>,
-        tool_name: &'a Option<String>,
-        turn: u32,
-        prompt_ns: &'a str,
-        prompt_key: &'a str,
-        #[serde(serialize_with = "ts_ref")]
-        created_at: &'a DateTime<Utc>,
-        message_id: &'a MessageId,
-        provider_payload: &'a Option<String>,
-    }
     let content = "the same content twice, once in the payload".to_owned();
     let payload = serde_json::json!({"content": content}).to_string();
     let m = message(content, vec![], Some(payload));
-    let old = Old {
+    // What the writer wrote then: the payload whole, behind tag 1.
+    let old = MessageOut {
         role: &m.role,
         content: &m.content,
         evaluation_id: &m.evaluation_id,
@@ -148,7 +132,7 @@ fn a_message_written_whole_still_reads() {
         prompt_key: &m.prompt_key,
         created_at: &m.created_at,
         message_id: &m.message_id,
-        provider_payload: &m.provider_payload,
+        provider_payload: PayloadOut::Whole(m.provider_payload.as_deref()),
     };
     let frame = encode_frame(&old, DEFAULT_MAX_EVENT_BYTES).expect("encode");
     let back: InnerMessage = decode_frame(&frame, DEFAULT_MAX_EVENT_BYTES).expect("decode");
