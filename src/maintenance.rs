@@ -297,15 +297,19 @@ impl Journal {
                 continue;
             }
             let len = self.inner.store.len(id)?.unwrap_or(0);
-            self.inner.store.scan(id, 0, len, &mut |seq, frame| {
-                // A readable record goes back where it says it belongs, even
-                // if it was stored under another key.
-                match format::decode_frame::<Envelope>(frame, limit) {
-                    Ok(env) => records.push((None, env)),
-                    Err(e) => dropped.push(problem(id, Some(seq), None, e.to_string())),
-                }
-                Ok(Visit::Continue(()))
-            })?;
+            self.inner
+                .store
+                .scan_past_damage(id, 0, len, &mut |seq, frame| {
+                    // A readable record goes back where it says it belongs, even
+                    // if it was stored under another key.
+                    match frame.map_err(|e| e.to_string()).and_then(|f| {
+                        format::decode_frame::<Envelope>(f, limit).map_err(|e| e.to_string())
+                    }) {
+                        Ok(env) => records.push((None, env)),
+                        Err(e) => dropped.push(problem(id, Some(seq), None, e.to_string())),
+                    }
+                    Ok(Visit::Continue(()))
+                })?;
         }
         let (sessions, duplicates) = group(records);
         dropped.extend(duplicates);

@@ -185,7 +185,7 @@ fn verify_session(
         found.push(problem(Some(0), ProblemKind::Damage, m));
     }
     let mut snapshot_checked = false;
-    store.scan(id, 0, len, &mut |seq, frame| {
+    store.scan_past_damage(id, 0, len, &mut |seq, frame| {
         if seq != expect {
             found.push(problem(
                 Some(expect),
@@ -195,7 +195,10 @@ fn verify_session(
             state_ok = false;
         }
         expect = seq + 1;
-        let env: Envelope = match format::decode_frame(frame, limit) {
+        let decoded = frame
+            .map_err(|e| e.to_string())
+            .and_then(|f| format::decode_frame(f, limit).map_err(|e| e.to_string()));
+        let env: Envelope = match decoded {
             Ok(env) => env,
             Err(e) => {
                 found.push(problem(Some(seq), ProblemKind::Damage, e.to_string()));

@@ -22,6 +22,7 @@ mod golden;
 #[cfg(feature = "http")]
 mod http_adapters;
 mod kill;
+mod large_frames;
 mod layers;
 #[cfg(unix)]
 mod live;

@@ -21,8 +21,10 @@ use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
 use crate::model::SessionId;
+use crate::store::frame_files::FrameFiles;
 use crate::store::keys::key;
 use crate::store::poison::Poison;
+use crate::store::snapfiles::INLINE_MAX;
 
 /// Inserts queued beyond this many are made by the appender itself.
 const QUEUE_MAX: usize = 4096;
@@ -48,6 +50,8 @@ type Insert = (SessionId, u64, Vec<Vec<u8>>);
 
 struct Shared {
     events: sled::Tree,
+    /// Where frames over [`INLINE_MAX`] go (`frame_files.rs`).
+    files: Arc<FrameFiles>,
     queue: Mutex<Queue>,
     /// Held while inserting: a drain waits for the inserts in progress.
     applying: Mutex<()>,
@@ -73,7 +77,11 @@ impl Shared {
     /// Takes every queued insert and makes it, under `applying`.
     fn apply_queued(&self) -> Result<()> {
         let _applying = relock(&self.applying);
-        let batch = std::mem::take(&mut relock(&self.queue).items);
+        let mut batch = std::mem::take(&mut relock(&self.queue).items);
+        if let Err(e) = self.store_large(&mut batch) {
+            self.poison.set(e.to_string());
+            return Err(e);
+        }
         for (session, first, frames) in batch {
             let result = match frames.as_slice() {
                 [one] => self
@@ -101,14 +109,46 @@ impl Shared {
     fn check(&self) -> Result<()> {
         self.poison.check()
     }
+
+    /// Writes the frames of `batch` over [`INLINE_MAX`] to a segment (one
+    /// sync for them all) and puts each one's pointer in its place: sled
+    /// then holds no value large enough to make it write a blob.
+    fn store_large(&self, batch: &mut [Insert]) -> Result<()> {
+        let large = |f: &Vec<u8>| f.len() > INLINE_MAX;
+        let pointers = {
+            let frames: Vec<&[u8]> = batch
+                .iter()
+                .flat_map(|(_, _, fs)| fs.iter().filter(|f| large(f)))
+                .map(Vec::as_slice)
+                .collect();
+            if frames.is_empty() {
+                return Ok(());
+            }
+            self.files.write(&frames)?
+        };
+        let mut pointers = pointers.into_iter();
+        for f in batch.iter_mut().flat_map(|(_, _, fs)| fs.iter_mut()) {
+            if large(f)
+                && let Some(p) = pointers.next()
+            {
+                *f = p;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Applier {
     /// Starts the thread that inserts into `events`; a failed insert
     /// poisons `poison`.
-    pub(crate) fn start(events: sled::Tree, poison: Poison) -> Result<Applier> {
+    pub(crate) fn start(
+        events: sled::Tree,
+        files: Arc<FrameFiles>,
+        poison: Poison,
+    ) -> Result<Applier> {
         let shared = Arc::new(Shared {
             events,
+            files,
             queue: Mutex::new(Queue::default()),
             applying: Mutex::new(()),
             wake: Condvar::new(),
@@ -230,6 +270,14 @@ impl Drop for Applier {
 mod tests {
     use super::*;
 
+    fn files() -> Arc<FrameFiles> {
+        // Each test's frames are small: nothing is written here.
+        Arc::new(FrameFiles::new(
+            &std::env::temp_dir().join("agent-journal-no-such-db"),
+            false,
+        ))
+    }
+
     fn frames(session: u8, seq: u64) -> Vec<Vec<u8>> {
         vec![
             [session]
@@ -247,8 +295,9 @@ mod tests {
             .open()
             .expect("temporary sled");
         let events = db.open_tree("events").expect("tree");
-        let applier =
-            std::sync::Arc::new(Applier::start(events.clone(), Poison::default()).expect("start"));
+        let applier = std::sync::Arc::new(
+            Applier::start(events.clone(), files(), Poison::default()).expect("start"),
+        );
         let per = (QUEUE_MAX as u64) * 2;
         let threads: Vec<_> = (0..4u8)
             .map(|t| {
@@ -285,7 +334,7 @@ mod tests {
             .expect("temporary sled");
         let events = db.open_tree("events").expect("tree");
         let session = SessionId::from_bytes([9; 16]);
-        let applier = Applier::start(events.clone(), Poison::default()).expect("start");
+        let applier = Applier::start(events.clone(), files(), Poison::default()).expect("start");
         let batch: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 10]).collect();
         applier.push(session, 0, &batch).expect("push");
         applier.push(session, 5, &frames(9, 5)).expect("push");

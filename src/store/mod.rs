@@ -15,6 +15,7 @@
 pub(crate) mod applier;
 pub(crate) mod atomic;
 pub(crate) mod file;
+pub(crate) mod frame_files;
 pub(crate) mod fs;
 pub(crate) mod group_commit;
 pub(crate) mod heads;
@@ -98,6 +99,10 @@ pub struct SyncStats {
 /// What a visitor returns to go on reading or to stop.
 pub type Visit = std::ops::ControlFlow<()>;
 
+/// The visitor of [`Store::scan_past_damage`]: a frame, or why the store
+/// could not hand it over.
+pub type PastDamage<'a> = dyn FnMut(u64, Result<&[u8]>) -> Result<Visit> + 'a;
+
 /// A storage backend for event streams: sled, memory, and later PostgreSQL.
 ///
 /// Stores deal in *frames* (see `docs/format.md`): they never decode events,
@@ -143,6 +148,46 @@ pub trait Store: Send + Sync + 'static {
         self.scan(session, from, to, &mut |seq, frame| {
             visit(seq, SharedBytes::from(frame.to_vec()))
         })
+    }
+
+    /// [`scan`](Self::scan) for readers that report damage and go on
+    /// (`verify`, `salvage`): a record the store cannot hand over (a frame
+    /// its segment file lost) reaches `visit` as the error, and the scan goes
+    /// on after it. An error of `visit` itself ends the scan.
+    fn scan_past_damage(
+        &self,
+        session: SessionId,
+        from: u64,
+        to: u64,
+        visit: &mut PastDamage<'_>,
+    ) -> Result<()> {
+        let mut at = from;
+        loop {
+            let (mut next, mut visitor_failed) = (at, false);
+            let scanned = self.scan(session, at, to, &mut |seq, frame| {
+                next = seq + 1;
+                let r = visit(seq, Ok(frame));
+                visitor_failed = r.is_err();
+                r
+            });
+            let e = match scanned {
+                Ok(()) => return Ok(()),
+                Err(e) if visitor_failed => return Err(e),
+                Err(e) => e,
+            };
+            let seq = match &e {
+                crate::Error::Corruption {
+                    session: Some(s),
+                    seq: Some(seq),
+                    ..
+                } if *s == session && (next..to).contains(seq) => *seq,
+                _ => return Err(e),
+            };
+            if visit(seq, Err(e))?.is_break() {
+                return Ok(());
+            }
+            at = seq + 1;
+        }
     }
 
     /// All session ids, in id order (= creation order).

@@ -88,7 +88,16 @@ pub fn run(db: &str, mark: &str) {
     let deadline = Instant::now() + run_for;
     let stop = AtomicBool::new(false);
     let reached = || match until.as_str() {
-        "blob" => files(&Path::new(db).join("blobs"), |_| true) >= 3,
+        // Half a MiB of large frames in segment files.
+        "frames" => {
+            std::fs::read_dir(Path::new(db).join("frames")).map_or(0, |entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum::<u64>()
+            }) >= 512 << 10
+        }
         "snapshot" => files(&Path::new(db).join("snapshots"), |n| n.ends_with(".frame")) >= 1,
         _ => false,
     };

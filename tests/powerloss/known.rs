@@ -64,44 +64,37 @@ fn assert_all_pass(r: &Recorded, what: &str, states: impl IntoIterator<Item = (u
     );
 }
 
-/// `SledStore::sled_durable` runs `fdatasync` on sled's `db` file, and
-/// only then syncs the blob files sled wrote since (values over ~128 KiB)
-/// and their directory; sled's own fsyncs of `db` (at open, when it
-/// truncates a segment, and every 500 ms in its flusher thread) sync no
-/// blob at all. A power cut after such a sync of `db` and before the blobs'
-/// finds sled's log pointing at blob files that are not there (their names
-/// were never made durable). Often sled's recovery just stops there and the
-/// write-ahead log gives the events back; but when the lost blob held a
-/// tree node, sled refuses the whole database ("tried to serialize
+/// sled 0.34 writes a tree node over 128 KiB to a blob file and syncs
+/// its log, which points to that file, without syncing the file (its
+/// flusher thread does so every 500 ms). A power cut between the two found
+/// sled's log pointing at a blob that was not there; when the blob held a
+/// tree node, sled refused the whole database ("tried to serialize
 /// Uninitialized", "cannot find pid N in view_for_key"), and every
-/// acknowledged event in it is unreadable. (A fix has to make every blob
-/// durable before any sync of `db` that can cover a pointer to it,
-/// sled's own syncs included, e.g. by keeping values out of sled's blobs.)
+/// acknowledged event in it was unreadable. Frames over 7 KiB now go to
+/// the journal's own segment files, synced before their pointers are
+/// inserted (`src/store/frame_files.rs`): no node reaches the threshold,
+/// sled writes no blob, and a cut right after any sync of sled's file
+/// (its own included) keeps every acknowledged event.
 #[test]
-#[ignore = "known bug: blob files are synced after the sled log that points to them"]
-fn known_bug_blob_files_are_synced_after_the_sled_log_that_points_to_them() {
-    // Whether a lost blob breaks the open depends on what sled put in it
-    // (often sled's recovery just stops at the pointer, and the write-ahead
-    // log gives the events back): up to ten runs, each checked at every
-    // sync of `db`.
-    for attempt in 0..10 {
-        let Some((_work, r)) = recorded(
-            Image::new(),
-            HashMap::new(),
-            until("blob", 100),
-            11 + attempt,
-        ) else {
-            return;
-        };
-        // Right after each sync of `db` ended, with nothing unsynced kept.
-        let cuts: Vec<(usize, Policy)> = r
-            .timeline
-            .sync_ends("db/db")
-            .into_iter()
-            .map(|end| (end + 1, Policy::DropAll))
-            .collect();
-        assert_all_pass(&r, "cuts right after a sync of sled's db file", cuts);
-    }
+fn large_frames_go_to_segments_synced_before_their_pointers_and_sled_writes_no_blob() {
+    let Some((_work, r)) = recorded(Image::new(), HashMap::new(), until("frames", 100), 11) else {
+        return;
+    };
+    let made = |what| r.timeline.coverage.get(what).copied().unwrap_or(0);
+    assert!(
+        made("frame segment files") >= 1,
+        "{:?}",
+        r.timeline.coverage
+    );
+    assert_eq!(made("sled blob files"), 0, "{:?}", r.timeline.coverage);
+    // Right after each sync of `db` ended, with nothing unsynced kept.
+    let cuts: Vec<(usize, Policy)> = r
+        .timeline
+        .sync_ends("db/db")
+        .into_iter()
+        .map(|end| (end + 1, Policy::DropAll))
+        .collect();
+    assert_all_pass(&r, "cuts right after a sync of sled's db file", cuts);
 }
 
 /// sled writes its `conf` file with two `write`s (the settings, then their

@@ -30,6 +30,7 @@ pub fn class_of(path: &str) -> &'static str {
         "heads" | "heads.tmp" => "heads log",
         "agent-journal.creating" => "creation marker",
         _ if rel.starts_with("blobs/") => "blobs",
+        _ if rel.starts_with("frames/") => "frame segments",
         _ if rel.starts_with("snap.") => "sled snapshot",
         _ if rel.starts_with("snapshots/") => "snapshot files",
         _ => "directories and others",
@@ -43,8 +44,9 @@ pub struct ChildRun {
     pub ms: u64,
     /// A snapshot every this many events.
     pub snapshot_every: u64,
-    /// Stop (and close the journal) once the database holds `"blob"`:
-    /// three files in sled's `blobs/`, or `"snapshot"`: a snapshot file.
+    /// Stop (and close the journal) once the database holds `"frames"`:
+    /// half a MiB of large frames in segment files, or `"snapshot"`: a
+    /// snapshot file.
     pub until: Option<&'static str>,
     /// SIGKILL it at a random moment (else it runs to its end).
     pub may_kill: bool,

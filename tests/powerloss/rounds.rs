@@ -23,11 +23,6 @@ use crate::common::Rng;
 /// is fixed (or run with `AJ_POWERLOSS_STRICT=1` to count them as losses).
 pub const KNOWN_BUGS: &[(&str, &[Policy], &str)] = &[
     (
-        "blobs",
-        &Policy::ALL,
-        "sled's blob files are synced after (or never with) the sled log that points to them",
-    ),
-    (
         "sled log",
         &[Policy::PerOp, Policy::PerSector],
         "sled cannot recover its log when a power cut keeps a later unsynced write and drops an earlier one",

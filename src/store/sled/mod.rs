@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::model::SessionId;
 use crate::store::Durability;
 use crate::store::applier::Applier;
+use crate::store::frame_files::{self, FrameFiles};
 use crate::store::fs::sync_dir;
 use crate::store::group_commit::GroupCommit;
 use crate::store::heads::{Heads, Loss};
@@ -83,6 +84,8 @@ pub(crate) struct SledStore {
     snapshots: sled::Tree,
     /// Snapshot frames too large to keep in sled.
     snap_files: SnapFiles,
+    /// Event frames too large to keep in sled (`frame_files.rs`).
+    frame_files: Arc<FrameFiles>,
     /// Cached next seq per session; one lock per session.
     heads: RwLock<HashMap<SessionId, Arc<Mutex<Option<u64>>>>>,
     /// The database file, for a real fdatasync (sled 0.34 only sync_file_ranges).
@@ -192,6 +195,15 @@ impl SledStore {
         if from >= to {
             return Ok(());
         }
+        // A frame kept in a segment file is read from there.
+        let files = &*self.frame_files;
+        let visit = &mut |seq: u64, v: sled::IVec| {
+            if frame_files::is_pointer(&v) {
+                visit(seq, sled::IVec::from(files.read(session, seq, &v)?))
+            } else {
+                visit(seq, v)
+            }
+        };
         self.drain()?;
         let range = self.events.range(key(session, from)..key(session, to));
         let (mut next, mut seen) = (from, 0);
@@ -580,7 +592,7 @@ impl Store for SledStore {
             .db
             .size_on_disk()
             .map_err(|e| storage(e, "measuring size"))?;
-        Ok(sled + self.snap_files.size() + self.wal.file_size())
+        Ok(sled + self.snap_files.size() + self.frame_files.size() + self.wal.file_size())
     }
 }
 

@@ -5,11 +5,12 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use super::{SledStore, storage};
 use crate::error::{Error, Result};
 use crate::store::applier::Applier;
+use crate::store::frame_files::FrameFiles;
 use crate::store::fs::sync_dir;
 use crate::store::group_commit::GroupCommit;
 use crate::store::heads::Heads;
@@ -299,14 +300,17 @@ impl SledStore {
         for r in &records {
             acked.raise(r.session, r.first_seq.saturating_add(r.frames.len() as u64));
         }
-        let applier = Applier::start(events.clone(), poison.clone())?;
+        // As sled's pages are (its `conf` now says).
+        let compressed = compressed(path).unwrap_or(compress);
+        let frame_files = Arc::new(FrameFiles::new(path, compressed));
+        let applier = Applier::start(events.clone(), frame_files.clone(), poison.clone())?;
         let store = Self {
             path: path.to_owned(),
             db,
             events,
             snapshots,
-            // As sled's pages are (its `conf` now says).
-            snap_files: SnapFiles::new(path, compressed(path).unwrap_or(compress)),
+            snap_files: SnapFiles::new(path, compressed),
+            frame_files,
             heads: RwLock::new(HashMap::new()),
             db_file,
             synced_blobs: Mutex::new(std::collections::HashSet::new()),

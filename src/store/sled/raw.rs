@@ -5,8 +5,10 @@
 //! sled 0.34 stores a small value as its bytes inside a page of its `db`
 //! file (a zstd frame per page or log message in a database the journal
 //! compresses; the bytes as they are in one made before) and a large one in
-//! a file of its own under `blobs/` (compressed the same way); the write-ahead log (`wal`) holds the frames of the
-//! latest `Synced` appends. An event's frame checks itself: a version byte,
+//! a file of its own under `blobs/` (compressed the same way); the journal
+//! keeps frames over 7 KiB in segments under `frames/` (each one a zstd
+//! frame in a compressed database); the write-ahead log (`wal`) holds the
+//! frames of the latest `Synced` appends. An event's frame checks itself: a version byte,
 //! the CRC-32 of its body, and a body that decodes as an `Envelope` naming
 //! its session and seq. So every offset of those files where a whole frame
 //! starts can be found without sled: where the version byte is, decode an
@@ -24,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::event::Envelope;
 use crate::format::{FRAME_HEADER_LEN, FRAME_VERSION, codec};
 use crate::model::SessionId;
-use crate::store::wal;
+use crate::store::{frame_files, wal};
 
 /// What a raw scan found.
 #[derive(Debug, Default)]
@@ -136,8 +138,9 @@ fn read(path: &Path) -> Result<Vec<u8>> {
 }
 
 /// Scans the files of the sled database at `dir` for whole event frames:
-/// its `db` file, its blob files and its write-ahead log (every record that
-/// checks, of any generation).
+/// its `db` file, its blob files, the segments of its large frames
+/// (`frames/`) and its write-ahead log (every record that checks, of any
+/// generation).
 ///
 /// # Errors
 /// [`Error::Io`] if `dir` or its `db` file cannot be read.
@@ -158,7 +161,10 @@ pub(crate) fn scan_dir(dir: &Path, limit: u64) -> Result<RawScan> {
     let db = read(&dir.join("db"))?;
     let n = frames_in(&db, limit, &mut scan);
     scan.files.push(("db".to_owned(), n));
-    if let Ok(entries) = std::fs::read_dir(dir.join("blobs")) {
+    for sub in ["blobs", frame_files::DIR] {
+        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else {
+            continue;
+        };
         let mut blobs: Vec<_> = entries.flatten().map(|e| e.path()).collect();
         blobs.sort();
         for blob in blobs {
@@ -218,6 +224,31 @@ mod tests {
         // Found again: nothing new, no conflict.
         assert_eq!(frames_in(&bytes, 1 << 20, &mut scan), 0);
         assert!(scan.conflicts.is_empty());
+    }
+
+    #[test]
+    fn large_frames_are_found_in_segment_files_plain_and_compressed() {
+        let s = SessionId::new();
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A `db` file of noise: what sled would refuse.
+        std::fs::write(dir.path().join("db"), [0x5au8; 4096]).expect("db");
+        let big = |seq: u64| {
+            let mut e = env(s, seq);
+            e.event = Event::Custom {
+                kind: "k".into(),
+                payload: vec![seq as u8; 20_000],
+            };
+            encode_frame(&e, 1 << 20).expect("encode")
+        };
+        for (compress, seqs) in [(false, 0..3u64), (true, 3..6)] {
+            let files = crate::store::frame_files::FrameFiles::new(dir.path(), compress);
+            let frames: Vec<Vec<u8>> = seqs.map(big).collect();
+            let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+            files.write(&refs).expect("write");
+        }
+        let scan = scan_dir(dir.path(), 1 << 20).expect("scan");
+        let seqs: Vec<u64> = scan.events.keys().map(|k| k.1).collect();
+        assert_eq!(seqs, (0..6).collect::<Vec<_>>());
     }
 
     #[test]

@@ -6,8 +6,10 @@ use std::collections::HashMap;
 use super::{SledStore, storage};
 use crate::error::Result;
 use crate::model::SessionId;
+use crate::store::frame_files;
 use crate::store::heads::Loss;
 use crate::store::keys::key;
+use crate::store::snapfiles::INLINE_MAX;
 use crate::store::wal;
 
 impl SledStore {
@@ -31,14 +33,29 @@ impl SledStore {
             };
             let count = r.frames.len() as u64;
             for (i, frame) in r.frames.into_iter().enumerate() {
-                let k = key(r.session, r.first_seq.saturating_add(i as u64));
-                let present = self
+                let seq = r.first_seq.saturating_add(i as u64);
+                let k = key(r.session, seq);
+                let held = self
                     .events
-                    .contains_key(k)
+                    .get(k)
                     .map_err(|e| storage(e, "replaying the write-ahead log"))?;
+                // A pointer to a segment that lost or damaged the frame is
+                // no frame.
+                let present = held.is_some_and(|v| {
+                    !frame_files::is_pointer(&v)
+                        || self
+                            .frame_files
+                            .read(r.session, seq, &v)
+                            .is_ok_and(|f| f == frame)
+                });
                 if !present {
+                    let value = if frame.len() > INLINE_MAX {
+                        self.frame_files.write(&[&frame])?.remove(0)
+                    } else {
+                        frame
+                    };
                     self.events
-                        .insert(k, frame)
+                        .insert(k, value)
                         .map_err(|e| storage(e, "replaying the write-ahead log"))?;
                 }
             }

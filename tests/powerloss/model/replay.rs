@@ -80,6 +80,9 @@ impl Timeline {
                             if path.starts_with(&format!("{db}/blobs/")) {
                                 *t.coverage.entry("sled blob files").or_default() += 1;
                             }
+                            if path.starts_with(&format!("{db}/frames/")) {
+                                *t.coverage.entry("frame segment files").or_default() += 1;
+                            }
                             ns.insert(path.clone(), Node::File(ino));
                             t.names.push(NameOp {
                                 at: i,

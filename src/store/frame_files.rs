@@ -1,0 +1,412 @@
+//! Large event frames of the sled store, kept in segment files of their own.
+//!
+//! An event frame over [`INLINE_MAX`](crate::store::snapfiles::INLINE_MAX)
+//! bytes is appended to a segment file, `<db>/frames/<n, 20 digits>.seg`,
+//! and the `events` tree holds a pointer to it instead of the frame:
+//! [`MARKER`] (or [`MARKER_COMPRESSED`]; never a frame's version byte), the
+//! segment's number, the offset, the bytes stored and the frame's length
+//! (u64 little-endian each).
+//!
+//! Why: sled 0.34 writes a tree node over 128 KiB (a quarter of its
+//! segment) to a blob file of its own, and syncs its log, which points to
+//! that file, without syncing the file (its flusher does so every 500 ms).
+//! A power cut between the two left a pointer to a blob that was not there,
+//! and when the blob held a node, sled refused the whole database. A leaf
+//! holds at most 17 values, so with no value over 7 KiB no node reaches the
+//! threshold and sled writes no blob.
+//!
+//! Durability: the segment is synced (and, for a new segment, its name in
+//! the directory) *before* any pointer to it is inserted into sled, so that
+//! no sync of sled, its own included, can make a pointer durable before the
+//! bytes it names. One sync covers every large frame of an insert batch.
+//! A crash between the write and the insert leaves bytes no pointer names:
+//! the next append goes after them. The bytes of a deleted or cut session
+//! stay in their segment until `compact` writes a new database.
+//!
+//! In a database whose pages are compressed, each frame is stored as one
+//! zstd frame (level 3), which the salvage scan finds as it finds sled's
+//! compressed pages. A raw scan finds the plain ones as it finds frames in
+//! sled's file: a frame checks itself.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::error::{Error, Result};
+use crate::model::SessionId;
+use crate::store::fs::sync_dir;
+
+/// The directory of segment files, inside the database directory.
+pub(crate) const DIR: &str = "frames";
+
+/// A segment takes no more appends once it is this large.
+const SEGMENT_MAX: u64 = 64 << 20;
+
+/// First byte of a pointer to a frame stored as it is.
+const MARKER: u8 = 0xFC;
+
+/// First byte of a pointer to a frame stored compressed.
+const MARKER_COMPRESSED: u8 = 0xFB;
+
+/// Length of a pointer: the marker and four u64.
+const POINTER_LEN: usize = 33;
+
+/// The zstd level of a compressed frame.
+const LEVEL: i32 = 3;
+
+/// True if a value of the `events` tree is a pointer to a segment.
+pub(crate) fn is_pointer(value: &[u8]) -> bool {
+    value.len() == POINTER_LEN && matches!(value[0], MARKER | MARKER_COMPRESSED)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut n = [0u8; 8];
+    n.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(n)
+}
+
+fn file_name(number: u64) -> String {
+    format!("{number:020}.seg")
+}
+
+fn parse_name(name: &str) -> Option<u64> {
+    let stem = name.strip_suffix(".seg")?;
+    (stem.len() == 20).then(|| stem.parse().ok())?
+}
+
+/// The segment appends go to.
+struct Writer {
+    number: u64,
+    file: File,
+    len: u64,
+}
+
+/// The segment files of one database.
+pub(crate) struct FrameFiles {
+    dir: PathBuf,
+    /// Frames are written compressed.
+    compress: bool,
+    /// The segment appends go to, once one was opened.
+    writer: Mutex<Option<Writer>>,
+    /// Segments opened for reading.
+    readers: RwLock<HashMap<u64, Arc<File>>>,
+}
+
+impl FrameFiles {
+    /// The segment files of the database at `db_path`; frames are written
+    /// compressed if `compress` (every frame is read, compressed or not).
+    pub(crate) fn new(db_path: &Path, compress: bool) -> Self {
+        FrameFiles {
+            dir: db_path.join(DIR),
+            compress,
+            writer: Mutex::new(None),
+            readers: RwLock::new(HashMap::new()),
+        }
+    }
+
+    fn path(&self, number: u64) -> PathBuf {
+        self.dir.join(file_name(number))
+    }
+
+    /// The numbers of the segments there are, in order.
+    fn numbers(&self) -> Vec<u64> {
+        let mut found: Vec<u64> = std::fs::read_dir(&self.dir)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| parse_name(e.file_name().to_str()?))
+                    .collect()
+            })
+            .unwrap_or_default();
+        found.sort_unstable();
+        found
+    }
+
+    /// The segment to append `more` bytes to: the open one, else the last
+    /// one there is while it has room, else a new one whose name is durable
+    /// (with its folder's) before this returns.
+    fn writer<'a>(&self, slot: &'a mut Option<Writer>, more: u64) -> Result<&'a mut Writer> {
+        if slot
+            .as_ref()
+            .is_some_and(|w| w.len + more > SEGMENT_MAX && w.len > 0)
+        {
+            *slot = None;
+        }
+        if slot.is_none() {
+            let io =
+                |what: &str, path: &Path, e| Error::io(format!("{what} {}", path.display()), e);
+            let last = self.numbers().last().copied();
+            let reuse = last.and_then(|n| {
+                let path = self.path(n);
+                let file = File::options().read(true).write(true).open(&path).ok()?;
+                let len = file.metadata().ok()?.len();
+                (len + more <= SEGMENT_MAX).then_some(Writer {
+                    number: n,
+                    file,
+                    len,
+                })
+            });
+            let w = match reuse {
+                // Its name was made durable by the process that made it,
+                // unless that one died first: made so once more.
+                Some(w) => {
+                    sync_dir(&self.dir)?;
+                    w
+                }
+                None => {
+                    if !self.dir.is_dir() {
+                        std::fs::create_dir_all(&self.dir)
+                            .map_err(|e| io("creating", &self.dir, e))?;
+                        if let Some(parent) = self.dir.parent() {
+                            sync_dir(parent)?;
+                        }
+                    }
+                    let number = last.map_or(1, |n| n + 1);
+                    let path = self.path(number);
+                    let file = File::options()
+                        .read(true)
+                        .write(true)
+                        .create_new(true)
+                        .open(&path)
+                        .map_err(|e| io("creating", &path, e))?;
+                    sync_dir(&self.dir)?;
+                    Writer {
+                        number,
+                        file,
+                        len: 0,
+                    }
+                }
+            };
+            *slot = Some(w);
+        }
+        slot.as_mut()
+            .ok_or_else(|| Error::Storage("no segment to write frames to".into()))
+    }
+
+    /// Appends `frames` to a segment and syncs it; returns their pointers,
+    /// in order. Once this returns, the bytes every pointer names are
+    /// durable.
+    pub(crate) fn write(&self, frames: &[&[u8]]) -> Result<Vec<Vec<u8>>> {
+        let mut stored: Vec<(u8, Vec<u8>)> = Vec::with_capacity(frames.len());
+        for f in frames {
+            if self.compress {
+                let packed = zstd::block::compress(f, LEVEL)
+                    .map_err(|e| Error::io("compressing a frame".to_owned(), e))?;
+                stored.push((MARKER_COMPRESSED, packed));
+            } else {
+                stored.push((MARKER, Vec::new()));
+            }
+        }
+        let bytes = |i: usize| -> &[u8] {
+            match stored[i].0 {
+                MARKER_COMPRESSED => &stored[i].1,
+                _ => frames[i],
+            }
+        };
+        let total: u64 = (0..frames.len()).map(|i| bytes(i).len() as u64).sum();
+        let mut slot = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let w = self.writer(&mut slot, total)?;
+        let mut buf = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+        let mut pointers = Vec::with_capacity(frames.len());
+        for (i, frame) in frames.iter().enumerate() {
+            let b = bytes(i);
+            let mut p = Vec::with_capacity(POINTER_LEN);
+            p.push(stored[i].0);
+            p.extend_from_slice(&w.number.to_le_bytes());
+            p.extend_from_slice(&(w.len + buf.len() as u64).to_le_bytes());
+            p.extend_from_slice(&(b.len() as u64).to_le_bytes());
+            p.extend_from_slice(&(frame.len() as u64).to_le_bytes());
+            pointers.push(p);
+            buf.extend_from_slice(b);
+        }
+        let path = self.path(w.number);
+        let written = w
+            .file
+            .write_all_at(&buf, w.len)
+            .and_then(|()| w.file.sync_data());
+        if let Err(e) = written {
+            // What was written past `len` is named by no pointer; the next
+            // write starts a new segment rather than trust this one.
+            *slot = None;
+            return Err(Error::io(
+                format!("writing frames to {}", path.display()),
+                e,
+            ));
+        }
+        w.len += buf.len() as u64;
+        Ok(pointers)
+    }
+
+    fn reader(&self, number: u64) -> Result<Arc<File>> {
+        if let Some(f) = self
+            .readers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&number)
+        {
+            return Ok(f.clone());
+        }
+        let path = self.path(number);
+        let f = Arc::new(
+            File::open(&path)
+                .map_err(|e| Error::io(format!("opening frame segment {}", path.display()), e))?,
+        );
+        self.readers
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(number, f.clone());
+        Ok(f)
+    }
+
+    /// The frame a pointer names (its own crc is checked by the caller).
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] naming the session, seq, segment and offset if
+    /// the segment is missing or shorter than the pointer says, or a
+    /// compressed frame does not decompress to the length it says; nothing
+    /// is allocated beyond what the segment holds.
+    pub(crate) fn read(&self, session: SessionId, seq: u64, pointer: &[u8]) -> Result<Vec<u8>> {
+        let (number, offset, len, frame_len) = (
+            u64_at(pointer, 1),
+            u64_at(pointer, 9),
+            u64_at(pointer, 17),
+            u64_at(pointer, 25),
+        );
+        let path = self.path(number);
+        let bad = |what: String| {
+            Error::corruption(
+                Some(session),
+                Some(seq),
+                Some(offset),
+                format!("frame segment {}: {what}", path.display()),
+            )
+        };
+        let f = self.reader(number).map_err(|e| bad(e.to_string()))?;
+        let size = f
+            .metadata()
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
+            .len();
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(bad(format!(
+                "{len} bytes at byte {offset} are past its end ({size} bytes)"
+            )));
+        }
+        let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+        f.read_exact_at(&mut buf, offset)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        if pointer[0] == MARKER {
+            return Ok(buf);
+        }
+        let said = zstd::zstd_safe::get_frame_content_size(&buf);
+        let mut frame = Vec::new();
+        if said != frame_len
+            || usize::try_from(frame_len)
+                .ok()
+                .is_none_or(|n| frame.try_reserve_exact(n).is_err())
+        {
+            return Err(bad(format!(
+                "the frame at byte {offset} holds {said} bytes compressed, its pointer says {frame_len}"
+            )));
+        }
+        zstd::stream::read::Decoder::with_buffer(&buf[..])
+            .map(|d| d.single_frame())
+            .and_then(|d| d.take(frame_len.saturating_add(1)).read_to_end(&mut frame))
+            .map_err(|e| {
+                bad(format!(
+                    "the frame at byte {offset} does not decompress: {e}"
+                ))
+            })?;
+        if frame.len() as u64 != frame_len {
+            return Err(bad(format!(
+                "the frame at byte {offset} decompresses to {} bytes, its pointer says {frame_len}",
+                frame.len()
+            )));
+        }
+        Ok(frame)
+    }
+
+    /// The segment files, for a raw scan.
+    pub(crate) fn paths(&self) -> Vec<PathBuf> {
+        self.numbers().into_iter().map(|n| self.path(n)).collect()
+    }
+
+    /// Bytes of the segment files.
+    pub(crate) fn size(&self) -> u64 {
+        self.paths()
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames() -> Vec<Vec<u8>> {
+        (0..5u8).map(|i| vec![i; 9000 + usize::from(i)]).collect()
+    }
+
+    #[test]
+    fn frames_read_back_exactly_plain_and_compressed_across_opens() {
+        for compress in [false, true] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let s = SessionId::new();
+            let fs = FrameFiles::new(dir.path(), compress);
+            let all = frames();
+            let refs: Vec<&[u8]> = all.iter().map(|f| f.as_slice()).collect();
+            let mut pointers = fs.write(&refs[..2]).expect("write");
+            drop(fs);
+            // A second handle appends to the same segment, after the first.
+            let fs = FrameFiles::new(dir.path(), compress);
+            pointers.extend(fs.write(&refs[2..]).expect("write"));
+            assert_eq!(fs.paths().len(), 1);
+            for (i, p) in pointers.iter().enumerate() {
+                assert!(is_pointer(p));
+                assert_eq!(fs.read(s, i as u64, p).expect("read"), all[i]);
+            }
+            if compress {
+                assert!(fs.size() < 1000, "{}", fs.size());
+            }
+        }
+    }
+
+    #[test]
+    fn a_pointer_past_the_end_or_to_a_missing_segment_is_corruption_not_a_panic() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = SessionId::new();
+        let fs = FrameFiles::new(dir.path(), false);
+        let f = vec![7u8; 10_000];
+        let p = fs.write(&[&f]).expect("write").remove(0);
+        let mut long = p.clone();
+        long[17..25].copy_from_slice(&u64::MAX.to_le_bytes());
+        let mut far = p.clone();
+        far[9..17].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
+        let mut missing = p.clone();
+        missing[1..9].copy_from_slice(&99u64.to_le_bytes());
+        for bad in [long, far, missing] {
+            let e = fs.read(s, 3, &bad).expect_err("refused");
+            assert!(matches!(e, Error::Corruption { .. }), "{e}");
+            assert!(e.to_string().contains("frames"), "{e}");
+        }
+        // A compressed pointer to plain bytes: refused, not decoded.
+        let mut lying = p.clone();
+        lying[0] = MARKER_COMPRESSED;
+        assert!(fs.read(s, 3, &lying).is_err());
+    }
+
+    #[test]
+    fn a_full_segment_makes_the_next_write_start_another() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs = FrameFiles::new(dir.path(), false);
+        let big = vec![1u8; (SEGMENT_MAX / 2 + 1) as usize];
+        fs.write(&[&big]).expect("write");
+        fs.write(&[&big]).expect("write");
+        assert_eq!(fs.paths().len(), 2);
+        assert_eq!(parse_name("00000000000000000002.seg"), Some(2));
+        assert_eq!(parse_name("2.seg"), None);
+    }
+}
