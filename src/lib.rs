@@ -121,6 +121,7 @@ pub use crate::state::{
 };
 pub use crate::store::{Durability, Lease, Loss, Store, SyncStats, Visit};
 pub use crate::transfer::{
-    CLAUDE_CODE_SUMMARY, CLAUDE_CODE_SYSTEM, CopyReport, REQUEST_FIELDS, read_claude_code,
+    CLAUDE_CODE_SUMMARY, CLAUDE_CODE_SYSTEM, ConversationFile, CopyReport, REQUEST_FIELDS,
+    read_claude_code,
 };
 pub use crate::verify::{Problem, ProblemKind, VerifyReport};

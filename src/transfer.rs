@@ -21,11 +21,13 @@ use crate::store::Durability;
 const IMPORT_CHUNK: usize = 1024;
 
 mod claude_code;
+mod conversation;
 mod copy;
 mod journal_file;
 mod snapshot;
 
 pub use claude_code::{CLAUDE_CODE_SUMMARY, CLAUDE_CODE_SYSTEM, read_claude_code};
+pub use conversation::ConversationFile;
 pub use copy::CopyReport;
 
 /// Kind of the `Custom` event that keeps an imported request's other
@@ -102,45 +104,17 @@ impl Journal {
                 "the conversation has no messages".into(),
             ));
         }
-        let label = format.name();
         let mut by_eval: BTreeMap<EvaluationId, Vec<InnerMessage>> = BTreeMap::new();
         for m in messages {
             by_eval.entry(m.evaluation_id).or_default().push(m);
         }
-        let mut labels = vec![("imported".to_owned(), label.to_owned())];
-        // Ollama's calls (and Gemini's without an id) have ids derived from
-        // their place (`provider::ollama`, `provider::gemini`): said so.
-        let derived = |id: &str| id.starts_with("ollama-") || id.starts_with("gemini-");
-        if matches!(
-            format,
-            ConversationFormat::Ollama | ConversationFormat::Gemini
-        ) && by_eval
-            .values()
-            .flatten()
-            .flat_map(|m| &m.tool_calls)
-            .any(|c| derived(c.call_id.as_str()))
-        {
-            labels.push(("tool_call_ids".into(), "derived-by-position".into()));
-        }
-        let mut events = vec![Event::SessionOpened { labels }];
-        for (evaluation_id, msgs) in by_eval {
-            let first = &msgs[0];
-            events.push(Event::EvaluationStarted {
-                evaluation_id,
-                prompt_ns: first.prompt_ns.clone(),
-                prompt_key: first.prompt_key.clone(),
-                adapter: label.into(),
-            });
-            if let Some(f) = fields.as_ref().filter(|f| !f.is_empty()) {
-                let payload = serde_json::json!({
-                    "format": label, "evaluation": evaluation_id.to_string(), "fields": f,
-                });
-                events.push(Event::Custom {
-                    kind: REQUEST_FIELDS.into(),
-                    payload: payload.to_string().into_bytes(),
-                });
-            }
-            events.extend(msgs.into_iter().map(Event::Message));
+        let mut maker = conversation::Events::new(format, fields.as_ref());
+        let mut events = vec![maker.opening(maker.any_derived(by_eval.values().flatten()))];
+        for m in by_eval.into_values().flatten() {
+            maker.message(m, &mut |e| {
+                events.push(e);
+                Ok(())
+            })?;
         }
         let mut made = self.create_imported(std::iter::once(events))?;
         Ok(made.remove(0))

@@ -311,3 +311,37 @@ pub fn json_lines(bytes: &[u8]) -> serde_json::Value {
             .collect(),
     )
 }
+
+/// Runs `agent-journal --db DB ARGS...` and returns its exit code and its
+/// peak resident memory in bytes, as its `VmHWM` read every 2 ms while it
+/// runs (the largest reading: a lower bound that catches any large
+/// allocation the process keeps for more than a moment). `wait4`'s
+/// `ru_maxrss` cannot tell: it counts the memory of the test process that
+/// spawned the child.
+pub fn peak_memory(db: &std::path::Path, args: &[&str]) -> (Option<i32>, u64) {
+    let mut child = cli_command(db)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    loop {
+        // Only once the child runs the binary (before its exec, the
+        // status is the test process's).
+        if let Ok(status) = std::fs::read_to_string(&status_file)
+            && status.starts_with("Name:\tagent-journal")
+            && let Some(kb) = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak = peak.max(kb * 1024);
+        }
+        if let Some(status) = child.try_wait().expect("wait") {
+            return (status.code(), peak);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}

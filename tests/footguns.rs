@@ -571,40 +571,6 @@ fn an_endless_input_is_refused_not_read_until_memory_runs_out() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
 }
 
-/// Runs `agent-journal --db DB ARGS...` and returns its exit code and its
-/// peak resident memory in bytes, as its `VmHWM` read every 2 ms while it
-/// runs (the largest reading: a lower bound that catches any large
-/// allocation the process keeps for more than a moment). `wait4`'s
-/// `ru_maxrss` cannot tell: it counts the memory of the test process that
-/// spawned the child.
-fn peak_memory(db: &std::path::Path, args: &[&str]) -> (Option<i32>, u64) {
-    let mut child = crate::common::cli_command(db)
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let status_file = format!("/proc/{}/status", child.id());
-    let mut peak = 0;
-    loop {
-        // Only once the child runs the binary (before its exec, the
-        // status is the test process's).
-        if let Ok(status) = std::fs::read_to_string(&status_file)
-            && status.starts_with("Name:\tagent-journal")
-            && let Some(kb) = status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        {
-            peak = peak.max(kb * 1024);
-        }
-        if let Some(status) = child.try_wait().expect("wait") {
-            return (status.code(), peak);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-}
-
 /// Issue 11, case 8: reading an exported journal held the whole file in
 /// memory (a 4 GB file took 3.9 GB to list its sessions). It is now read in
 /// place: one pass through a window verifies it, then frames are read from
@@ -646,7 +612,7 @@ fn an_exported_journal_is_read_in_place_not_into_memory() {
         vec!["log", &id],
         vec!["export", &id, "--format", "journal", "-o", &copy_s],
     ] {
-        let (code, peak) = peak_memory(&file, &args);
+        let (code, peak) = crate::common::peak_memory(&file, &args);
         assert_eq!(code, Some(0), "{args:?}");
         eprintln!("{args:?}: peak {} MiB", peak >> 20);
         assert!(

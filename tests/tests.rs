@@ -42,6 +42,7 @@ mod space;
 mod state_blob;
 mod stateful;
 mod store;
+mod streamed_import;
 mod transfer;
 mod view;
 mod wink;

@@ -46,6 +46,24 @@ pub(crate) fn open_creating(db: &Path, compress: bool) -> Result<Journal, Error>
     )
 }
 
+/// sled's page cache for an import: what it inserts stays in the cache (up
+/// to its size), so a large import would grow to the default 512 MiB;
+/// written once and not read back, it needs little.
+pub(crate) const IMPORT_CACHE_BYTES: u64 = 8 << 20;
+
+/// [`open_creating`] for an import: a small page cache
+/// ([`IMPORT_CACHE_BYTES`]).
+pub(crate) fn open_for_import(db: &Path, compress: bool) -> Result<Journal, Error> {
+    Journal::open_with(
+        db,
+        JournalConfig {
+            compress,
+            cache_bytes: IMPORT_CACHE_BYTES,
+            ..JournalConfig::default()
+        },
+    )
+}
+
 /// The configuration of a reading command: it does not create a database,
 /// and it offers no read service (it holds the database for a moment only).
 fn reading() -> JournalConfig {

@@ -7,11 +7,13 @@
 //! [`Role::Tool`] message per result (see [payload
 //! tagging](super#payload-tagging)).
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
 use super::read::{Block, anthropic_blocks, anthropic_role, anthropic_system, tool_result_text};
+use super::window::{Window, collect};
 use super::{
     ANTHROPIC, INTERRUPTED_RESULT, Res, Tagged, Turn, imported, kind, message_list, plan, tag,
     tagged, tagged_message,
@@ -453,24 +455,50 @@ pub(crate) fn from_request(
     prompt_ns: &str,
     prompt_key: &str,
 ) -> Result<Vec<InnerMessage>> {
-    let (request, list) = message_list(
-        value,
-        "expected a request object with a \"messages\" array or an array of messages",
-    )?;
+    let (_, list) = message_list(value, EXPECTED)?;
+    collect(|out| {
+        from_parts(
+            value,
+            list.iter().map(Ok),
+            evaluation_id,
+            prompt_ns,
+            prompt_key,
+            out,
+        )
+    })
+}
+
+const EXPECTED: &str =
+    "expected a request object with a \"messages\" array or an array of messages";
+
+/// [`from_request`] of a request whose messages come one at a time
+/// (`items`; `skeleton` is the request without them, its `system`
+/// included), each handed on to `out` once no later message can change it.
+pub(crate) fn from_parts<V: Borrow<Value>>(
+    skeleton: &Value,
+    items: impl IntoIterator<Item = Result<V>>,
+    evaluation_id: EvaluationId,
+    prompt_ns: &str,
+    prompt_key: &str,
+    out: &mut Window<'_>,
+) -> Result<()> {
+    let (request, _) = message_list(skeleton, EXPECTED)?;
     let system = request.and_then(|o| o.get("system"));
     let new =
         |role, content, seq| imported(role, content, evaluation_id, seq, prompt_ns, prompt_key);
 
-    let mut out: Vec<InnerMessage> = Vec::with_capacity(list.len() + 1);
     if let Some(s) = system {
         let text = anthropic_system(s).map_err(invalid)?;
         let mut m = new(Role::System, text, 0);
         m.provider_payload = Some(system_payload(s));
         out.push(m);
     }
-    let mut made: HashMap<&str, Made> = HashMap::new();
+    let mut made: HashMap<String, Made> = HashMap::new();
     let mut turn = 0u32;
-    for (i, m) in list.iter().enumerate() {
+    for (i, m) in items.into_iter().enumerate() {
+        out.settle()?;
+        let m = m?;
+        let m = m.borrow();
         let path = format!("messages[{i}]");
         let obj = m
             .as_object()
@@ -486,14 +514,14 @@ pub(crate) fn from_request(
                 match b {
                     Block::Text(s) => texts.push(*s),
                     Block::ToolUse { id, name, input } => {
-                        if let Some(first) = made.get(id) {
+                        if let Some(first) = made.get(*id) {
                             return Err(invalid(format!(
                                 "{bpath}: duplicate tool_use id \"{id}\" (already used at {})",
                                 first.at
                             )));
                         }
                         made.insert(
-                            id,
+                            (*id).to_owned(),
                             Made {
                                 out: out.len(),
                                 pos: calls.len(),
@@ -531,7 +559,7 @@ pub(crate) fn from_request(
                     content,
                     is_error,
                 } => {
-                    let call = made.get_mut(id).ok_or_else(|| {
+                    let call = made.get_mut(*id).ok_or_else(|| {
                         invalid(format!(
                             "{bpath}: tool_result for unknown tool_use \"{id}\""
                         ))
@@ -542,7 +570,7 @@ pub(crate) fn from_request(
                         )));
                     }
                     call.result = Some(bpath);
-                    let record = &mut out[call.out].tool_calls[call.pos];
+                    let record = &mut out.at_mut(call.out)?.tool_calls[call.pos];
                     record.status = if *is_error {
                         ToolStatus::Failed
                     } else {
@@ -570,13 +598,14 @@ pub(crate) fn from_request(
             msg.turn = turn;
             out.push(msg);
         }
-        out[first].provider_payload = Some(payload(m));
-        let lead = json!(out[first].message_id.to_string());
-        for part in &mut out[first + 1..] {
-            part.provider_payload = Some(tag(ANTHROPIC, "part_of", lead.clone()));
+        let lead = out.at_mut(first)?;
+        lead.provider_payload = Some(payload(m));
+        let lead = json!(lead.message_id.to_string());
+        for part in first + 1..out.len() {
+            out.at_mut(part)?.provider_payload = Some(tag(ANTHROPIC, "part_of", lead.clone()));
         }
     }
-    Ok(out)
+    out.settle()
 }
 
 mod turns;

@@ -11,8 +11,11 @@
 //! message keeps its content as Gemini sent it, so an export to Gemini gives
 //! it back (other parts, `thoughtSignature`s and unknown fields included).
 
+use std::borrow::Borrow;
+
 use serde_json::{Map, Value, json};
 
+use super::window::{Window, collect};
 use super::{INTERRUPTED_RESULT, Res, Turn, imported, kind, plan};
 use crate::error::{Error, Result};
 use crate::model::{EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
@@ -45,24 +48,52 @@ pub(crate) fn from_request(
     prompt_ns: &str,
     prompt_key: &str,
 ) -> Result<Vec<InnerMessage>> {
-    let new =
-        |role, content, seq| imported(role, content, evaluation_id, seq, prompt_ns, prompt_key);
-    let (request, contents) = match value {
-        Value::Object(o) => (
-            Some(o),
-            o.get("contents")
-                .and_then(Value::as_array)
-                .ok_or_else(|| invalid("expected a request with a \"contents\" array"))?,
-        ),
-        Value::Array(a) => (None, a),
+    let contents = shape(value)?;
+    collect(|out| {
+        from_parts(
+            value,
+            contents.iter().map(Ok),
+            evaluation_id,
+            prompt_ns,
+            prompt_key,
+            out,
+        )
+    })
+}
+
+/// The contents of a request (or the array it is).
+fn shape(value: &Value) -> Result<&Vec<Value>> {
+    Ok(match value {
+        Value::Object(o) => o
+            .get("contents")
+            .and_then(Value::as_array)
+            .ok_or_else(|| invalid("expected a request with a \"contents\" array"))?,
+        Value::Array(a) => a,
         other => {
             return Err(invalid(format!(
                 "expected a request object, found {}",
                 kind(other)
             )));
         }
-    };
-    let mut out: Vec<InnerMessage> = Vec::new();
+    })
+}
+
+/// [`from_request`] of a request whose contents come one at a time
+/// (`items`; `skeleton` is the request without them, its system
+/// instruction included), each message handed on to `out` once no later
+/// content can change it.
+pub(crate) fn from_parts<V: Borrow<Value>>(
+    skeleton: &Value,
+    items: impl IntoIterator<Item = Result<V>>,
+    evaluation_id: EvaluationId,
+    prompt_ns: &str,
+    prompt_key: &str,
+    out: &mut Window<'_>,
+) -> Result<()> {
+    let new =
+        |role, content, seq| imported(role, content, evaluation_id, seq, prompt_ns, prompt_key);
+    shape(skeleton)?;
+    let request = skeleton.as_object();
     if let Some(sys) = request.and_then(|o| {
         o.get("systemInstruction")
             .or_else(|| o.get("system_instruction"))
@@ -82,7 +113,10 @@ pub(crate) fn from_request(
     // The last model content: responses without an id answer its calls.
     let mut last_model: Option<usize> = None;
     let mut turn = 0u32;
-    for (i, c) in contents.iter().enumerate() {
+    for (i, c) in items.into_iter().enumerate() {
+        out.settle()?;
+        let c = c?;
+        let c = c.borrow();
         let path = format!("contents[{i}]");
         let o = c
             .as_object()
@@ -142,7 +176,10 @@ pub(crate) fn from_request(
                     let id = f.get("id").and_then(Value::as_str);
                     let name = f.get("name").and_then(Value::as_str);
                     let slot = calls_made.iter_mut().find(|(m, k, answered)| {
-                        let c = &out[*m].tool_calls[*k];
+                        // (An unanswered call's message is still held.)
+                        let Some(c) = out.get(*m).and_then(|msg| msg.tool_calls.get(*k)) else {
+                            return false;
+                        };
                         !*answered
                             && match id {
                                 Some(id) => c.call_id.as_str() == id,
@@ -158,7 +195,7 @@ pub(crate) fn from_request(
                         )));
                     };
                     *answered = true;
-                    let call = &mut out[*m].tool_calls[*k];
+                    let call = &mut out.at_mut(*m)?.tool_calls[*k];
                     call.status = ToolStatus::Completed;
                     let (call_id, tool) = (call.call_id.clone(), call.name.clone());
                     let response = f.get("response").cloned().unwrap_or(Value::Null);
@@ -178,7 +215,7 @@ pub(crate) fn from_request(
                         Some(super::tag(
                             GEMINI,
                             "part_of",
-                            json!(out[first].message_id.to_string()),
+                            json!(out.get(first).map(|f| f.message_id.to_string())),
                         ))
                     };
                     out.push(m);
@@ -187,7 +224,7 @@ pub(crate) fn from_request(
             other => return Err(invalid(format!("{path}: unknown role {other:?}"))),
         }
     }
-    Ok(out)
+    out.settle()
 }
 
 fn original(m: &InnerMessage) -> Option<Map<String, Value>> {

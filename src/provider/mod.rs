@@ -104,8 +104,12 @@ mod ollama;
 pub mod openai;
 mod read;
 mod responses;
+mod stream;
+pub(crate) use stream::StreamedConversation;
+pub use stream::survey;
 pub mod translate;
 pub mod validate;
+mod window;
 
 #[cfg(test)]
 mod tests;

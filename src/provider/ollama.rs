@@ -10,8 +10,11 @@
 //! unanswered call of the last assistant message with its `tool_name`, or
 //! the first unanswered one when it names none.
 
+use std::borrow::Borrow;
+
 use serde_json::{Map, Value, json};
 
+use super::window::{Window, collect};
 use super::{INTERRUPTED_RESULT, Res, Turn, imported, kind};
 use crate::error::{Error, Result};
 use crate::model::{EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
@@ -39,17 +42,43 @@ pub(crate) fn from_request(
     prompt_ns: &str,
     prompt_key: &str,
 ) -> Result<Vec<InnerMessage>> {
-    let (_, list) = super::message_list(
-        value,
-        "expected a request object with a \"messages\" array or an array of messages",
-    )?;
+    let (_, list) = super::message_list(value, EXPECTED)?;
+    collect(|out| {
+        from_parts(
+            value,
+            list.iter().map(Ok),
+            evaluation_id,
+            prompt_ns,
+            prompt_key,
+            out,
+        )
+    })
+}
+
+const EXPECTED: &str =
+    "expected a request object with a \"messages\" array or an array of messages";
+
+/// [`from_request`] of a request whose messages come one at a time
+/// (`items`; `skeleton` is the request without them), each handed on to
+/// `out` once no later message can change it.
+pub(crate) fn from_parts<V: Borrow<Value>>(
+    skeleton: &Value,
+    items: impl IntoIterator<Item = Result<V>>,
+    evaluation_id: EvaluationId,
+    prompt_ns: &str,
+    prompt_key: &str,
+    out: &mut Window<'_>,
+) -> Result<()> {
+    super::message_list(skeleton, EXPECTED)?;
     let new =
         |role, content, seq| imported(role, content, evaluation_id, seq, prompt_ns, prompt_key);
-    let mut out: Vec<InnerMessage> = Vec::with_capacity(list.len());
     // The last assistant message with calls: its index.
     let mut open: Option<usize> = None;
     let mut turn = 0u32;
-    for (i, m) in list.iter().enumerate() {
+    for (i, m) in items.into_iter().enumerate() {
+        out.settle()?;
+        let m = m?;
+        let m = m.borrow();
         let path = format!("messages[{i}]");
         let o = m
             .as_object()
@@ -121,15 +150,20 @@ pub(crate) fn from_request(
                 let at = open.ok_or_else(|| {
                     invalid(format!("{path}: a tool result with no earlier tool call"))
                 })?;
-                let answered: Vec<String> = out[at + 1..]
-                    .iter()
+                let answered: Vec<String> = out
+                    .from(at + 1)
                     .filter_map(|m| m.tool_call_id.as_ref().map(|c| c.as_str().to_owned()))
                     .collect();
-                let call = out[at]
-                    .tool_calls
-                    .iter_mut()
-                    .filter(|c| !answered.iter().any(|a| a == c.call_id.as_str()))
-                    .find(|c| name.is_none_or(|n| n == c.name))
+                // (Written already: every call of it was answered.)
+                let call = out
+                    .at_mut(at)
+                    .ok()
+                    .and_then(|m| {
+                        m.tool_calls
+                            .iter_mut()
+                            .filter(|c| !answered.iter().any(|a| a == c.call_id.as_str()))
+                            .find(|c| name.is_none_or(|n| n == c.name))
+                    })
                     .ok_or_else(|| {
                         invalid(format!(
                             "{path}: a tool result{} that answers no call of the last assistant message",
@@ -148,7 +182,7 @@ pub(crate) fn from_request(
             other => return Err(invalid(format!("{path}: unknown role {other:?}"))),
         }
     }
-    Ok(out)
+    out.settle()
 }
 
 fn plain(m: &InnerMessage) -> Value {

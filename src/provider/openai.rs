@@ -6,11 +6,13 @@
 //! `{"role": "tool", "tool_call_id", "content"}`. A `developer` message is a
 //! [`Role::System`] message.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
 use super::read::{openai_role, openai_tool_call_id, openai_tool_calls};
+use super::window::{Window, collect};
 use super::{INTERRUPTED_RESULT, OPENAI, Res, Turn, imported, kind, message_list, tagged_message};
 use crate::error::{Error, Result};
 use crate::model::{CallId, EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
@@ -171,15 +173,38 @@ pub(crate) fn from_messages(
     prompt_ns: &str,
     prompt_key: &str,
 ) -> Result<Vec<InnerMessage>> {
-    let (_, list) = message_list(
-        value,
-        "expected an array of messages or an object with a \"messages\" array",
-    )?;
+    let (_, list) = message_list(value, EXPECTED)?;
+    collect(|out| {
+        from_parts(
+            value,
+            list.iter().map(Ok),
+            evaluation_id,
+            prompt_ns,
+            prompt_key,
+            out,
+        )
+    })
+}
 
-    let mut out: Vec<InnerMessage> = Vec::with_capacity(list.len());
-    let mut made: HashMap<&str, Made> = HashMap::new();
+const EXPECTED: &str = "expected an array of messages or an object with a \"messages\" array";
+
+/// [`from_messages`] of a request whose messages come one at a time
+/// (`items`; `skeleton` is the request without them), each handed on to
+/// `out` once no later message can change it.
+pub(crate) fn from_parts<V: Borrow<Value>>(
+    skeleton: &Value,
+    items: impl IntoIterator<Item = Result<V>>,
+    evaluation_id: EvaluationId,
+    prompt_ns: &str,
+    prompt_key: &str,
+    out: &mut Window<'_>,
+) -> Result<()> {
+    message_list(skeleton, EXPECTED)?;
+    let mut made: HashMap<String, Made> = HashMap::new();
     let mut turn = 0u32;
-    for (i, m) in list.iter().enumerate() {
+    for (i, m) in items.into_iter().enumerate() {
+        let m = m?;
+        let m = m.borrow();
         let path = format!("messages[{i}]");
         let obj = m
             .as_object()
@@ -209,7 +234,7 @@ pub(crate) fn from_messages(
                         )));
                     }
                     made.insert(
-                        c.id,
+                        c.id.to_owned(),
                         Made {
                             out: out.len(),
                             pos,
@@ -233,7 +258,7 @@ pub(crate) fn from_messages(
                     )));
                 }
                 call.result = Some(i);
-                let record = &mut out[call.out].tool_calls[call.pos];
+                let record = &mut out.at_mut(call.out)?.tool_calls[call.pos];
                 record.status = ToolStatus::Completed;
                 msg.tool_name = Some(record.name.clone());
                 msg.tool_call_id = Some(CallId::from(id));
@@ -242,8 +267,9 @@ pub(crate) fn from_messages(
             Role::System | Role::User => msg.turn = turn,
         }
         out.push(msg);
+        out.settle()?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The text of a message's content.

@@ -15,10 +15,12 @@
 //! payload keeps them in order, so that an export to this format gives the
 //! same items back; each output is a [`Role::Tool`] message.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use super::window::{Window, collect};
 use super::{INTERRUPTED_RESULT, Res, Turn, imported, kind, plan};
 use crate::error::{Error, Result};
 use crate::model::{EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
@@ -94,37 +96,69 @@ pub(crate) fn from_input(
     prompt_ns: &str,
     prompt_key: &str,
 ) -> Result<Vec<InnerMessage>> {
+    let empty = Vec::new();
+    let items = match input_of(value)? {
+        Value::Array(a) => a,
+        _ => &empty,
+    };
+    collect(|out| {
+        from_parts(
+            value,
+            items.iter().map(Ok),
+            evaluation_id,
+            prompt_ns,
+            prompt_key,
+            out,
+        )
+    })
+}
+
+/// The `input` of a request (the value itself if it is not an object).
+fn input_of(value: &Value) -> Result<&Value> {
+    match value {
+        Value::Object(o) => o
+            .get("input")
+            .ok_or_else(|| invalid("expected an array of input items or a request with \"input\"")),
+        other => Ok(other),
+    }
+}
+
+/// [`from_input`] of a request whose items come one at a time (`items`;
+/// `skeleton` is the request without them), each message handed on to `out`
+/// once no later item can change it.
+pub(crate) fn from_parts<V: Borrow<Value>>(
+    skeleton: &Value,
+    items: impl IntoIterator<Item = Result<V>>,
+    evaluation_id: EvaluationId,
+    prompt_ns: &str,
+    prompt_key: &str,
+    out: &mut Window<'_>,
+) -> Result<()> {
     let new =
         |role, content, seq| imported(role, content, evaluation_id, seq, prompt_ns, prompt_key);
-    let input = match value {
-        Value::Object(o) => o.get("input").ok_or_else(|| {
-            invalid("expected an array of input items or a request with \"input\"")
-        })?,
-        other => other,
-    };
-    let items = match input {
+    match input_of(skeleton)? {
         Value::String(s) => {
             let item = json!({"role": "user", "content": s});
             let mut m = new(Role::User, s.clone(), 0);
             m.provider_payload = Some(payload(vec![item]));
-            return Ok(vec![m]);
+            out.push(m);
+            return Ok(());
         }
-        Value::Array(a) => a,
+        Value::Array(_) => {}
         other => {
             return Err(invalid(format!(
                 "expected input items, found {}",
                 kind(other)
             )));
         }
-    };
-    let mut out: Vec<InnerMessage> = Vec::new();
+    }
     let mut group: Vec<Value> = Vec::new();
     let mut texts: Vec<String> = Vec::new();
     let mut calls: Vec<ToolCallRecord> = Vec::new();
     // call id -> (message index, position, answered)
     let mut made: HashMap<String, (usize, usize, bool, String)> = HashMap::new();
     let mut turn = 0u32;
-    let flush = |out: &mut Vec<InnerMessage>,
+    let flush = |out: &mut Window<'_>,
                  group: &mut Vec<Value>,
                  texts: &mut Vec<String>,
                  calls: &mut Vec<ToolCallRecord>,
@@ -140,7 +174,10 @@ pub(crate) fn from_input(
         texts.clear();
         out.push(m);
     };
-    for (i, item) in items.iter().enumerate() {
+    for (i, item) in items.into_iter().enumerate() {
+        out.settle()?;
+        let item = item?;
+        let item = item.borrow();
         let path = format!("input[{i}]");
         let o = item
             .as_object()
@@ -163,7 +200,7 @@ pub(crate) fn from_input(
                     "system" | "developer" => Role::System,
                     other => return Err(invalid(format!("{path}: unknown role {other:?}"))),
                 };
-                flush(&mut out, &mut group, &mut texts, &mut calls, &mut turn);
+                flush(out, &mut group, &mut texts, &mut calls, &mut turn);
                 let mut m = new(role, text_of(o.get("content"), "\n"), out.len());
                 m.turn = turn;
                 m.provider_payload = Some(payload(vec![item.clone()]));
@@ -194,7 +231,7 @@ pub(crate) fn from_input(
             "reasoning" => group.push(item.clone()),
             t if KEPT.contains(&t) => group.push(item.clone()),
             "function_call_output" | "custom_tool_call_output" => {
-                flush(&mut out, &mut group, &mut texts, &mut calls, &mut turn);
+                flush(out, &mut group, &mut texts, &mut calls, &mut turn);
                 let id = field(o, "call_id", &path)?;
                 let Some((at, pos, answered, name)) = made.get_mut(id) else {
                     return Err(invalid(format!(
@@ -207,7 +244,7 @@ pub(crate) fn from_input(
                     )));
                 }
                 *answered = true;
-                out[*at].tool_calls[*pos].status = ToolStatus::Completed;
+                out.at_mut(*at)?.tool_calls[*pos].status = ToolStatus::Completed;
                 let mut m = new(Role::Tool, text_of(o.get("output"), ""), out.len());
                 m.turn = turn;
                 m.tool_call_id = Some(id.into());
@@ -218,8 +255,8 @@ pub(crate) fn from_input(
             other => return Err(invalid(format!("{path}: unknown item type {other:?}"))),
         }
     }
-    flush(&mut out, &mut group, &mut texts, &mut calls, &mut turn);
-    Ok(out)
+    flush(out, &mut group, &mut texts, &mut calls, &mut turn);
+    out.settle()
 }
 
 /// The calls among `items` (`function_call`, `custom_tool_call`), by id.

@@ -1,0 +1,503 @@
+//! Reading a conversation file without holding it: its messages one at a
+//! time, in as little memory as a turn of them takes.
+//!
+//! A JSON request is read in passes over the file, none of which keeps
+//! more than one message of it: the first keeps the request without its
+//! message list (the *skeleton*: the system prompt, the other fields) and
+//! checks the whole text is JSON; each later one parses the list's elements
+//! one at a time on a thread of its own, hands them over a short channel to
+//! the format's converter (`from_parts`), and the converter hands each
+//! message on through a [`Window`] once no later element can change it.
+//! JSON Lines are read a line at a time.
+//!
+//! Input that is not a regular file (a pipe, `/dev/stdin`) cannot be read
+//! twice: it is read into memory first, up to the size limit.
+
+use std::fmt;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use super::window::{Sink, Window};
+use super::{ConversationFormat, anthropic, gemini, ollama, openai, responses};
+use crate::error::{Error, Result};
+use crate::model::{EvaluationId, InnerMessage};
+
+/// The scalar visits of a visitor whose value is a `serde_json::Value`.
+macro_rules! scalars {
+    () => {
+        fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<Value, E> {
+            Ok(Value::Bool(v))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Value, E> {
+            Ok(Value::String(v.to_owned()))
+        }
+        fn visit_string<E: de::Error>(self, v: String) -> std::result::Result<Value, E> {
+            Ok(Value::String(v))
+        }
+        fn visit_unit<E: de::Error>(self) -> std::result::Result<Value, E> {
+            Ok(Value::Null)
+        }
+        fn visit_none<E: de::Error>(self) -> std::result::Result<Value, E> {
+            Ok(Value::Null)
+        }
+    };
+}
+
+/// Elements parsed ahead of the converter.
+const AHEAD: usize = 16;
+
+/// Where the text comes from.
+#[derive(Clone)]
+enum Source {
+    File(PathBuf),
+    Bytes(Arc<[u8]>),
+}
+
+impl Source {
+    fn open(&self) -> Result<Box<dyn Read + Send>> {
+        match self {
+            Source::File(p) => Ok(Box::new(BufReader::with_capacity(
+                1 << 16,
+                std::fs::File::open(p)
+                    .map_err(|e| Error::io(format!("reading {}", p.display()), e))?,
+            ))),
+            Source::Bytes(b) => Ok(Box::new(std::io::Cursor::new(b.clone()))),
+        }
+    }
+}
+
+fn json_error(e: &serde_json::Error) -> Error {
+    Error::InvalidInput(format!(
+        "invalid JSON at line {} column {}: {e}",
+        e.line(),
+        e.column()
+    ))
+}
+
+/// A conversation file, checked whole and ready to be read message by
+/// message ([`StreamedConversation::messages`]).
+pub(crate) struct StreamedConversation {
+    format: ConversationFormat,
+    source: Source,
+    /// The request without the elements of its message list.
+    skeleton: Value,
+    /// JSON Lines: the evaluations, in order, and whether their messages
+    /// come in that order, each evaluation's together.
+    evaluations: Vec<EvaluationId>,
+    in_order: bool,
+}
+
+impl ConversationFormat {
+    /// Opens the conversation in `path` for a streaming read: checks that
+    /// it is no larger than `limit` bytes and that it is JSON (or, for
+    /// JSON Lines, that every line is a message), reading it once without
+    /// keeping it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] past the limit or for invalid JSON (with its
+    /// line and column); [`Error::Io`] if the file cannot be read.
+    pub(crate) fn open_file(self, path: &Path, limit: u64) -> Result<StreamedConversation> {
+        let too_big = || {
+            Error::InvalidInput(format!(
+                "{}: larger than the limit of {limit} bytes (--max-bytes); nothing was imported",
+                path.display()
+            ))
+        };
+        let io = |e| Error::io(format!("reading {}", path.display()), e);
+        let meta = std::fs::metadata(path).map_err(io)?;
+        let source = if meta.is_file() {
+            if meta.len() > limit {
+                return Err(too_big());
+            }
+            Source::File(path.to_owned())
+        } else {
+            let mut bytes = Vec::new();
+            std::fs::File::open(path)
+                .and_then(|f| f.take(limit.saturating_add(1)).read_to_end(&mut bytes))
+                .map_err(io)?;
+            if bytes.len() as u64 > limit {
+                return Err(too_big());
+            }
+            Source::Bytes(bytes.into())
+        };
+        let mut file = StreamedConversation {
+            format: self,
+            source,
+            skeleton: Value::Null,
+            evaluations: Vec::new(),
+            in_order: true,
+        };
+        if self == ConversationFormat::Jsonl {
+            // The evaluations in the order they first appear, and whether
+            // each one's messages come together.
+            let mut order: Vec<EvaluationId> = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            let (mut last, mut together) = (None, true);
+            file.jsonl(|m| {
+                let e = m.evaluation_id;
+                if last != Some(e) {
+                    if seen.insert(e) {
+                        order.push(e);
+                    } else {
+                        together = false;
+                    }
+                    last = Some(e);
+                }
+                Ok(())
+            })?;
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            // An import groups them by id: one pass if that is their order.
+            file.in_order = together && sorted == order;
+            file.evaluations = sorted;
+        } else {
+            let mut de = serde_json::Deserializer::from_reader(file.source.open()?);
+            file.skeleton = Top {
+                list: list_key(self),
+                each: None,
+            }
+            .deserialize(&mut de)
+            .and_then(|v| de.end().map(|()| v))
+            .map_err(|e| json_error(&e))?;
+        }
+        Ok(file)
+    }
+}
+
+/// The member of a request that holds the message list.
+fn list_key(format: ConversationFormat) -> &'static str {
+    match format {
+        ConversationFormat::OpenAiResponses => "input",
+        ConversationFormat::Gemini => "contents",
+        _ => "messages",
+    }
+}
+
+impl StreamedConversation {
+    /// The request's other fields, as [`ConversationFormat::request_fields`]
+    /// reads them from the text.
+    /// The format it is read in.
+    pub(crate) fn format(&self) -> ConversationFormat {
+        self.format
+    }
+
+    pub(crate) fn request_fields(&self) -> Option<Map<String, Value>> {
+        if self.format == ConversationFormat::Jsonl {
+            return None;
+        }
+        let Value::Object(mut o) = self.skeleton.clone() else {
+            return None;
+        };
+        for key in self.format.message_keys() {
+            o.remove(*key);
+        }
+        Some(o)
+    }
+
+    /// Reads the messages, as [`ConversationFormat::parse`] would, handing
+    /// each to `sink` once no later element can change it: grouped by
+    /// evaluation in id order (JSON Lines; the others have one).
+    ///
+    /// # Errors
+    /// What `parse` reports for the same text; what `sink` returns.
+    pub(crate) fn messages(
+        &self,
+        evaluation_id: EvaluationId,
+        prompt_ns: &str,
+        prompt_key: &str,
+        sink: &mut Sink<'_>,
+    ) -> Result<()> {
+        if self.format == ConversationFormat::Jsonl {
+            if self.in_order {
+                return self.jsonl(sink);
+            }
+            // One pass per evaluation, in id order.
+            for e in &self.evaluations {
+                self.jsonl(|m| {
+                    if m.evaluation_id == *e {
+                        sink(m)?;
+                    }
+                    Ok(())
+                })?;
+            }
+            return Ok(());
+        }
+        let (tx, rx): (SyncSender<Result<Value>>, Receiver<Result<Value>>) = sync_channel(AHEAD);
+        let mut rx = Some(rx);
+        let source = self.source.clone();
+        let list = list_key(self.format);
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("agent-journal-import-parse".into())
+                .spawn_scoped(scope, move || {
+                    let parsed = source.open().and_then(|r| {
+                        let mut de = serde_json::Deserializer::from_reader(r);
+                        // Err: the converter stopped.
+                        let mut send = |v| tx.send(Ok(v)).is_ok();
+                        Top {
+                            list,
+                            each: Some(&mut send),
+                        }
+                        .deserialize(&mut de)
+                        .map(|_| ())
+                        .map_err(|e| json_error(&e))
+                    });
+                    if let Err(e) = parsed {
+                        // Nobody listens once the converter stopped.
+                        let _ = tx.send(Err(e));
+                    }
+                })
+                .map_err(|e| Error::io("starting the import's parse thread", e))?;
+            let mut out = Window::new(sink);
+            // Owned by the converter: dropped when it stops, which stops
+            // the parse thread at its next element.
+            let items = rx.take().into_iter().flatten();
+            let (s, f) = (&self.skeleton, self.format);
+            let (e, ns, key) = (evaluation_id, prompt_ns, prompt_key);
+            let converted = match f {
+                ConversationFormat::OpenAi => openai::from_parts(s, items, e, ns, key, &mut out),
+                ConversationFormat::Anthropic => {
+                    anthropic::from_parts(s, items, e, ns, key, &mut out)
+                }
+                ConversationFormat::OpenAiResponses => {
+                    responses::from_parts(s, items, e, ns, key, &mut out)
+                }
+                ConversationFormat::Ollama => ollama::from_parts(s, items, e, ns, key, &mut out),
+                ConversationFormat::Gemini => gemini::from_parts(s, items, e, ns, key, &mut out),
+                ConversationFormat::Jsonl => Ok(()),
+            };
+            let finished = converted.and_then(|()| out.finish());
+            // (Dropping the receiver stops the parse thread.)
+            drop(out);
+            finished
+        })
+    }
+
+    /// Calls `each` with the message of every non-blank line.
+    fn jsonl(&self, mut each: impl FnMut(InnerMessage) -> Result<()>) -> Result<()> {
+        let mut lines = BufReader::new(self.source.open()?);
+        let mut line = String::new();
+        for n in 1.. {
+            line.clear();
+            let read = lines
+                .read_line(&mut line)
+                .map_err(|e| Error::InvalidInput(format!("line {n}: {e}")))?;
+            if read == 0 {
+                break;
+            }
+            if line.trim().is_empty() {
+                continue;
+            }
+            let m = serde_json::from_str(&line)
+                .map_err(|e| Error::InvalidInput(format!("line {n}: {e}")))?;
+            each(m)?;
+        }
+        Ok(())
+    }
+}
+
+/// What is done with each element of a message list as it is parsed:
+/// `false` stops the parse.
+type Each<'b, 'a> = &'b mut (dyn FnMut(Value) -> bool + 'a);
+
+/// The top level of a request: the skeleton (the request without the
+/// elements of its message list), and each element handed to `each` as it
+/// is parsed (skipped without it). A top-level array is the message list.
+struct Top<'b, 'a> {
+    list: &'static str,
+    each: Option<Each<'b, 'a>>,
+}
+
+impl<'de> DeserializeSeed<'de> for Top<'_, '_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Top<'_, '_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> std::result::Result<Value, A::Error> {
+        elements(self.each, seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> std::result::Result<Value, A::Error> {
+        let mut o = Map::new();
+        while let Some(k) = map.next_key::<String>()? {
+            let v = if k == self.list {
+                map.next_value_seed(List(self.each.as_deref_mut()))?
+            } else {
+                map.next_value::<Value>()?
+            };
+            o.insert(k, v);
+        }
+        Ok(Value::Object(o))
+    }
+
+    scalars!();
+}
+
+/// A message list's value: its elements handed on (or skipped), and an
+/// empty array in their place; any other value as it is.
+struct List<'b, 'a>(Option<Each<'b, 'a>>);
+
+impl<'de> DeserializeSeed<'de> for List<'_, '_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for List<'_, '_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> std::result::Result<Value, A::Error> {
+        elements(self.0, seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<Value, A::Error> {
+        Value::deserialize(de::value::MapAccessDeserializer::new(map))
+    }
+
+    scalars!();
+}
+
+/// The elements of a message list, each handed to `each` (or skipped);
+/// an empty array.
+fn elements<'de, A: SeqAccess<'de>>(
+    each: Option<Each<'_, '_>>,
+    mut seq: A,
+) -> std::result::Result<Value, A::Error> {
+    match each {
+        None => while seq.next_element::<IgnoredAny>()?.is_some() {},
+        Some(f) => {
+            while let Some(v) = seq.next_element::<Value>()? {
+                if !f(v) {
+                    return Err(de::Error::custom("stopped"));
+                }
+            }
+        }
+    }
+    Ok(Value::Array(Vec::new()))
+}
+
+/// What a format detector (`import --format auto`) looks at, read from the
+/// file at `path` in two passes that keep none of it: the top-level keys of
+/// its first JSON value (of a JSON Lines file, its first line), and, if the
+/// file is one JSON value, that value without the elements of its
+/// `messages` member (or of the array it is), each of which is handed to
+/// `each` as it is parsed.
+///
+/// # Errors
+/// [`Error::Io`] if the file cannot be read. The second value is the text
+/// of the JSON error (with its line and column) if the file is not one
+/// JSON value.
+pub fn survey(
+    path: &Path,
+    each: &mut dyn FnMut(&Value),
+) -> Result<(Vec<String>, std::result::Result<Value, String>)> {
+    let open = || {
+        std::fs::File::open(path)
+            .map(|f| BufReader::with_capacity(1 << 16, f))
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))
+    };
+    let mut first = serde_json::Deserializer::from_reader(open()?);
+    let keys = FirstKeys.deserialize(&mut first).unwrap_or_default();
+    let mut de = serde_json::Deserializer::from_reader(open()?);
+    let mut look = |v: Value| {
+        each(&v);
+        true
+    };
+    let skeleton = Top {
+        list: "messages",
+        each: Some(&mut look),
+    }
+    .deserialize(&mut de)
+    .and_then(|v| de.end().map(|()| v))
+    .map_err(|e| format!("not JSON at line {} column {}: {e}", e.line(), e.column()));
+    Ok((keys, skeleton))
+}
+
+/// The keys of a JSON object, its values skipped (none for another value).
+struct FirstKeys;
+
+impl<'de> DeserializeSeed<'de> for FirstKeys {
+    type Value = Vec<String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FirstKeys {
+    type Value = Vec<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let mut keys = Vec::new();
+        while let Some(k) = map.next_key::<String>()? {
+            map.next_value::<IgnoredAny>()?;
+            keys.push(k);
+        }
+        Ok(keys)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Vec::new())
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+}

@@ -1,0 +1,274 @@
+//! A provider's conversation imported as a session: the events it becomes,
+//! and the streaming import of a conversation file, which never holds the
+//! whole conversation (`provider/stream.rs` reads it a message at a time;
+//! the events go to the store in chunks, without a fold).
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::{IMPORT_CHUNK, REQUEST_FIELDS};
+use crate::error::{Error, Result};
+use crate::event::{Envelope, Event};
+use crate::format;
+use crate::journal::{Journal, intent};
+use crate::model::{EvaluationId, InnerMessage, SessionId, now};
+use crate::provider::ConversationFormat;
+use crate::store::Durability;
+
+/// A chunk of an import is written once its frames hold this many bytes
+/// (or it has [`IMPORT_CHUNK`] events): each chunk passes through the
+/// write-ahead log's buffer whole.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// The events of an imported conversation, made as its messages come (in
+/// evaluation order, each evaluation's together).
+pub(super) struct Events<'a> {
+    format: ConversationFormat,
+    fields: Option<&'a Map<String, Value>>,
+    evaluation: Option<EvaluationId>,
+}
+
+/// Whether a call id was derived from its place (Ollama's calls, and
+/// Gemini's without an id: `provider::ollama`, `provider::gemini`).
+fn derived(format: ConversationFormat, m: &InnerMessage) -> bool {
+    matches!(
+        format,
+        ConversationFormat::Ollama | ConversationFormat::Gemini
+    ) && m.tool_calls.iter().any(|c| {
+        let id = c.call_id.as_str();
+        id.starts_with("ollama-") || id.starts_with("gemini-")
+    })
+}
+
+impl<'a> Events<'a> {
+    pub(super) fn new(format: ConversationFormat, fields: Option<&'a Map<String, Value>>) -> Self {
+        Events {
+            format,
+            fields: fields.filter(|f| !f.is_empty()),
+            evaluation: None,
+        }
+    }
+
+    /// The session's first event: labelled with the format, and with
+    /// `tool_call_ids: derived-by-position` if `derived`.
+    pub(super) fn opening(&self, derived: bool) -> Event {
+        let mut labels = vec![("imported".to_owned(), self.format.name().to_owned())];
+        if derived {
+            labels.push(("tool_call_ids".into(), "derived-by-position".into()));
+        }
+        Event::SessionOpened { labels }
+    }
+
+    /// Whether any of `messages` has a call id derived from its place.
+    pub(super) fn any_derived<'m>(
+        &self,
+        mut messages: impl Iterator<Item = &'m InnerMessage>,
+    ) -> bool {
+        messages.any(|m| derived(self.format, m))
+    }
+
+    /// The events of message `m`: its evaluation's start (and the request
+    /// fields) before the first message of each evaluation, then the
+    /// message.
+    pub(super) fn message(
+        &mut self,
+        m: InnerMessage,
+        emit: &mut dyn FnMut(Event) -> Result<()>,
+    ) -> Result<()> {
+        if self.evaluation != Some(m.evaluation_id) {
+            let evaluation_id = m.evaluation_id;
+            self.evaluation = Some(evaluation_id);
+            emit(Event::EvaluationStarted {
+                evaluation_id,
+                prompt_ns: m.prompt_ns.clone(),
+                prompt_key: m.prompt_key.clone(),
+                adapter: self.format.name().into(),
+            })?;
+            if let Some(f) = self.fields {
+                let payload = serde_json::json!({
+                    "format": self.format.name(),
+                    "evaluation": evaluation_id.to_string(),
+                    "fields": f,
+                });
+                emit(Event::Custom {
+                    kind: REQUEST_FIELDS.into(),
+                    payload: payload.to_string().into_bytes(),
+                })?;
+            }
+        }
+        emit(Event::Message(m))
+    }
+}
+
+/// A conversation file that was read whole once and converted once (every
+/// error found), ready to import: [`Journal::import_conversation_file`].
+pub struct ConversationFile {
+    file: crate::provider::StreamedConversation,
+    messages: u64,
+    derived: bool,
+}
+
+impl std::fmt::Debug for ConversationFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConversationFile")
+            .field("format", &self.file.format())
+            .field("messages", &self.messages)
+            .field("derived_call_ids", &self.derived)
+            .finish()
+    }
+}
+
+impl ConversationFile {
+    /// Reads the conversation in `path`, written in `format`, without
+    /// keeping it: checks it is at most `limit` bytes, that it is JSON
+    /// (JSON Lines: every line a message) and that it converts (the errors
+    /// [`ConversationFormat::parse`] reports for the same text), in two
+    /// passes over the file that each hold one message at a time.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming what is wrong and where, a file past
+    /// the limit, or no messages; [`Error::Io`] if it cannot be read.
+    pub fn open(path: &Path, format: ConversationFormat, limit: u64) -> Result<Self> {
+        let file = format.open_file(path, limit)?;
+        let (mut messages, mut derived) = (0u64, false);
+        file.messages(EvaluationId::new(), "", "", &mut |m| {
+            messages += 1;
+            derived |= self::derived(format, &m);
+            Ok(())
+        })?;
+        if messages == 0 {
+            return Err(Error::InvalidInput(
+                "the conversation has no messages".into(),
+            ));
+        }
+        Ok(ConversationFile {
+            file,
+            messages,
+            derived,
+        })
+    }
+
+    /// The messages it holds.
+    pub fn messages(&self) -> u64 {
+        self.messages
+    }
+
+    /// The request's other fields (see
+    /// [`ConversationFormat::request_fields`]).
+    pub fn request_fields(&self) -> Option<Map<String, Value>> {
+        self.file.request_fields()
+    }
+}
+
+impl Journal {
+    /// Imports a conversation file ([`ConversationFile::open`]) as a new
+    /// session, as [`Journal::import_conversation`] imports its text, in one
+    /// more pass over the file: the events go to the store in chunks as
+    /// they are made, without folding them, so memory holds a turn of the
+    /// conversation, not the conversation. All or nothing, even across a
+    /// crash (the import intent, as [`Journal::import_journal`]); the
+    /// session's state is folded when it is next opened.
+    ///
+    /// Returns the session's id and its number of events.
+    ///
+    /// # Errors
+    /// What reading the file or writing the store can fail with; nothing
+    /// is left of the session then.
+    pub fn import_conversation_file(
+        &self,
+        file: &ConversationFile,
+        prompt_ns: &str,
+        prompt_key: &str,
+    ) -> Result<(SessionId, u64)> {
+        let fields = file.request_fields();
+        let mut events = Events::new(file.file.format(), fields.as_ref());
+        let opening = events.opening(file.derived);
+        let evaluation = EvaluationId::new();
+        self.import_stream(|emit| {
+            emit(opening)?;
+            file.file
+                .messages(evaluation, prompt_ns, prompt_key, &mut |m| {
+                    events.message(m, emit)
+                })
+        })
+    }
+
+    /// Creates one session from the events `fill` emits, all or nothing
+    /// even across a crash. In a database they go to the store in chunks
+    /// of [`IMPORT_CHUNK`] as they come, under the import intent (as
+    /// [`Journal::create_imported`]); elsewhere they are collected and
+    /// appended at once. Returns the id and the number of events.
+    pub(crate) fn import_stream(
+        &self,
+        fill: impl FnOnce(&mut dyn FnMut(Event) -> Result<()>) -> Result<()>,
+    ) -> Result<(SessionId, u64)> {
+        let Some(path) = intent::intent_path(self) else {
+            let mut all = Vec::new();
+            fill(&mut |e| {
+                all.push(e);
+                Ok(())
+            })?;
+            let n = all.len() as u64;
+            let made = self.create_imported(std::iter::once(all))?;
+            let id = made
+                .first()
+                .map(|s| s.id())
+                .ok_or_else(|| Error::Storage("the import made no session".into()))?;
+            return Ok((id, n));
+        };
+        // A write path: refused at once by a poisoned journal.
+        self.inner.poison.check()?;
+        let _one_at_a_time = intent::one_import_at_a_time();
+        self.roll_back_interrupted_import()?;
+        let id = SessionId::new();
+        intent::write(&path, &[id])?;
+        let limit = self.inner.config.max_event_bytes;
+        let mut chunk: Vec<Vec<u8>> = Vec::with_capacity(IMPORT_CHUNK);
+        let mut written = 0u64;
+        let mut bytes = 0usize;
+        let result = (|| -> Result<()> {
+            // Each chunk made durable before the next: a `Synced` journal
+            // would otherwise queue every record for its log until the end.
+            let put = |chunk: &mut Vec<Vec<u8>>, written: &mut u64| {
+                let n = chunk.len() as u64;
+                self.inner.write(|store| {
+                    store.append(id, *written, chunk)?;
+                    store.flush(Durability::Synced)
+                })?;
+                *written += n;
+                chunk.clear();
+                Ok::<(), Error>(())
+            };
+            fill(&mut |event| {
+                let env = Envelope {
+                    session: id,
+                    seq: written + chunk.len() as u64,
+                    at: now(),
+                    event,
+                };
+                let frame = format::encode_frame(&env, limit)?;
+                bytes += frame.len();
+                chunk.push(frame);
+                if chunk.len() == IMPORT_CHUNK || bytes >= CHUNK_BYTES {
+                    bytes = 0;
+                    put(&mut chunk, &mut written)?;
+                }
+                Ok(())
+            })?;
+            // Durable before the intent goes, whatever the configuration.
+            put(&mut chunk, &mut written)
+        })();
+        if let Err(e) = result {
+            self.forget(id);
+            // If the rollback fails too (a poisoned journal refuses it), the
+            // intent stays and the next open rolls the import back.
+            if self.remove_imported(&[id]).is_ok() {
+                let _ = intent::remove(&path);
+            }
+            return Err(e);
+        }
+        intent::remove(&path)?;
+        Ok((id, written))
+    }
+}
