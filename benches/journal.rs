@@ -30,7 +30,7 @@ use common::tempdir;
 
 /// The sections, by number and name; a filter argument selects a section
 /// when it equals its number or is part of its name.
-const SECTIONS: [(&str, &str, &str); 15] = [
+const SECTIONS: [(&str, &str, &str); 16] = [
     ("1", "buffered", "Buffered append vs raw sled inserts"),
     (
         "2",
@@ -97,6 +97,11 @@ const SECTIONS: [(&str, &str, &str); 15] = [
         "15",
         "space",
         "bytes on disk of agent steps vs an SQLite table",
+    ),
+    (
+        "16",
+        "large",
+        "Synced append of 16 KiB messages (segment files) vs write + fdatasync",
     ),
 ];
 
@@ -288,6 +293,9 @@ fn main() {
     }
     if opts.selected("15") {
         common::space::section_space(opts.quick, &mut rep);
+    }
+    if opts.selected("16") {
+        common::append::section_large(&sizes, &mut rep);
     }
 
     println!();

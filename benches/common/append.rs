@@ -427,3 +427,79 @@ pub fn section_synced_threads(s: &Sizes, row2: Option<f64>, rep: &mut Report) {
         )),
     ));
 }
+
+// ---------------------------------------------------------------------------
+// 16. Large events: frames over 7 KiB go to the journal's segment files
+
+/// Content of the large messages of row 16.
+const LARGE: usize = 16 << 10;
+
+/// Row 16: one writer appending 16 KiB messages, `Synced` and `Buffered`,
+/// against `write` + `fdatasync` of the same frame per record. Each such
+/// frame is written to the write-ahead log (`Synced`) and to a segment file
+/// synced before sled points to it (once per insert batch).
+pub fn section_large(s: &Sizes, rep: &mut Report) {
+    let n = s.synced;
+    eprintln!(
+        "[16] append of {} messages of {} KiB, Synced and Buffered, interleaved in chunks of {}",
+        thousands(n),
+        LARGE >> 10,
+        CHUNK_SYNCED
+    );
+    let mut template = message_200(EvaluationId::new());
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    template.content = (0..LARGE)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(b'a' + (x % 26) as u8)
+        })
+        .collect();
+    let frame = frame_of(SessionId::new(), n / 2, Event::Message(template.clone()));
+    let dirs = [tempdir(), tempdir(), tempdir()];
+    let mut contestants: Vec<Contestant<'_>> = vec![
+        ours_appending(&dirs[0], JournalConfig::default(), &template),
+        file_writing(dirs[2].path().join("plain.log"), &frame, n, false),
+        ours_appending(&dirs[1], buffered(), &template),
+    ];
+    let times = interleave(n, CHUNK_SYNCED, &mut contestants);
+    drop(contestants);
+    let (ours, base, ours_buffered) = (times[0], times[1], times[2]);
+    let (r_ours, r_base) = (rate(n, ours), rate(n, base));
+    let ratio = r_ours / r_base;
+    rep.row(Row {
+        id: "16",
+        what: format!(
+            "`Synced` append, one writer, {} messages of {} KiB ({}-byte frame, kept in a segment file)",
+            thousands(n),
+            LARGE >> 10,
+            frame.len()
+        ),
+        ours: format!("{} ({} / append)", fmt_rate(r_ours), fmt_dur(ours / n as u32)),
+        baseline: format!(
+            "write + fdatasync per record, plain file: {} ({} / record)",
+            fmt_rate(r_base),
+            fmt_dur(base / n as u32)
+        ),
+        ratio: fmt_ratio(ratio),
+        target: ">= 0.90x".into(),
+        verdict: Verdict::at_least(ratio, 0.9),
+    });
+    let segments: u64 = std::fs::read_dir(dirs[0].path().join("db/frames"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0);
+    rep.note(format!(
+        "row 16: the same messages `Buffered`: {} ({} / append); the segment files of the \
+         `Synced` journal hold {} bytes for {} frames",
+        fmt_rate(rate(n, ours_buffered)),
+        fmt_dur(ours_buffered / n as u32),
+        thousands(segments),
+        thousands(n),
+    ));
+}
