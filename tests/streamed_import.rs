@@ -113,6 +113,17 @@ fn anthropic_request() -> Value {
     ], "system": [{"type": "text", "text": "You list files."}]})
 }
 
+/// JSON Lines of two messages, each line ended by `\r\n`.
+fn openai_lines() -> String {
+    let e = agent_journal::EvaluationId::new();
+    (0..2)
+        .map(|i| {
+            let m = InnerMessage::new(agent_journal::Role::User, format!("l{i}"), e, i);
+            serde_json::to_string(&m).expect("json") + "\r\n"
+        })
+        .collect()
+}
+
 #[test]
 fn a_streamed_import_makes_the_session_the_import_of_its_text_makes() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -182,6 +193,17 @@ fn a_streamed_import_makes_the_session_the_import_of_its_text_makes() {
             ConversationFormat::Gemini,
         ),
         ("jsonl", jsonl, ConversationFormat::Jsonl),
+        (
+            "jsonl-crlf",
+            "\r\n".to_owned() + &openai_lines(),
+            ConversationFormat::Jsonl,
+        ),
+        // A member named twice: JSON keeps the last.
+        (
+            "openai-twice",
+            r#"{"messages": [{"role": "user", "content": "a"}], "messages": [{"role": "user", "content": "b"}]}"#.to_owned(),
+            ConversationFormat::OpenAi,
+        ),
     ];
     for (name, text, format) in cases {
         let (whole, streamed) = both_ways(dir.path(), name, &text, format);

@@ -100,6 +100,9 @@ pub(crate) struct StreamedConversation {
     /// come in that order, each evaluation's together.
     evaluations: Vec<EvaluationId>,
     in_order: bool,
+    /// How many members of the request are named as its message list: JSON
+    /// keeps the last, and so does the read.
+    lists: usize,
 }
 
 impl ConversationFormat {
@@ -141,6 +144,7 @@ impl ConversationFormat {
             skeleton: Value::Null,
             evaluations: Vec::new(),
             in_order: true,
+            lists: 0,
         };
         if self == ConversationFormat::Jsonl {
             // The evaluations in the order they first appear, and whether
@@ -167,13 +171,17 @@ impl ConversationFormat {
             file.evaluations = sorted;
         } else {
             let mut de = serde_json::Deserializer::from_reader(file.source.open()?);
+            let lists = std::cell::Cell::new(0);
             file.skeleton = Top {
                 list: list_key(self),
                 each: None,
+                take: usize::MAX,
+                lists: &lists,
             }
             .deserialize(&mut de)
             .and_then(|v| de.end().map(|()| v))
             .map_err(|e| json_error(&e))?;
+            file.lists = lists.get();
         }
         Ok(file)
     }
@@ -241,6 +249,7 @@ impl StreamedConversation {
         let mut rx = Some(rx);
         let source = self.source.clone();
         let list = list_key(self.format);
+        let take = self.lists.saturating_sub(1);
         std::thread::scope(|scope| {
             std::thread::Builder::new()
                 .name("agent-journal-import-parse".into())
@@ -252,6 +261,8 @@ impl StreamedConversation {
                         Top {
                             list,
                             each: Some(&mut send),
+                            take,
+                            lists: &std::cell::Cell::new(0),
                         }
                         .deserialize(&mut de)
                         .map(|_| ())
@@ -300,10 +311,15 @@ impl StreamedConversation {
             if read == 0 {
                 break;
             }
-            if line.trim().is_empty() {
+            // As `str::lines` gives it: without its `\n` or `\r\n`.
+            let text = match line.strip_suffix('\n') {
+                Some(l) => l.strip_suffix('\r').unwrap_or(l),
+                None => &line,
+            };
+            if text.trim().is_empty() {
                 continue;
             }
-            let m = serde_json::from_str(&line)
+            let m = serde_json::from_str(text)
                 .map_err(|e| Error::InvalidInput(format!("line {n}: {e}")))?;
             each(m)?;
         }
@@ -321,6 +337,11 @@ type Each<'b, 'a> = &'b mut (dyn FnMut(Value) -> bool + 'a);
 struct Top<'b, 'a> {
     list: &'static str,
     each: Option<Each<'b, 'a>>,
+    /// The member named `list` whose elements go to `each` (0 for the
+    /// first; the others are skipped).
+    take: usize,
+    /// Counts the members named `list`.
+    lists: &'b std::cell::Cell<usize>,
 }
 
 impl<'de> DeserializeSeed<'de> for Top<'_, '_> {
@@ -346,7 +367,14 @@ impl<'de> Visitor<'de> for Top<'_, '_> {
         let mut o = Map::new();
         while let Some(k) = map.next_key::<String>()? {
             let v = if k == self.list {
-                map.next_value_seed(List(self.each.as_deref_mut()))?
+                let at = self.lists.get();
+                self.lists.set(at + 1);
+                let each = if at == self.take || self.take == usize::MAX {
+                    self.each.as_deref_mut()
+                } else {
+                    None
+                };
+                map.next_value_seed(List(each))?
             } else {
                 map.next_value::<Value>()?
             };
@@ -388,14 +416,16 @@ impl<'de> Visitor<'de> for List<'_, '_> {
     scalars!();
 }
 
-/// The elements of a message list, each handed to `each` (or skipped);
+/// The elements of a message list, each handed to `each` (or dropped);
 /// an empty array.
 fn elements<'de, A: SeqAccess<'de>>(
     each: Option<Each<'_, '_>>,
     mut seq: A,
 ) -> std::result::Result<Value, A::Error> {
     match each {
-        None => while seq.next_element::<IgnoredAny>()?.is_some() {},
+        // Parsed as the text import parses them (`IgnoredAny` reports some
+        // syntax errors in other words), and dropped.
+        None => while seq.next_element::<Value>()?.is_some() {},
         Some(f) => {
             while let Some(v) = seq.next_element::<Value>()? {
                 if !f(v) {
@@ -437,6 +467,8 @@ pub fn survey(
     let skeleton = Top {
         list: "messages",
         each: Some(&mut look),
+        take: usize::MAX,
+        lists: &std::cell::Cell::new(0),
     }
     .deserialize(&mut de)
     .and_then(|v| de.end().map(|()| v))
