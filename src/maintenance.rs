@@ -251,29 +251,29 @@ impl Journal {
     /// [`Error::InvalidInput`] if `dest` exists (an empty directory is
     /// taken).
     pub fn salvage_to(&self, dest: &Path) -> Result<SalvageReport> {
-        // Acknowledged events sled lost (reported at open) may still be
-        // whole in the bytes of its files: an older page, the log.
-        let losses = self.losses();
-        let mut extra = Vec::new();
-        if !losses.is_empty()
-            && let Some(dir) = self.path().filter(|p| p.is_dir())
-        {
-            let raw = raw::scan_dir(dir, self.inner.config.max_event_bytes)?;
-            extra = lost_events(&losses, raw);
-        }
-        self.salvage_with(dest, extra, &mut |_, _| {})
+        self.salvage_with(dest, None, &mut |_, _| {})
     }
 
-    /// [`Journal::salvage_to`], with `extra` records found elsewhere.
+    /// [`Journal::salvage_to`]. Events the store does not give back (a
+    /// gap, a damaged frame, a scan that ends before the stream's last key,
+    /// acknowledged events sled lost) may still be whole in the bytes of its
+    /// files (an older page, a segment, the log): `raw`, or a raw scan of
+    /// the database's files made then, fills those places, and only those.
     fn salvage_with(
         &self,
         dest: &Path,
-        extra: Vec<(Option<u64>, Envelope)>,
+        raw: Option<raw::RawScan>,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<SalvageReport> {
         atomic::check_new_dir(dest)?;
         let limit = self.inner.config.max_event_bytes;
-        let mut records: Vec<(Option<u64>, Envelope)> = extra;
+        let mut records: Vec<(Option<u64>, Envelope)> = Vec::new();
+        // Per session: the events it should have (its stream's length, or
+        // what was acknowledged if sled lost some).
+        let mut wanted: BTreeMap<SessionId, u64> = BTreeMap::new();
+        for loss in self.losses() {
+            wanted.insert(loss.session, loss.acknowledged);
+        }
         let mut dropped = Vec::new();
         // A damaged intent file leaves the decision to the user: everything
         // readable is copied, and the problem reported.
@@ -297,6 +297,8 @@ impl Journal {
                 continue;
             }
             let len = self.inner.store.len(id)?.unwrap_or(0);
+            let want = wanted.entry(id).or_insert(len);
+            *want = (*want).max(len);
             self.inner
                 .store
                 .scan_past_damage(id, 0, len, &mut |seq, frame| {
@@ -310,6 +312,41 @@ impl Journal {
                     }
                     Ok(Visit::Continue(()))
                 })?;
+        }
+        let have: std::collections::HashSet<(SessionId, u64)> =
+            records.iter().map(|(_, e)| (e.session, e.seq)).collect();
+        let missing = |session: &SessionId, seq: &u64| {
+            wanted.get(session).is_some_and(|w| seq < w) && !have.contains(&(*session, *seq))
+        };
+        let short = wanted
+            .iter()
+            .any(|(id, w)| (0..*w).any(|seq| !have.contains(&(*id, seq))));
+        let raw = match raw {
+            Some(r) => Some(r),
+            None if short => match self.path().filter(|p| p.is_dir()) {
+                Some(dir) => Some(raw::scan_dir(dir, limit)?),
+                None => None,
+            },
+            None => None,
+        };
+        if let Some(raw) = raw {
+            // A place found with two different records (a cut tail written
+            // over) is not filled: which one is current is not known.
+            let conflicts: std::collections::HashSet<(SessionId, u64)> =
+                raw.conflicts.iter().copied().collect();
+            let found: Vec<Envelope> = raw
+                .events
+                .into_iter()
+                .filter(|(place, _)| missing(&place.0, &place.1) && !conflicts.contains(place))
+                .map(|(_, env)| env)
+                .collect();
+            // A damaged frame whose whole copy was found is not lost.
+            dropped.retain(|p: &Problem| {
+                !found
+                    .iter()
+                    .any(|e| Some(e.seq) == p.seq && e.session == p.session)
+            });
+            records.extend(found.into_iter().map(|env| (None, env)));
         }
         let (sessions, duplicates) = group(records);
         dropped.extend(duplicates);
@@ -354,10 +391,7 @@ pub fn salvage_database_with(
         ..JournalConfig::default()
     };
     match Journal::open_with(path, config) {
-        Ok(journal) => {
-            let losses = journal.losses();
-            journal.salvage_with(dest, lost_events(&losses, raw), &mut progress)
-        }
+        Ok(journal) => journal.salvage_with(dest, Some(raw), &mut progress),
         Err(e) if e.is_corruption() => {
             let dropped: Vec<Problem> = raw
                 .conflicts
@@ -384,19 +418,6 @@ pub fn salvage_database_with(
         }
         Err(e) => Err(e),
     }
-}
-
-/// The events of a raw scan that fall in the lost ranges.
-fn lost_events(losses: &[crate::store::Loss], raw: raw::RawScan) -> Vec<(Option<u64>, Envelope)> {
-    raw.events
-        .into_iter()
-        .filter(|((session, seq), _)| {
-            losses
-                .iter()
-                .any(|l| l.session == *session && (l.held..l.acknowledged).contains(seq))
-        })
-        .map(|(_, env)| (None, env))
-        .collect()
 }
 
 /// Groups readable records by their own session and seq, in order; a second

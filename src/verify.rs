@@ -279,6 +279,19 @@ fn verify_session(
         progress(1);
         Ok(Visit::Continue(()))
     })?;
+    if expect < len {
+        // The scan ended before the stream's last key: sled lost part of
+        // its tree.
+        found.push(problem(
+            Some(expect),
+            ProblemKind::Damage,
+            format!(
+                "events {expect}..{len} are missing (the stream's last key is {})",
+                len - 1
+            ),
+        ));
+        state_ok = false;
+    }
     if let Some((sseq, _)) = &snapshot
         && !snapshot_checked
         && state_ok

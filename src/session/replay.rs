@@ -158,6 +158,11 @@ pub(crate) fn replay(
         expect += 1;
         Ok(Visit::Continue(()))
     })?;
+    // The store's scan ended before the stream's last key (sled lost part
+    // of its tree): the events in between are missing, not cut off.
+    if expect + bad_count < to {
+        return Err(gap(id, expect + bad_count));
+    }
     let tail = bad.map(|(from_seq, reason)| TailDamage::events(from_seq, bad_count, reason));
     Ok((expect, tail))
 }

@@ -184,3 +184,23 @@ fn check_open(journal: &Journal, acked: &HashMap<SessionId, u64>, out: &mut Outc
         Err(e) => out.problems.push(format!("verify fails: {e}")),
     }
 }
+
+/// Salvages the database at `db` into a new one next to it and checks it
+/// against `acked` as [`check`] does: the acknowledged events the salvaged
+/// copy holds in place, and how many it lacks.
+pub fn salvaged(db: &Path, acked: &HashMap<SessionId, u64>) -> (u64, u64) {
+    let dest = db.with_file_name("salvaged");
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        agent_journal::salvage_database(db, &dest, DEFAULT_MAX_EVENT_BYTES)
+    }));
+    if !matches!(r, Ok(Ok(_))) {
+        return (0, acked.values().sum());
+    }
+    let mut out = Outcome::default();
+    let journal = match Journal::open(&dest) {
+        Ok(j) => j,
+        Err(_) => return (0, acked.values().sum()),
+    };
+    check_open(&journal, acked, &mut out);
+    (out.acked_checked, out.lost)
+}

@@ -240,9 +240,29 @@ impl SledStore {
         let names: Vec<Vec<u8>> = db.tree_names().into_iter().map(|n| n.to_vec()).collect();
         let has = |name: &[u8]| names.iter().any(|n| n.as_slice() == name);
         let default_only = names.iter().all(|n| n.as_slice() == b"__sled__default");
-        let foreign = |reason: String| Error::NotAJournal {
-            path: path.to_owned(),
-            reason,
+        // Files only the journal writes: a database that has them and lacks
+        // the marker is ours, and sled lost part of it (a power cut that
+        // kept a later write of its log and not an earlier one).
+        let ours = path.join(crate::store::wal::FILE).exists()
+            || path.join(crate::store::heads::FILE).exists();
+        let foreign = |reason: String| {
+            if ours {
+                Error::corruption(
+                    None,
+                    None,
+                    None,
+                    format!(
+                        "{}: {reason}, but its write-ahead log and heads are the journal's: \
+                         sled lost part of its files; `salvage` recovers what they still hold",
+                        path.display()
+                    ),
+                )
+            } else {
+                Error::NotAJournal {
+                    path: path.to_owned(),
+                    reason,
+                }
+            }
         };
         // (Or one whose creation was interrupted: sled had written its file,
         // and nothing of ours was durable yet.)
