@@ -117,7 +117,10 @@ fn salvage_gives_a_removed_key_back_from_the_files_or_lists_the_gap() {
     let back = salvaged(&dest, id)
         .iter()
         .any(|e| e.seq == 4 && e.event == events[4].event);
-    assert!(listed != back, "listed {listed}, given back {back}: {report:?}");
+    assert!(
+        listed != back,
+        "listed {listed}, given back {back}: {report:?}"
+    );
 }
 
 #[test]
