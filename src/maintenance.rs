@@ -40,6 +40,11 @@ pub struct SalvageReport {
     pub copied: u64,
     /// Records copied under a new seq because records before them were lost.
     pub renumbered: u64,
+    /// Of the records copied, those the store did not give back (a gap, a
+    /// damaged frame, a scan that ended early, a loss, or a database sled
+    /// refuses) that were found whole in the bytes of the database's files
+    /// (an older page, a segment file, the write-ahead log).
+    pub from_files: u64,
     /// What was dropped, and where.
     pub dropped: Vec<Problem>,
 }
@@ -329,6 +334,7 @@ impl Journal {
             },
             None => None,
         };
+        let mut from_files = 0;
         if let Some(raw) = raw {
             // A place found with two different records (a cut tail written
             // over) is not filled: which one is current is not known.
@@ -346,11 +352,15 @@ impl Journal {
                     .iter()
                     .any(|e| Some(e.seq) == p.seq && e.session == p.session)
             });
+            from_files = found.len() as u64;
             records.extend(found.into_iter().map(|env| (None, env)));
         }
         let (sessions, duplicates) = group(records);
         dropped.extend(duplicates);
-        write_salvaged(dest, sessions, dropped, true, self.compressed(), progress)
+        let mut report =
+            write_salvaged(dest, sessions, dropped, true, self.compressed(), progress)?;
+        report.from_files = from_files;
+        Ok(report)
     }
 }
 
@@ -414,7 +424,10 @@ pub fn salvage_database_with(
             let records = raw.events.into_values().map(|e| (None, e)).collect();
             let (sessions, _) = group(records);
             let compress = crate::store::sled::compressed(path).unwrap_or(false);
-            write_salvaged(dest, sessions, dropped, true, compress, &mut progress)
+            write_salvaged(dest, sessions, dropped, true, compress, &mut progress).map(|mut r| {
+                r.from_files = r.copied;
+                r
+            })
         }
         Err(e) => Err(e),
     }

@@ -263,6 +263,8 @@ fn salvage_recovers_every_event(compress: bool) {
                 truth.iter().map(|t| t.1).sum::<u64>(),
                 "case {case}"
             );
+            // Every one of them from the bytes of the files.
+            assert_eq!(r.from_files, r.copied, "case {case}");
         }
     }
     assert!(refused > 0, "no case made sled refuse the database");

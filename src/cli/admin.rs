@@ -112,6 +112,7 @@ pub(crate) fn salvage(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
     if cli.json {
         print_json(&serde_json::json!({
             "sessions": r.sessions, "copied": r.copied, "renumbered": r.renumbered,
+            "from_files": r.from_files,
             "dropped": r.dropped.iter().map(|p| serde_json::json!({
                 "session": p.session.to_string(), "seq": p.seq, "offset": p.offset, "reason": p.message,
             })).collect::<Vec<_>>(),
@@ -121,10 +122,11 @@ pub(crate) fn salvage(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
             outln!("dropped: {p}");
         }
         outln!(
-            "salvaged {} sessions, {} records ({} renumbered) into {}; dropped {}",
+            "salvaged {} sessions, {} records ({} renumbered, {} found in the files) into {}; dropped {}",
             r.sessions,
             r.copied,
             r.renumbered,
+            r.from_files,
             to.display(),
             r.dropped.len()
         );

@@ -121,6 +121,7 @@ fn salvage_gives_a_removed_key_back_from_the_files_or_lists_the_gap() {
         listed != back,
         "listed {listed}, given back {back}: {report:?}"
     );
+    assert_eq!(report.from_files, u64::from(back), "{report:?}");
 }
 
 #[test]
