@@ -319,3 +319,38 @@ fn importing_a_longer_conversation_takes_little_more_memory() {
         grew >> 20
     );
 }
+
+/// Text from a pipe cannot be read twice: `import /dev/stdin` reads it once
+/// (within `--max-bytes`), detects its format in memory and imports it,
+/// with no copy of it left anywhere.
+#[test]
+fn a_conversation_piped_in_is_detected_and_imported() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let text = openai_request().to_string();
+    let mut child = crate::common::cli_command(&db)
+        .args(["import", "/dev/stdin", "--json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("\"openai\""),
+        "{out:?}"
+    );
+    let j = Journal::open(&db).expect("open");
+    let id = j.sessions().expect("sessions")[0];
+    // The prompt key is the file's stem: "stdin" both ways.
+    let (_, streamed) = both_ways(dir.path(), "stdin", &text, ConversationFormat::OpenAi);
+    assert_eq!(session_events(&j, id), streamed);
+}

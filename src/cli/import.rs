@@ -320,20 +320,20 @@ fn detect(file: &Path, max_bytes: u64) -> Result<(ImportFormat, Option<String>),
     if file.is_dir() {
         return Ok((ImportFormat::ClaudeCode, None));
     }
-    if agent_journal::format::ajournal::looks_like_journal_file(file) {
-        return Ok((ImportFormat::Journal, None));
-    }
     let meta = std::fs::metadata(file).map_err(|e| Error::Io {
         context: format!("reading {}", file.display()),
         source: e,
     })?;
     if !meta.is_file() {
-        // A pipe cannot be read twice: read once, within the limit, and
-        // kept for the import.
+        // A pipe cannot be read twice (not even its first bytes, to look
+        // for an exported journal's magic): read once, within the limit,
+        // and kept for the import.
         let text = read_bounded(file, max_bytes)?;
-        let copy = TempText::write(&text)?;
-        let format = detect_file(file, &copy.path)?;
+        let format = detect_file(file, Some(&text))?;
         return Ok((format, Some(text)));
+    }
+    if agent_journal::format::ajournal::looks_like_journal_file(file) {
+        return Ok((ImportFormat::Journal, None));
     }
     if meta.len() > max_bytes {
         return Err(Error::InvalidInput(format!(
@@ -341,34 +341,7 @@ fn detect(file: &Path, max_bytes: u64) -> Result<(ImportFormat, Option<String>),
             file.display()
         )));
     }
-    Ok((detect_file(file, file)?, None))
-}
-
-/// A temporary copy of text read from a pipe, for [`detect_file`]; removed
-/// when dropped.
-struct TempText {
-    path: std::path::PathBuf,
-}
-
-impl Drop for TempText {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-impl TempText {
-    fn write(text: &str) -> Result<TempText, Error> {
-        let path = std::env::temp_dir().join(format!(
-            "agent-journal-detect-{}-{}",
-            std::process::id(),
-            agent_journal::EvaluationId::new()
-        ));
-        std::fs::write(&path, text).map_err(|e| Error::Io {
-            context: format!("writing {}", path.display()),
-            source: e,
-        })?;
-        Ok(TempText { path })
-    }
+    Ok((detect_file(file, None)?, None))
 }
 
 /// What the messages of a file look like (`detect_file`).
@@ -414,10 +387,14 @@ impl Looks {
 }
 
 /// [`detect`] for a file that is neither a directory nor an exported
-/// journal (`named` is the name to report; `file` holds its text).
-fn detect_file(named: &Path, file: &Path) -> Result<ImportFormat, Error> {
+/// journal: read from `file`, or `text` if it was read already.
+fn detect_file(file: &Path, text: Option<&str>) -> Result<ImportFormat, Error> {
     let mut looks = Looks::default();
-    let (keys, whole) = agent_journal::provider::survey(file, &mut |m| looks.see(m))?;
+    let mut see = |m: &serde_json::Value| looks.see(m);
+    let (keys, whole) = match text {
+        Some(t) => agent_journal::provider::survey_text(t, &mut see)?,
+        None => agent_journal::provider::survey(file, &mut see)?,
+    };
     let is = |k: &str| keys.iter().any(|x| x == k);
     if (is("uuid") || is("leafUuid")) && is("type") && !is("role") {
         return Ok(ImportFormat::ClaudeCode);
@@ -428,7 +405,7 @@ fn detect_file(named: &Path, file: &Path) -> Result<ImportFormat, Error> {
     let whole = whole.map_err(|e| {
         Error::InvalidInput(format!(
             "{}: not a format import reads ({e}); give --format",
-            named.display()
+            file.display()
         ))
     })?;
     let messages = match &whole {
@@ -474,7 +451,7 @@ fn detect_file(named: &Path, file: &Path) -> Result<ImportFormat, Error> {
     }
     Err(Error::InvalidInput(format!(
         "{}: not a format import reads (no message list found); give --format",
-        named.display()
+        file.display()
     )))
 }
 

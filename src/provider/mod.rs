@@ -106,7 +106,7 @@ mod read;
 mod responses;
 mod stream;
 pub(crate) use stream::StreamedConversation;
-pub use stream::survey;
+pub use stream::{survey, survey_text};
 pub mod translate;
 pub mod validate;
 mod window;

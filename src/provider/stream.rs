@@ -452,11 +452,25 @@ pub fn survey(
     path: &Path,
     each: &mut dyn FnMut(&Value),
 ) -> Result<(Vec<String>, std::result::Result<Value, String>)> {
-    let open = || {
-        std::fs::File::open(path)
-            .map(|f| BufReader::with_capacity(1 << 16, f))
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))
-    };
+    survey_source(&Source::File(path.to_owned()), each)
+}
+
+/// [`survey`] of text already in memory (read from a pipe).
+///
+/// # Errors
+/// As [`survey`].
+pub fn survey_text(
+    text: &str,
+    each: &mut dyn FnMut(&Value),
+) -> Result<(Vec<String>, std::result::Result<Value, String>)> {
+    survey_source(&Source::Bytes(text.as_bytes().into()), each)
+}
+
+fn survey_source(
+    source: &Source,
+    each: &mut dyn FnMut(&Value),
+) -> Result<(Vec<String>, std::result::Result<Value, String>)> {
+    let open = || source.open();
     let mut first = serde_json::Deserializer::from_reader(open()?);
     let keys = FirstKeys.deserialize(&mut first).unwrap_or_default();
     let mut de = serde_json::Deserializer::from_reader(open()?);
