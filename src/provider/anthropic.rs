@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::read::{Block, anthropic_blocks, anthropic_role, anthropic_system, tool_result_text};
-use super::window::{Window, collect};
+use super::window::Window;
 use super::{
     ANTHROPIC, INTERRUPTED_RESULT, Res, Tagged, Turn, imported, kind, message_list, plan, tag,
     tagged, tagged_message,
@@ -455,17 +455,13 @@ pub(crate) fn from_request(
     prompt_ns: &str,
     prompt_key: &str,
 ) -> Result<Vec<InnerMessage>> {
-    let (_, list) = message_list(value, EXPECTED)?;
-    collect(|out| {
-        from_parts(
-            value,
-            list.iter().map(Ok),
-            evaluation_id,
-            prompt_ns,
-            prompt_key,
-            out,
-        )
-    })
+    super::stream::convert_whole(
+        super::ConversationFormat::Anthropic,
+        value,
+        evaluation_id,
+        prompt_ns,
+        prompt_key,
+    )
 }
 
 const EXPECTED: &str =

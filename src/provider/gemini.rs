@@ -15,7 +15,7 @@ use std::borrow::Borrow;
 
 use serde_json::{Map, Value, json};
 
-use super::window::{Window, collect};
+use super::window::Window;
 use super::{INTERRUPTED_RESULT, Res, Turn, imported, kind, plan};
 use crate::error::{Error, Result};
 use crate::model::{EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
@@ -36,31 +36,6 @@ fn texts(parts: &[Value]) -> String {
         .concat()
 }
 
-/// Reads a Gemini `generateContent` request (or its `contents` array).
-///
-/// # Errors
-/// [`Error::InvalidInput`] naming the content and part: not an object, an
-/// unknown role, `parts` not an array, a `functionCall` without a name, a
-/// call id used twice, or a `functionResponse` that answers no call.
-pub(crate) fn from_request(
-    value: &Value,
-    evaluation_id: EvaluationId,
-    prompt_ns: &str,
-    prompt_key: &str,
-) -> Result<Vec<InnerMessage>> {
-    let contents = shape(value)?;
-    collect(|out| {
-        from_parts(
-            value,
-            contents.iter().map(Ok),
-            evaluation_id,
-            prompt_ns,
-            prompt_key,
-            out,
-        )
-    })
-}
-
 /// The contents of a request (or the array it is).
 fn shape(value: &Value) -> Result<&Vec<Value>> {
     Ok(match value {
@@ -78,10 +53,17 @@ fn shape(value: &Value) -> Result<&Vec<Value>> {
     })
 }
 
-/// [`from_request`] of a request whose contents come one at a time
-/// (`items`; `skeleton` is the request without them, its system
-/// instruction included), each message handed on to `out` once no later
-/// content can change it.
+/// Reads a Gemini `generateContent` request (or its `contents` array).
+///
+/// The elements of its list (`items`) come one at a time: the whole
+/// request's, or (`provider/stream.rs`) read from a file, `skeleton` then
+/// being the request without them. Each message is handed on to `out` once
+/// no later element can change it.
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming the content and part: not an object, an
+/// unknown role, `parts` not an array, a `functionCall` without a name, a
+/// call id used twice, or a `functionResponse` that answers no call.
 pub(crate) fn from_parts<V: Borrow<Value>>(
     skeleton: &Value,
     items: impl IntoIterator<Item = Result<V>>,

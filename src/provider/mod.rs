@@ -250,32 +250,10 @@ impl ConversationFormat {
         prompt_ns: &str,
         prompt_key: &str,
     ) -> crate::Result<Vec<InnerMessage>> {
-        let json = || {
-            serde_json::from_str::<Value>(text).map_err(|e| {
-                crate::Error::InvalidInput(format!(
-                    "invalid JSON at line {} column {}: {e}",
-                    e.line(),
-                    e.column()
-                ))
-            })
-        };
+        let json = || serde_json::from_str::<Value>(text).map_err(|e| stream::json_error(&e));
         match self {
-            ConversationFormat::OpenAi => {
-                openai::from_messages(&json()?, evaluation_id, prompt_ns, prompt_key)
-            }
-            ConversationFormat::Anthropic => {
-                anthropic::from_request(&json()?, evaluation_id, prompt_ns, prompt_key)
-            }
             ConversationFormat::Jsonl => jsonl::from_jsonl(text),
-            ConversationFormat::OpenAiResponses => {
-                responses::from_input(&json()?, evaluation_id, prompt_ns, prompt_key)
-            }
-            ConversationFormat::Ollama => {
-                ollama::from_request(&json()?, evaluation_id, prompt_ns, prompt_key)
-            }
-            ConversationFormat::Gemini => {
-                gemini::from_request(&json()?, evaluation_id, prompt_ns, prompt_key)
-            }
+            format => stream::convert_whole(format, &json()?, evaluation_id, prompt_ns, prompt_key),
         }
     }
 }

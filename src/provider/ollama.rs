@@ -14,7 +14,7 @@ use std::borrow::Borrow;
 
 use serde_json::{Map, Value, json};
 
-use super::window::{Window, collect};
+use super::window::Window;
 use super::{INTERRUPTED_RESULT, Res, Turn, imported, kind};
 use crate::error::{Error, Result};
 use crate::model::{EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
@@ -30,37 +30,20 @@ fn message_of(m: &InnerMessage) -> Option<Map<String, Value>> {
     super::tagged_message(m, OLLAMA)
 }
 
+const EXPECTED: &str =
+    "expected a request object with a \"messages\" array or an array of messages";
+
 /// Reads an Ollama chat request (or its `messages` array).
+///
+/// The elements of its list (`items`) come one at a time: the whole
+/// request's, or (`provider/stream.rs`) read from a file, `skeleton` then
+/// being the request without them. Each message is handed on to `out` once
+/// no later element can change it.
 ///
 /// # Errors
 /// [`Error::InvalidInput`] naming the message: not an object, a missing or
 /// unknown role, content that is not a string, a malformed tool call, or a
 /// `tool` message that answers no call.
-pub(crate) fn from_request(
-    value: &Value,
-    evaluation_id: EvaluationId,
-    prompt_ns: &str,
-    prompt_key: &str,
-) -> Result<Vec<InnerMessage>> {
-    let (_, list) = super::message_list(value, EXPECTED)?;
-    collect(|out| {
-        from_parts(
-            value,
-            list.iter().map(Ok),
-            evaluation_id,
-            prompt_ns,
-            prompt_key,
-            out,
-        )
-    })
-}
-
-const EXPECTED: &str =
-    "expected a request object with a \"messages\" array or an array of messages";
-
-/// [`from_request`] of a request whose messages come one at a time
-/// (`items`; `skeleton` is the request without them), each handed on to
-/// `out` once no later message can change it.
 pub(crate) fn from_parts<V: Borrow<Value>>(
     skeleton: &Value,
     items: impl IntoIterator<Item = Result<V>>,

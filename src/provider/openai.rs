@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::read::{openai_role, openai_tool_call_id, openai_tool_calls};
-use super::window::{Window, collect};
+use super::window::Window;
 use super::{INTERRUPTED_RESULT, OPENAI, Res, Turn, imported, kind, message_list, tagged_message};
 use crate::error::{Error, Result};
 use crate::model::{CallId, EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
@@ -147,6 +147,8 @@ struct Made {
     result: Option<usize>,
 }
 
+const EXPECTED: &str = "expected an array of messages or an object with a \"messages\" array";
+
 /// Imports a chat-completions message list: a JSON array of messages, or a
 /// request body with a `"messages"` array.
 ///
@@ -160,6 +162,11 @@ struct Made {
 /// null content and a `refusal` has the refusal as its content. A call's
 /// status is `Completed` when a result for it follows, else `Pending`.
 ///
+/// The elements of its list (`items`) come one at a time: the whole
+/// request's, or (`provider/stream.rs`) read from a file, `skeleton` then
+/// being the request without them. Each message is handed on to `out` once
+/// no later element can change it.
+///
 /// # Errors
 /// [`Error::InvalidInput`] naming the message (`messages[3]: tool result for
 /// unknown call "call_9"`): not an array or request object, a message that
@@ -167,30 +174,6 @@ struct Made {
 /// malformed tool call (arguments not a string, ...), a call id used twice,
 /// a tool message without `tool_call_id`, for a call no earlier assistant
 /// message made, or a second result for a call.
-pub(crate) fn from_messages(
-    value: &Value,
-    evaluation_id: EvaluationId,
-    prompt_ns: &str,
-    prompt_key: &str,
-) -> Result<Vec<InnerMessage>> {
-    let (_, list) = message_list(value, EXPECTED)?;
-    collect(|out| {
-        from_parts(
-            value,
-            list.iter().map(Ok),
-            evaluation_id,
-            prompt_ns,
-            prompt_key,
-            out,
-        )
-    })
-}
-
-const EXPECTED: &str = "expected an array of messages or an object with a \"messages\" array";
-
-/// [`from_messages`] of a request whose messages come one at a time
-/// (`items`; `skeleton` is the request without them), each handed on to
-/// `out` once no later message can change it.
 pub(crate) fn from_parts<V: Borrow<Value>>(
     skeleton: &Value,
     items: impl IntoIterator<Item = Result<V>>,

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
-use super::window::{Window, collect};
+use super::window::Window;
 use super::{INTERRUPTED_RESULT, Res, Turn, imported, kind, plan};
 use crate::error::{Error, Result};
 use crate::model::{EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
@@ -82,37 +82,6 @@ fn field<'a>(o: &'a Map<String, Value>, key: &str, path: &str) -> Result<&'a str
         .ok_or_else(|| invalid(format!("{path}: no string \"{key}\"")))
 }
 
-/// Reads Responses `input` items (an array, a request body holding
-/// `input`, or an input string: one user message). Calls are `Completed`
-/// when an output follows, else `Pending`.
-///
-/// # Errors
-/// [`Error::InvalidInput`] naming the item: not an object, an unknown type
-/// or role, a call without `call_id`, `name` or `arguments`, a `call_id`
-/// used twice, an output for no earlier call, or a second output for one.
-pub(crate) fn from_input(
-    value: &Value,
-    evaluation_id: EvaluationId,
-    prompt_ns: &str,
-    prompt_key: &str,
-) -> Result<Vec<InnerMessage>> {
-    let empty = Vec::new();
-    let items = match input_of(value)? {
-        Value::Array(a) => a,
-        _ => &empty,
-    };
-    collect(|out| {
-        from_parts(
-            value,
-            items.iter().map(Ok),
-            evaluation_id,
-            prompt_ns,
-            prompt_key,
-            out,
-        )
-    })
-}
-
 /// The `input` of a request (the value itself if it is not an object).
 fn input_of(value: &Value) -> Result<&Value> {
     match value {
@@ -123,9 +92,19 @@ fn input_of(value: &Value) -> Result<&Value> {
     }
 }
 
-/// [`from_input`] of a request whose items come one at a time (`items`;
-/// `skeleton` is the request without them), each message handed on to `out`
-/// once no later item can change it.
+/// Reads Responses `input` items (an array, a request body holding
+/// `input`, or an input string: one user message). Calls are `Completed`
+/// when an output follows, else `Pending`.
+///
+/// The elements of its list (`items`) come one at a time: the whole
+/// request's, or (`provider/stream.rs`) read from a file, `skeleton` then
+/// being the request without them. Each message is handed on to `out` once
+/// no later element can change it.
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming the item: not an object, an unknown type
+/// or role, a call without `call_id`, `name` or `arguments`, a `call_id`
+/// used twice, an output for no earlier call, or a second output for one.
 pub(crate) fn from_parts<V: Borrow<Value>>(
     skeleton: &Value,
     items: impl IntoIterator<Item = Result<V>>,

@@ -81,7 +81,7 @@ impl Source {
     }
 }
 
-fn json_error(e: &serde_json::Error) -> Error {
+pub(super) fn json_error(e: &serde_json::Error) -> Error {
     Error::InvalidInput(format!(
         "invalid JSON at line {} column {}: {e}",
         e.line(),
@@ -187,6 +187,62 @@ impl ConversationFormat {
     }
 }
 
+/// Runs `format`'s converter (`from_parts`) over `items`, the elements of
+/// the message list of the request `skeleton` (the request itself, or the
+/// request without them when they are read one at a time). JSON Lines has
+/// no converter: nothing to do.
+pub(crate) fn convert<V: std::borrow::Borrow<Value>>(
+    format: ConversationFormat,
+    skeleton: &Value,
+    items: impl IntoIterator<Item = Result<V>>,
+    evaluation_id: EvaluationId,
+    prompt_ns: &str,
+    prompt_key: &str,
+    out: &mut Window<'_>,
+) -> Result<()> {
+    let (s, e, ns, key) = (skeleton, evaluation_id, prompt_ns, prompt_key);
+    match format {
+        ConversationFormat::OpenAi => openai::from_parts(s, items, e, ns, key, out),
+        ConversationFormat::Anthropic => anthropic::from_parts(s, items, e, ns, key, out),
+        ConversationFormat::OpenAiResponses => responses::from_parts(s, items, e, ns, key, out),
+        ConversationFormat::Ollama => ollama::from_parts(s, items, e, ns, key, out),
+        ConversationFormat::Gemini => gemini::from_parts(s, items, e, ns, key, out),
+        ConversationFormat::Jsonl => Ok(()),
+    }
+}
+
+/// The messages of a whole request `value` in `format` (not JSON Lines):
+/// [`convert`] over the elements of its message list. The converter checks
+/// the request's shape itself, so a list that is missing or not an array
+/// gives no elements here and its error there.
+pub(crate) fn convert_whole(
+    format: ConversationFormat,
+    value: &Value,
+    evaluation_id: EvaluationId,
+    prompt_ns: &str,
+    prompt_key: &str,
+) -> Result<Vec<InnerMessage>> {
+    let items: &[Value] = match value {
+        Value::Array(a) => a,
+        Value::Object(o) => o
+            .get(list_key(format))
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice),
+        _ => &[],
+    };
+    super::window::collect(|out| {
+        convert(
+            format,
+            value,
+            items.iter().map(Ok),
+            evaluation_id,
+            prompt_ns,
+            prompt_key,
+            out,
+        )
+    })
+}
+
 /// The member of a request that holds the message list.
 fn list_key(format: ConversationFormat) -> &'static str {
     match format {
@@ -278,20 +334,15 @@ impl StreamedConversation {
             // Owned by the converter: dropped when it stops, which stops
             // the parse thread at its next element.
             let items = rx.take().into_iter().flatten();
-            let (s, f) = (&self.skeleton, self.format);
-            let (e, ns, key) = (evaluation_id, prompt_ns, prompt_key);
-            let converted = match f {
-                ConversationFormat::OpenAi => openai::from_parts(s, items, e, ns, key, &mut out),
-                ConversationFormat::Anthropic => {
-                    anthropic::from_parts(s, items, e, ns, key, &mut out)
-                }
-                ConversationFormat::OpenAiResponses => {
-                    responses::from_parts(s, items, e, ns, key, &mut out)
-                }
-                ConversationFormat::Ollama => ollama::from_parts(s, items, e, ns, key, &mut out),
-                ConversationFormat::Gemini => gemini::from_parts(s, items, e, ns, key, &mut out),
-                ConversationFormat::Jsonl => Ok(()),
-            };
+            let converted = convert(
+                self.format,
+                &self.skeleton,
+                items,
+                evaluation_id,
+                prompt_ns,
+                prompt_key,
+                &mut out,
+            );
             let finished = converted.and_then(|()| out.finish());
             // (Dropping the receiver stops the parse thread.)
             drop(out);

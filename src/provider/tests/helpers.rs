@@ -10,7 +10,14 @@ use crate::model::{EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus}
 use crate::provider::{anthropic, openai, validate};
 
 pub(super) fn oa(v: &Value) -> Vec<InnerMessage> {
-    openai::from_messages(v, EvaluationId::new(), "ns", "key").expect("valid openai messages")
+    crate::provider::stream::convert_whole(
+        crate::ConversationFormat::OpenAi,
+        v,
+        EvaluationId::new(),
+        "ns",
+        "key",
+    )
+    .expect("valid openai messages")
 }
 
 pub(super) fn an(v: &Value) -> Vec<InnerMessage> {
@@ -18,7 +25,13 @@ pub(super) fn an(v: &Value) -> Vec<InnerMessage> {
 }
 
 pub(super) fn oa_err(v: Value) -> String {
-    match openai::from_messages(&v, EvaluationId::new(), "ns", "key") {
+    match crate::provider::stream::convert_whole(
+        crate::ConversationFormat::OpenAi,
+        &v,
+        EvaluationId::new(),
+        "ns",
+        "key",
+    ) {
         Err(Error::InvalidInput(reason)) => reason,
         other => panic!("expected InvalidInput, got {other:?}"),
     }

@@ -176,8 +176,14 @@ fn openai_import_errors_name_the_message_and_the_reason() {
         );
     }
     // The Display of the error says what it is.
-    let e = openai::from_messages(&json!([{"role": "robot"}]), EvaluationId::new(), "", "")
-        .expect_err("invalid");
+    let e = crate::provider::stream::convert_whole(
+        crate::ConversationFormat::OpenAi,
+        &json!([{"role": "robot"}]),
+        EvaluationId::new(),
+        "",
+        "",
+    )
+    .expect_err("invalid");
     assert!(
         e.to_string()
             .starts_with("invalid input: messages[0]: invalid role")
