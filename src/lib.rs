@@ -110,6 +110,7 @@ pub use crate::model::{
     SessionId, ToolCallRecord, ToolStatus, now, ts,
 };
 pub use crate::provider::ConversationFormat;
+pub use crate::provider::claude_code::ClaudeCodeFile;
 pub use crate::resume::{ResumePlan, ResumeState};
 pub use crate::session::recorder::Evaluation;
 pub use crate::session::{LoadStats, Session, StateGuard};

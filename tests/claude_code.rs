@@ -313,3 +313,145 @@ fn format_auto_tells_the_formats_apart() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("give --format"));
     assert!(!dir.path().join("dbx").exists());
 }
+
+/// A Claude Code log of `steps` tool steps (a question, a call, its
+/// result), each record linked to the one before.
+fn claude_code_steps(steps: usize) -> String {
+    let text = |n: usize| -> String { "abcdefghij".repeat(n / 10) };
+    let mut lines = Vec::new();
+    let mut parent = serde_json::Value::Null;
+    let mut record = |kind: &str, message: serde_json::Value| {
+        let uuid = format!("r{}", lines.len());
+        lines.push(
+            serde_json::json!({
+                "type": kind, "uuid": uuid, "parentUuid": parent,
+                "sessionId": "s-1", "message": message,
+            })
+            .to_string(),
+        );
+        parent = uuid.into();
+    };
+    for i in 0..steps {
+        let id = format!("toolu_{i}");
+        record(
+            "user",
+            serde_json::json!({"role": "user", "content": text(2000)}),
+        );
+        record(
+            "assistant",
+            serde_json::json!({"id": format!("msg_{i}"), "role": "assistant", "content": [
+                {"type": "tool_use", "id": id, "name": "look", "input": {"q": text(200)}}]}),
+        );
+        record(
+            "user",
+            serde_json::json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": text(4000)}]}),
+        );
+    }
+    lines.join("\n") + "\n"
+}
+
+/// A log file is read twice and imported a message at a time: the session
+/// is the one the import of its text makes.
+#[test]
+fn a_log_file_imports_as_its_text_does() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in [
+        ("fixture", std::fs::read_to_string(fixture()).unwrap()),
+        ("steps", claude_code_steps(30)),
+    ] {
+        let whole = Journal::open(dir.path().join(format!("{name}-whole"))).unwrap();
+        let a = whole.import_claude_code_text(&text, "log.jsonl").unwrap();
+        let file = dir.path().join(name).join("log.jsonl");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, &text).unwrap();
+        let streamed = Journal::open(dir.path().join(format!("{name}-streamed"))).unwrap();
+        let logs = agent_journal::read_claude_code(&file, 1 << 30).unwrap();
+        assert_eq!(logs[0].messages(), a.state().messages().len() as u64);
+        let made = streamed.import_claude_code_files(&logs).unwrap();
+        assert_eq!(made.len(), 1);
+        let (b, n) = made[0];
+        assert_eq!(streamed.session(b).unwrap().head(), n);
+        assert_eq!(
+            crate::streamed_import::session_events(&whole, a.id()),
+            crate::streamed_import::session_events(&streamed, b),
+            "{name}"
+        );
+    }
+}
+
+/// Between the pass that checks a log and the one that imports it, a line
+/// that changes is refused by its number and the import of every log
+/// given with it is undone; lines appended meanwhile (a log Claude Code is
+/// still writing) are not read.
+#[test]
+fn a_log_that_changes_between_its_passes_is_refused_and_nothing_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let projects = dir.path().join("projects");
+    std::fs::create_dir_all(&projects).unwrap();
+    let text = claude_code_steps(3);
+    for name in ["a.jsonl", "b.jsonl"] {
+        std::fs::write(projects.join(name), &text).unwrap();
+    }
+    let journal = Journal::open(dir.path().join("db")).unwrap();
+
+    // Appended after the first pass: the import reads what that pass read.
+    let logs = agent_journal::read_claude_code(&projects, 1 << 30).unwrap();
+    let appended = text.clone() + &claude_code_steps(1).replace("\"r", "\"x");
+    std::fs::write(projects.join("a.jsonl"), appended).unwrap();
+    let made = journal.import_claude_code_files(&logs).unwrap();
+    let messages = |id| journal.session(id).unwrap().state().messages().len();
+    assert_eq!((messages(made[0].0), messages(made[1].0)), (9, 9));
+    for (id, _) in made {
+        journal.delete_session(id, true).unwrap();
+    }
+
+    // Line 5 of the second log changed (same length): refused, and the
+    // first log's session, written already, is gone too.
+    let logs = agent_journal::read_claude_code(&projects, 1 << 30).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    lines[4] = lines[4].replacen("abcdefghij", "ABCDEFGHIJ", 1);
+    let changed = lines.join("\n") + "\n";
+    assert_eq!(changed.len(), text.len());
+    std::fs::write(projects.join("b.jsonl"), changed).unwrap();
+    let err = journal.import_claude_code_files(&logs).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("line 5: the line changed since the log was first read"),
+        "{message}"
+    );
+    assert!(journal.sessions().unwrap().is_empty());
+    assert!(!dir.path().join("db/agent-journal.importing").exists());
+}
+
+/// A log is never held: one three times as long costs less memory than
+/// the bytes it adds (the whole log was parsed and its threads held: a
+/// 9.1 MiB log added 185 MiB).
+#[test]
+fn importing_a_longer_log_takes_little_more_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut runs = Vec::new();
+    for steps in [2000, 6000] {
+        let file = dir.path().join(format!("steps-{steps}.jsonl"));
+        std::fs::write(&file, claude_code_steps(steps)).unwrap();
+        let size = std::fs::metadata(&file).unwrap().len();
+        let db = dir.path().join(format!("db-{steps}"));
+        let args = ["import", path_str(&file), "--format", "claude-code"];
+        let (code, peak) = crate::common::peak_memory(&db, &args);
+        assert_eq!(code, Some(0));
+        let j = Journal::open(&db).unwrap();
+        let id = j.sessions().unwrap()[0];
+        // Opened, evaluation started, the messages (the user's question
+        // and the result of each step are one user record each).
+        assert_eq!(j.session(id).unwrap().head(), 2 + 3 * steps as u64);
+        eprintln!("{steps} steps, {} MiB: peak {} MiB", size >> 20, peak >> 20);
+        runs.push((size, peak));
+    }
+    let (added, grew) = (runs[1].0 - runs[0].0, runs[1].1.saturating_sub(runs[0].1));
+    assert!(
+        grew < added,
+        "{} MiB more input took {} MiB more memory",
+        added >> 20,
+        grew >> 20
+    );
+}

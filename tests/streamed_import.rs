@@ -30,7 +30,7 @@ fn comparable(m: &InnerMessage, ids: &[String]) -> Value {
 }
 
 /// The events of session `id` in `j`, comparable across imports.
-fn session_events(j: &Journal, id: SessionId) -> Vec<Value> {
+pub(crate) fn session_events(j: &Journal, id: SessionId) -> Vec<Value> {
     let events = j.session(id).expect("session").events(..).expect("events");
     let ids: Vec<String> = events
         .iter()
@@ -50,10 +50,12 @@ fn session_events(j: &Journal, id: SessionId) -> Vec<Value> {
                 ..
             } => json!({"evaluation": [prompt_ns, prompt_key, adapter]}),
             Event::Custom { kind, payload } => {
-                let mut p: Value = serde_json::from_slice(payload).expect("json");
+                let mut p: Value = serde_json::from_slice(payload)
+                    .unwrap_or_else(|_| String::from_utf8_lossy(payload).into());
                 p.as_object_mut().map(|o| o.remove("evaluation"));
                 json!({"custom": kind, "payload": p})
             }
+            Event::EvaluationFinished { outcome, .. } => json!({"finished": outcome}),
             other => serde_json::to_value(other).expect("json"),
         })
         .collect()

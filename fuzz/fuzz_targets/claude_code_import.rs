@@ -4,17 +4,32 @@
 //! thread, every thread is an evaluation whose messages export to an
 //! Anthropic request the validator accepts and that imports back to the
 //! same export (a fixed point), and the whole log imports as a session
-//! whose evaluations are its threads.
+//! whose evaluations are its threads. Read from a file
+//! (`ClaudeCodeFile::open`, the streamed import's two passes), the log is
+//! accepted or refused as its text is, with the same message, and converts
+//! to as many messages.
 #![no_main]
 
 use agent_journal::provider::{claude_code, validate};
-use agent_journal::{ConversationFormat, Journal};
+use agent_journal::{ClaudeCodeFile, ConversationFormat, Error, Journal};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    let Ok(log) = claude_code::parse(&text) else {
-        return;
+    let parsed = claude_code::parse(&text);
+    let from_file = from_file(&text);
+    let log = match (parsed, from_file) {
+        (Ok(log), Ok(file)) => {
+            let messages: usize = log.threads.iter().map(|t| t.messages.len()).sum();
+            assert_eq!(file.messages(), messages as u64, "read from a file");
+            assert_eq!(file.threads().len(), log.threads.len());
+            log
+        }
+        (Err(Error::InvalidInput(a)), Err(Error::InvalidInput(b))) => {
+            assert_eq!(b.split_once(": ").map(|(_, m)| m), Some(a.as_str()));
+            return;
+        }
+        (a, b) => panic!("text and file read differently: {a:?} / {b:?}"),
     };
     assert!(!log.threads.is_empty(), "an accepted log has a thread");
     let anthropic = ConversationFormat::Anthropic;
@@ -35,3 +50,10 @@ fuzz_target!(|data: &[u8]| {
         .unwrap_or_else(|e| panic!("a log that reads does not import: {e}"));
     assert_eq!(s.state().evaluations().iter().count(), log.threads.len());
 });
+
+/// `text` written to a file of this process, read as a log file.
+fn from_file(text: &str) -> agent_journal::Result<ClaudeCodeFile> {
+    let path = std::env::temp_dir().join(format!("aj-fuzz-claude-code-{}.jsonl", std::process::id()));
+    std::fs::write(&path, text).expect("write the log");
+    ClaudeCodeFile::open(&path, u64::MAX)
+}

@@ -461,20 +461,18 @@ fn import_claude_code(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
     // nothing.
     let logs = agent_journal::read_claude_code(&args.file, args.max_bytes)?;
     let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
-    let sessions = journal.import_claude_code_logs(logs)?;
-    let events: u64 = sessions.iter().map(agent_journal::Session::head).sum();
+    let sessions = journal.import_claude_code_files(&logs)?;
+    let events: u64 = sessions.iter().map(|(_, n)| n).sum();
     if cli.json {
         print_json(&serde_json::json!({
-            "sessions": sessions.iter().map(|s| s.id().to_string()).collect::<Vec<_>>(),
+            "sessions": sessions.iter().map(|(id, _)| id.to_string()).collect::<Vec<_>>(),
             "events": events,
         }))?;
     } else {
-        for s in &sessions {
-            let threads = s.state().evaluations().iter().count();
+        for ((id, n), log) in sessions.iter().zip(&logs) {
             outln!(
-                "imported session {} ({} events, {threads} thread(s))",
-                s.id(),
-                s.head()
+                "imported session {id} ({n} events, {} thread(s))",
+                log.threads().len()
             );
         }
     }

@@ -425,6 +425,9 @@ struct Made {
     result: Option<String>,
 }
 
+const EXPECTED: &str =
+    "expected a request object with a \"messages\" array or an array of messages";
+
 /// Imports a Messages API request (`{"system"?, "messages": [...]}`; other
 /// request fields such as `model` or `tools` are not messages and are not
 /// kept) or a bare messages array.
@@ -449,27 +452,12 @@ struct Made {
 /// role (`system` inside messages included), content of a wrong type, a
 /// malformed block, a `tool_use` id used twice, a `tool_result` for a
 /// `tool_use` no earlier assistant message made, or a second result for one.
-pub(crate) fn from_request(
-    value: &Value,
-    evaluation_id: EvaluationId,
-    prompt_ns: &str,
-    prompt_key: &str,
-) -> Result<Vec<InnerMessage>> {
-    super::stream::convert_whole(
-        super::ConversationFormat::Anthropic,
-        value,
-        evaluation_id,
-        prompt_ns,
-        prompt_key,
-    )
-}
-
-const EXPECTED: &str =
-    "expected a request object with a \"messages\" array or an array of messages";
-
-/// [`from_request`] of a request whose messages come one at a time
-/// (`items`; `skeleton` is the request without them, its `system`
-/// included), each handed on to `out` once no later message can change it.
+///
+/// The messages come one at a time (`items`; `skeleton` is the request
+/// without them, its `system` included), each handed on to `out` once no
+/// later message can change it
+/// ([`stream::convert_whole`](super::stream::convert_whole) converts a
+/// request given whole).
 pub(crate) fn from_parts<V: Borrow<Value>>(
     skeleton: &Value,
     items: impl IntoIterator<Item = Result<V>>,

@@ -16,16 +16,27 @@
 //! the start after a compaction, or a sub-agent's `isSidechain` start) to
 //! its latest leaf; records of other branches under the same root (left by
 //! an edit or a retry) are counted, not imported. Each thread's messages go
-//! through [`anthropic::from_request`](super::anthropic), so tool calls are
-//! `Completed` when a result follows, `Failed` when the result says
-//! `is_error`, and `Pending` when the log ends before one: a crashed run
-//! imports with its crash point.
+//! through the Anthropic converter, so tool calls are `Completed` when a
+//! result follows, `Failed` when the result says `is_error`, and `Pending`
+//! when the log ends before one: a crashed run imports with its crash point.
+//!
+//! A log is read without being held: [`ClaudeCodeFile::open`] reads it once
+//! keeping each record's links and place (its line's offset, length and
+//! checksum), then converts every thread once to find every error; an
+//! import reads each thread's records again by their places, one message
+//! at a time. A line that changed between the passes is an error; lines
+//! appended meanwhile (a log still being written) are not read.
+
+mod lines;
 
 use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::anthropic;
+pub(crate) use self::lines::Lines;
+
 use crate::error::{Error, Result};
 use crate::model::{EvaluationId, InnerMessage};
 
@@ -36,6 +47,17 @@ pub enum ThreadKind {
     Main,
     /// A sub-agent's conversation (`isSidechain`).
     Sidechain,
+}
+
+impl ThreadKind {
+    /// The prompt key its evaluation is imported under: `main` or
+    /// `sidechain`.
+    pub fn key(self) -> &'static str {
+        match self {
+            ThreadKind::Main => "main",
+            ThreadKind::Sidechain => "sidechain",
+        }
+    }
 }
 
 /// One conversation of a log, as an evaluation's messages.
@@ -52,7 +74,7 @@ pub struct Thread {
     pub evaluation_id: EvaluationId,
 }
 
-/// A Claude Code session log, read.
+/// A Claude Code session log, read whole ([`parse`]).
 #[derive(Clone, Debug, Default)]
 pub struct ClaudeCodeLog {
     /// Claude Code's `sessionId`.
@@ -71,14 +93,53 @@ pub struct ClaudeCodeLog {
     pub off_thread: usize,
 }
 
-/// One linked record.
-struct Record {
+/// Where a record is in the log: its line's number (1-based), byte offset
+/// and length (without the line end), and the CRC-32 of its bytes.
+#[derive(Clone, Copy, Debug)]
+struct Place {
     line: usize,
-    parent: Option<String>,
+    offset: u64,
+    len: usize,
+    crc: u32,
+}
+
+/// One linked record: a message (user or assistant) or a `system` record.
+#[derive(Debug)]
+struct Record {
+    at: Place,
+    parent: Option<usize>,
     sidechain: bool,
     /// `None` for a `system` record.
-    message: Option<Value>,
-    assistant: bool,
+    assistant: Option<bool>,
+}
+
+/// A thread to import: the message records of a root-to-leaf path.
+#[derive(Debug)]
+struct Plan {
+    kind: ThreadKind,
+    path: Vec<usize>,
+    lines: (usize, usize),
+}
+
+/// A Claude Code session log, read and checked but not held: each
+/// record's links and place, what to import in which order, and the small
+/// records (summaries). [`ClaudeCodeFile::open`] reads a file;
+/// `Journal::import_claude_code_files` imports it, reading each thread's
+/// records again one message at a time.
+#[derive(Debug)]
+pub struct ClaudeCodeFile {
+    name: String,
+    /// The file; `None` when the log was given as text.
+    path: Option<PathBuf>,
+    records: Vec<Record>,
+    session_id: Option<String>,
+    cwd: Option<String>,
+    version: Option<String>,
+    summaries: Vec<String>,
+    system: Vec<Place>,
+    threads: Vec<Plan>,
+    off_thread: usize,
+    messages: u64,
 }
 
 fn at(line: usize, what: impl std::fmt::Display) -> Error {
@@ -89,7 +150,7 @@ fn text_field<'a>(o: &'a serde_json::Map<String, Value>, key: &str) -> Option<&'
     o.get(key).and_then(Value::as_str)
 }
 
-/// Reads a Claude Code session log.
+/// Reads a Claude Code session log given whole, into its threads.
 ///
 /// # Errors
 /// [`Error::InvalidInput`] naming the line: not JSON, not an object, no or
@@ -98,254 +159,392 @@ fn text_field<'a>(o: &'a serde_json::Map<String, Value>, key: &str) -> Option<&'
 /// a `tool_use` id used twice or a `tool_result` that answers no earlier
 /// `tool_use` of its thread; and a log with no message.
 pub fn parse(text: &str) -> Result<ClaudeCodeLog> {
-    let mut log = ClaudeCodeLog::default();
-    let mut records: Vec<(String, Record)> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        if raw.trim().is_empty() {
-            continue;
+    let file = ClaudeCodeFile::scan(text.as_bytes(), u64::MAX, String::new(), None)?;
+    let lines = file.text_lines(text);
+    let mut log = ClaudeCodeLog {
+        session_id: file.session_id.clone(),
+        cwd: file.cwd.clone(),
+        version: file.version.clone(),
+        summaries: file.summaries.clone(),
+        off_thread: file.off_thread,
+        ..ClaudeCodeLog::default()
+    };
+    let mut at = file.system.iter().map(|p| p.line);
+    lines.system_records(&mut |record| {
+        log.system.push((at.next().unwrap_or_default(), record));
+        Ok(())
+    })?;
+    for (i, plan) in file.threads.iter().enumerate() {
+        let evaluation_id = EvaluationId::new();
+        let mut messages = Vec::new();
+        lines.thread(i, evaluation_id, &mut |m| {
+            messages.push(m);
+            Ok(())
+        })?;
+        log.threads.push(Thread {
+            kind: plan.kind,
+            messages,
+            lines: plan.lines,
+            evaluation_id,
+        });
+    }
+    Ok(log)
+}
+
+impl ClaudeCodeFile {
+    /// Reads and checks the log in `path` (at most `max_bytes`) without
+    /// keeping it: one pass links its records, a second converts each
+    /// thread and finds every error [`parse`] would report.
+    ///
+    /// # Errors
+    /// As [`parse`], naming the file; [`Error::TooLarge`] for a file past
+    /// `max_bytes`; [`Error::Io`].
+    pub fn open(path: &Path, max_bytes: u64) -> Result<Self> {
+        let named = |e: Error| match e {
+            Error::InvalidInput(m) => Error::InvalidInput(format!("{}: {m}", path.display())),
+            other => other,
+        };
+        let io = |e| Error::io(format!("reading {}", path.display()), e);
+        let size = std::fs::metadata(path).map_err(io)?.len();
+        if size > max_bytes {
+            return Err(Error::TooLarge {
+                size,
+                limit: max_bytes,
+            });
         }
-        let v: Value =
-            serde_json::from_str(raw).map_err(|e| at(line, format!("invalid JSON: {e}")))?;
-        let o = v
-            .as_object()
-            .ok_or_else(|| at(line, "expected a JSON object"))?;
-        let kind = text_field(o, "type").ok_or_else(|| at(line, "no \"type\""))?;
-        for (key, slot) in [
-            ("sessionId", &mut log.session_id),
-            ("cwd", &mut log.cwd),
-            ("version", &mut log.version),
-        ] {
-            if slot.is_none() {
-                *slot = text_field(o, key).map(str::to_owned);
+        let file = std::fs::File::open(path).map_err(io)?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut log = Self::scan(
+            BufReader::with_capacity(1 << 16, file),
+            max_bytes,
+            name,
+            Some(path.to_owned()),
+        )
+        .map_err(named)?;
+        log.check().map_err(named)?;
+        Ok(log)
+    }
+
+    /// [`ClaudeCodeFile::open`] of a log given as `text`, named `name`;
+    /// it is read from `text` again ([`ClaudeCodeFile::text_lines`]).
+    pub(crate) fn read_text(text: &str, name: &str) -> Result<Self> {
+        let mut log = Self::scan(text.as_bytes(), u64::MAX, name.to_owned(), None)?;
+        let messages = log.count(log.text_lines(text))?;
+        log.messages = messages;
+        Ok(log)
+    }
+
+    /// The file's name (the session's `file` label).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Claude Code's `sessionId`, the working directory it ran in (as the
+    /// log says; never used as a path) and its version.
+    pub fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+
+    /// The working directory the log names (never used as a path).
+    pub fn cwd(&self) -> Option<&str> {
+        self.cwd.as_deref()
+    }
+
+    /// The Claude Code version that wrote it.
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    /// `summary` records' texts.
+    pub fn summaries(&self) -> &[String] {
+        &self.summaries
+    }
+
+    /// Message records on no imported thread (other branches).
+    pub fn off_thread(&self) -> usize {
+        self.off_thread
+    }
+
+    /// The threads to import, in the order their first records appear.
+    pub fn threads(&self) -> impl ExactSizeIterator<Item = ThreadKind> + '_ {
+        self.threads.iter().map(|t| t.kind)
+    }
+
+    /// The messages the threads convert to.
+    pub fn messages(&self) -> u64 {
+        self.messages
+    }
+
+    /// The log's lines, read from its file again.
+    ///
+    /// # Errors
+    /// [`Error::Io`]; [`Error::InvalidInput`] for a log given as text.
+    pub(crate) fn file_lines(&self) -> Result<Lines<'_>> {
+        let Some(path) = &self.path else {
+            return Err(Error::InvalidInput(format!(
+                "{}: the log was given as text, not read from a file",
+                self.name
+            )));
+        };
+        let file = std::fs::File::open(path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        Ok(Lines {
+            log: self,
+            text: None,
+            file: Some(file),
+        })
+    }
+
+    /// The log's lines, from `text`, the text it was read from.
+    pub(crate) fn text_lines<'a>(&'a self, text: &'a str) -> Lines<'a> {
+        Lines {
+            log: self,
+            text: Some(text),
+            file: None,
+        }
+    }
+
+    /// Converts every thread, keeping nothing: the messages they make.
+    fn count(&self, lines: Lines<'_>) -> Result<u64> {
+        let mut messages = 0u64;
+        for i in 0..self.threads.len() {
+            lines.thread(i, EvaluationId::new(), &mut |_| {
+                messages += 1;
+                Ok(())
+            })?;
+        }
+        Ok(messages)
+    }
+
+    fn check(&mut self) -> Result<()> {
+        let messages = self.count(self.file_lines()?)?;
+        self.messages = messages;
+        Ok(())
+    }
+
+    /// The first pass: each record's links and place, then the threads.
+    fn scan(
+        mut input: impl BufRead,
+        limit: u64,
+        name: String,
+        path: Option<PathBuf>,
+    ) -> Result<Self> {
+        let mut log = ClaudeCodeFile {
+            name,
+            path,
+            records: Vec::new(),
+            session_id: None,
+            cwd: None,
+            version: None,
+            summaries: Vec::new(),
+            system: Vec::new(),
+            threads: Vec::new(),
+            off_thread: 0,
+            messages: 0,
+        };
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut parents: Vec<Option<String>> = Vec::new();
+        let (mut buf, mut offset, mut line) = (Vec::new(), 0u64, 0usize);
+        let mut input = (&mut input).take(limit.saturating_add(1));
+        loop {
+            buf.clear();
+            let n = input
+                .read_until(b'\n', &mut buf)
+                .map_err(|e| Error::io(format!("reading {} (line {})", log.name, line + 1), e))?;
+            if n == 0 {
+                break;
             }
-        }
-        let message = match kind {
-            "user" | "assistant" => {
-                let m = o.get("message").filter(|m| m.is_object()).ok_or_else(|| {
-                    at(
-                        line,
-                        format!("a {kind} record without a \"message\" object"),
-                    )
-                })?;
-                match m.get("content") {
-                    Some(Value::String(_) | Value::Array(_)) => {}
-                    _ => {
+            line += 1;
+            let start = offset;
+            offset += n as u64;
+            if offset > limit {
+                return Err(Error::TooLarge {
+                    size: offset,
+                    limit,
+                });
+            }
+            let bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
+            let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+            let raw =
+                std::str::from_utf8(bytes).map_err(|e| at(line, format!("not UTF-8: {e}")))?;
+            if raw.trim().is_empty() {
+                continue;
+            }
+            let place = Place {
+                line,
+                offset: start,
+                len: bytes.len(),
+                crc: crc32fast::hash(bytes),
+            };
+            let v: Value =
+                serde_json::from_str(raw).map_err(|e| at(line, format!("invalid JSON: {e}")))?;
+            let o = v
+                .as_object()
+                .ok_or_else(|| at(line, "expected a JSON object"))?;
+            let kind = text_field(o, "type").ok_or_else(|| at(line, "no \"type\""))?;
+            for (key, slot) in [
+                ("sessionId", &mut log.session_id),
+                ("cwd", &mut log.cwd),
+                ("version", &mut log.version),
+            ] {
+                if slot.is_none() {
+                    *slot = text_field(o, key).map(str::to_owned);
+                }
+            }
+            let assistant = match kind {
+                "user" | "assistant" => {
+                    let m = o.get("message").filter(|m| m.is_object()).ok_or_else(|| {
+                        at(
+                            line,
+                            format!("a {kind} record without a \"message\" object"),
+                        )
+                    })?;
+                    if !matches!(m.get("content"), Some(Value::String(_) | Value::Array(_))) {
                         return Err(at(
                             line,
                             "\"message.content\" must be a string or an array of blocks",
                         ));
                     }
+                    Some(kind == "assistant")
                 }
-                Some(m.clone())
-            }
-            "system" => {
-                log.system.push((line, raw.to_owned()));
-                None
-            }
-            "summary" => {
-                if let Some(s) = text_field(o, "summary") {
-                    log.summaries.push(s.to_owned());
+                "system" => {
+                    log.system.push(place);
+                    None
+                }
+                "summary" => {
+                    if let Some(s) = text_field(o, "summary") {
+                        log.summaries.push(s.to_owned());
+                    }
+                    continue;
+                }
+                "file-history-snapshot" | "queue-operation" => continue,
+                other => return Err(at(line, format!("unknown record type {other:?}"))),
+            };
+            // A system record without a uuid links nothing.
+            let Some(uuid) = text_field(o, "uuid") else {
+                if assistant.is_some() {
+                    return Err(at(line, "a message record without a \"uuid\""));
                 }
                 continue;
+            };
+            let parent = match o.get("parentUuid") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(p)) => Some(p.clone()),
+                Some(_) => return Err(at(line, "\"parentUuid\" must be a string or null")),
+            };
+            if let Some(&first) = index.get(uuid) {
+                return Err(at(
+                    line,
+                    format!(
+                        "uuid {uuid:?} used twice (first at line {})",
+                        log.records[first].at.line
+                    ),
+                ));
             }
-            "file-history-snapshot" | "queue-operation" => continue,
-            other => return Err(at(line, format!("unknown record type {other:?}"))),
-        };
-        // A system record without a uuid links nothing.
-        let Some(uuid) = text_field(o, "uuid") else {
-            if message.is_some() {
-                return Err(at(line, "a message record without a \"uuid\""));
-            }
-            continue;
-        };
-        let parent = match o.get("parentUuid") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(p)) => Some(p.clone()),
-            Some(_) => return Err(at(line, "\"parentUuid\" must be a string or null")),
-        };
-        if let Some(&first) = index.get(uuid) {
-            return Err(at(
-                line,
-                format!(
-                    "uuid {uuid:?} used twice (first at line {})",
-                    records[first].1.line
-                ),
-            ));
-        }
-        index.insert(uuid.to_owned(), records.len());
-        records.push((
-            uuid.to_owned(),
-            Record {
-                line,
-                parent,
+            index.insert(uuid.to_owned(), log.records.len());
+            parents.push(parent);
+            log.records.push(Record {
+                at: place,
+                parent: None,
                 sidechain: o
                     .get("isSidechain")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
-                assistant: kind == "assistant",
-                message,
-            },
-        ));
-    }
-    // Parents must exist; then each root's latest leaf.
-    let mut parent_of: Vec<Option<usize>> = Vec::with_capacity(records.len());
-    let mut has_child = vec![false; records.len()];
-    for (_, r) in &records {
-        let p = match &r.parent {
-            None => None,
-            Some(p) => Some(*index.get(p).ok_or_else(|| {
-                at(
-                    r.line,
-                    format!("parentUuid {p:?} names no record of the file"),
-                )
-            })?),
-        };
-        if let Some(p) = p {
-            has_child[p] = true;
+                assistant,
+            });
         }
-        parent_of.push(p);
-    }
-    let root_of = |mut i: usize| -> Result<usize> {
-        for _ in 0..=records.len() {
-            match parent_of[i] {
-                Some(p) => i = p,
-                None => return Ok(i),
+        // Parents must exist.
+        for (r, p) in log.records.iter_mut().zip(parents) {
+            if let Some(p) = p {
+                r.parent = Some(*index.get(&p).ok_or_else(|| {
+                    at(
+                        r.at.line,
+                        format!("parentUuid {p:?} names no record of the file"),
+                    )
+                })?);
             }
         }
-        Err(at(records[i].1.line, "parentUuid links loop"))
-    };
-    // root -> its latest leaf (records are in line order).
-    let mut leaf_of_root: Vec<(usize, usize)> = Vec::new();
-    for (i, _) in records.iter().enumerate() {
-        if has_child[i] {
-            continue;
-        }
-        let root = root_of(i)?;
-        match leaf_of_root.iter_mut().find(|(r, _)| *r == root) {
-            Some(entry) => entry.1 = i,
-            None => leaf_of_root.push((root, i)),
-        }
+        drop(index);
+        log.plan()?;
+        Ok(log)
     }
-    leaf_of_root.sort_by_key(|(root, _)| *root);
-    let mut on_thread = 0usize;
-    let messages_total = records.iter().filter(|(_, r)| r.message.is_some()).count();
-    for (root, leaf) in leaf_of_root {
-        let mut path = vec![leaf];
-        while let Some(p) = parent_of[*path.last().expect("a record")] {
-            path.push(p);
-        }
-        path.reverse();
-        let path: Vec<&Record> = path.iter().map(|&i| &records[i].1).collect();
-        on_thread += path.iter().filter(|r| r.message.is_some()).count();
-        let kind = if records[root].1.sidechain {
-            ThreadKind::Sidechain
-        } else {
-            ThreadKind::Main
-        };
-        if let Some(t) = thread(&path, kind)? {
-            log.threads.push(t);
-        }
-    }
-    log.off_thread = messages_total - on_thread;
-    if log.threads.is_empty() {
-        return Err(Error::InvalidInput(
-            "the log holds no user or assistant message".into(),
-        ));
-    }
-    Ok(log)
-}
 
-/// The messages of one thread (a root-to-leaf path); `None` when it holds
-/// no message (system records only).
-fn thread(path: &[&Record], kind: ThreadKind) -> Result<Option<Thread>> {
-    let mut messages: Vec<Value> = Vec::new();
-    let mut last_id: Option<String> = None;
-    let mut uses: HashMap<String, usize> = HashMap::new();
-    let mut lines = (0, 0);
-    for r in path {
-        let Some(m) = &r.message else { continue };
-        if lines.0 == 0 {
-            lines.0 = r.line;
+    /// Each root's path to its latest leaf (records are in line order),
+    /// in the order of the roots.
+    fn plan(&mut self) -> Result<()> {
+        let records = &self.records;
+        let n = records.len();
+        let mut has_child = vec![false; n];
+        for r in records {
+            if let Some(p) = r.parent {
+                has_child[p] = true;
+            }
         }
-        lines.1 = r.line;
-        let blocks = m.get("content").cloned().unwrap_or(Value::Null);
-        if let Value::Array(list) = &blocks {
-            for b in list {
-                match b.get("type").and_then(Value::as_str) {
-                    Some("tool_use") => {
-                        let id = b.get("id").and_then(Value::as_str).unwrap_or_default();
-                        if let Some(first) = uses.insert(id.to_owned(), r.line) {
-                            return Err(at(
-                                r.line,
-                                format!("tool_use id {id:?} used twice (first at line {first})"),
-                            ));
-                        }
-                    }
-                    Some("tool_result") => {
-                        let id = b
-                            .get("tool_use_id")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default();
-                        if !uses.contains_key(id) {
-                            return Err(at(
-                                r.line,
-                                format!(
-                                    "tool_result for {id:?}, which no earlier tool_use of this thread made"
-                                ),
-                            ));
-                        }
-                    }
-                    _ => {}
+        const UNKNOWN: usize = usize::MAX;
+        let mut root_of = vec![UNKNOWN; n];
+        let mut chain = Vec::new();
+        for i in 0..n {
+            chain.clear();
+            let mut j = i;
+            let root = loop {
+                if root_of[j] != UNKNOWN {
+                    break root_of[j];
                 }
+                if chain.len() > n {
+                    return Err(at(records[j].at.line, "parentUuid links loop"));
+                }
+                chain.push(j);
+                match records[j].parent {
+                    Some(p) => j = p,
+                    None => break j,
+                }
+            };
+            for &c in &chain {
+                root_of[c] = root;
             }
         }
-        let role = if r.assistant { "assistant" } else { "user" };
-        let id = m.get("id").and_then(Value::as_str).map(str::to_owned);
-        // One streamed reply: several records, one message id.
-        if r.assistant
-            && id.is_some()
-            && id == last_id
-            && let Some(Value::Array(prev)) = messages.last_mut().and_then(|p| p.get_mut("content"))
-        {
-            match blocks {
-                Value::Array(more) => prev.extend(more),
-                Value::String(s) => prev.push(json!({"type": "text", "text": s})),
-                _ => {}
-            }
-            continue;
+        let mut leaf_of_root = vec![UNKNOWN; n];
+        for i in (0..n).filter(|&i| !has_child[i]) {
+            leaf_of_root[root_of[i]] = i;
         }
-        let content = match (r.assistant, blocks) {
-            // An assistant reply as blocks, so that a later record of the
-            // same reply can join it.
-            (true, Value::String(s)) => json!([{"type": "text", "text": s}]),
-            (_, b) => b,
-        };
-        last_id = if r.assistant { id } else { None };
-        messages.push(json!({"role": role, "content": content}));
+        let mut on_thread = 0usize;
+        for (root, &leaf) in leaf_of_root.iter().enumerate() {
+            if leaf == UNKNOWN {
+                continue;
+            }
+            let mut path = Vec::new();
+            let mut j = Some(leaf);
+            while let Some(i) = j {
+                if records[i].assistant.is_some() {
+                    path.push(i);
+                }
+                j = records[i].parent;
+            }
+            path.reverse();
+            on_thread += path.len();
+            let (Some(&first), Some(&last)) = (path.first(), path.last()) else {
+                continue;
+            };
+            self.threads.push(Plan {
+                kind: if records[root].sidechain {
+                    ThreadKind::Sidechain
+                } else {
+                    ThreadKind::Main
+                },
+                lines: (records[first].at.line, records[last].at.line),
+                path,
+            });
+        }
+        let messages = records.iter().filter(|r| r.assistant.is_some()).count();
+        self.off_thread = messages - on_thread;
+        if self.threads.is_empty() {
+            return Err(Error::InvalidInput(
+                "the log holds no user or assistant message".into(),
+            ));
+        }
+        Ok(())
     }
-    if messages.is_empty() {
-        return Ok(None);
-    }
-    let evaluation_id = EvaluationId::new();
-    let key = match kind {
-        ThreadKind::Main => "main",
-        ThreadKind::Sidechain => "sidechain",
-    };
-    let messages = anthropic::from_request(
-        &json!({ "messages": messages }),
-        evaluation_id,
-        "claude-code",
-        key,
-    )
-    .map_err(|e| {
-        Error::InvalidInput(format!("the thread of lines {}-{}: {e}", lines.0, lines.1))
-    })?;
-    Ok(Some(Thread {
-        kind,
-        messages,
-        lines,
-        evaluation_id,
-    }))
 }

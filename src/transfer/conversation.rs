@@ -14,6 +14,7 @@ use crate::format;
 use crate::journal::{Journal, intent};
 use crate::model::{EvaluationId, InnerMessage, SessionId, now};
 use crate::provider::ConversationFormat;
+use crate::session::Session;
 use crate::store::Durability;
 
 /// A chunk of an import is written once its frames hold this many bytes
@@ -185,90 +186,103 @@ impl Journal {
         let mut events = Events::new(file.file.format(), fields.as_ref());
         let opening = events.opening(file.derived);
         let evaluation = EvaluationId::new();
-        self.import_stream(|emit| {
-            emit(opening)?;
+        let made = self.import_streams(1, |_, emit| {
+            emit(opening.clone())?;
             file.file
                 .messages(evaluation, prompt_ns, prompt_key, &mut |m| {
                     events.message(m, emit)
                 })
-        })
+        })?;
+        made.first()
+            .copied()
+            .ok_or_else(|| Error::Storage("the import made no session".into()))
     }
 
-    /// Creates one session from the events `fill` emits, all or nothing
-    /// even across a crash. In a database they go to the store in chunks
-    /// of [`IMPORT_CHUNK`] as they come, under the import intent (as
-    /// [`Journal::create_imported`]); elsewhere they are collected and
-    /// appended at once. Returns the id and the number of events.
-    pub(crate) fn import_stream(
+    /// Creates `count` sessions, session `i` from the events `fill(i, ..)`
+    /// emits, all or nothing even across a crash. In a database they go to
+    /// the store in chunks of [`IMPORT_CHUNK`] events (or [`CHUNK_BYTES`])
+    /// as they come, each durable, under the import intent naming every
+    /// session (as [`Journal::create_imported`]); elsewhere they are
+    /// collected and appended a session at a time. Returns each session's
+    /// id and number of events.
+    pub(crate) fn import_streams(
         &self,
-        fill: impl FnOnce(&mut dyn FnMut(Event) -> Result<()>) -> Result<()>,
-    ) -> Result<(SessionId, u64)> {
+        count: usize,
+        mut fill: impl FnMut(usize, &mut dyn FnMut(Event) -> Result<()>) -> Result<()>,
+    ) -> Result<Vec<(SessionId, u64)>> {
         let Some(path) = intent::intent_path(self) else {
-            let mut all = Vec::new();
-            fill(&mut |e| {
-                all.push(e);
-                Ok(())
-            })?;
-            let n = all.len() as u64;
-            let made = self.create_imported(std::iter::once(all))?;
-            let id = made
-                .first()
-                .map(|s| s.id())
-                .ok_or_else(|| Error::Storage("the import made no session".into()))?;
-            return Ok((id, n));
+            let mut all = Vec::with_capacity(count);
+            for i in 0..count {
+                let mut events = Vec::new();
+                fill(i, &mut |e| {
+                    events.push(e);
+                    Ok(())
+                })?;
+                all.push(events);
+            }
+            let counts: Vec<u64> = all.iter().map(|e| e.len() as u64).collect();
+            let made = self.create_imported(all.into_iter())?;
+            return Ok(made.iter().map(Session::id).zip(counts).collect());
         };
         // A write path: refused at once by a poisoned journal.
         self.inner.poison.check()?;
         let _one_at_a_time = intent::one_import_at_a_time();
         self.roll_back_interrupted_import()?;
-        let id = SessionId::new();
-        intent::write(&path, &[id])?;
+        let ids: Vec<SessionId> = (0..count).map(|_| SessionId::new()).collect();
+        intent::write(&path, &ids)?;
         let limit = self.inner.config.max_event_bytes;
-        let mut chunk: Vec<Vec<u8>> = Vec::with_capacity(IMPORT_CHUNK);
-        let mut written = 0u64;
-        let mut bytes = 0usize;
+        let mut made = Vec::with_capacity(count);
         let result = (|| -> Result<()> {
-            // Each chunk made durable before the next: a `Synced` journal
-            // would otherwise queue every record for its log until the end.
-            let put = |chunk: &mut Vec<Vec<u8>>, written: &mut u64| {
-                let n = chunk.len() as u64;
-                self.inner.write(|store| {
-                    store.append(id, *written, chunk)?;
-                    store.flush(Durability::Synced)
-                })?;
-                *written += n;
-                chunk.clear();
-                Ok::<(), Error>(())
-            };
-            fill(&mut |event| {
-                let env = Envelope {
-                    session: id,
-                    seq: written + chunk.len() as u64,
-                    at: now(),
-                    event,
+            for (i, &id) in ids.iter().enumerate() {
+                let mut chunk: Vec<Vec<u8>> = Vec::with_capacity(IMPORT_CHUNK);
+                let (mut written, mut bytes) = (0u64, 0usize);
+                // Each chunk made durable before the next: a `Synced`
+                // journal would otherwise queue every record for its log
+                // until the end.
+                let put = |chunk: &mut Vec<Vec<u8>>, written: &mut u64| {
+                    let n = chunk.len() as u64;
+                    self.inner.write(|store| {
+                        store.append(id, *written, chunk)?;
+                        store.flush(Durability::Synced)
+                    })?;
+                    *written += n;
+                    chunk.clear();
+                    Ok::<(), Error>(())
                 };
-                let frame = format::encode_frame(&env, limit)?;
-                bytes += frame.len();
-                chunk.push(frame);
-                if chunk.len() == IMPORT_CHUNK || bytes >= CHUNK_BYTES {
-                    bytes = 0;
-                    put(&mut chunk, &mut written)?;
-                }
-                Ok(())
-            })?;
-            // Durable before the intent goes, whatever the configuration.
-            put(&mut chunk, &mut written)
+                fill(i, &mut |event| {
+                    let env = Envelope {
+                        session: id,
+                        seq: written + chunk.len() as u64,
+                        at: now(),
+                        event,
+                    };
+                    let frame = format::encode_frame(&env, limit)?;
+                    bytes += frame.len();
+                    chunk.push(frame);
+                    if chunk.len() == IMPORT_CHUNK || bytes >= CHUNK_BYTES {
+                        bytes = 0;
+                        put(&mut chunk, &mut written)?;
+                    }
+                    Ok(())
+                })?;
+                // Durable before the intent goes, whatever the configuration.
+                put(&mut chunk, &mut written)?;
+                made.push((id, written));
+            }
+            Ok(())
         })();
         if let Err(e) = result {
-            self.forget(id);
+            for &id in &ids {
+                self.forget(id);
+            }
             // If the rollback fails too (a poisoned journal refuses it), the
             // intent stays and the next open rolls the import back.
-            if self.remove_imported(&[id]).is_ok() {
+            if self.remove_imported(&ids).is_ok() {
                 let _ = intent::remove(&path);
             }
             return Err(e);
         }
         intent::remove(&path)?;
-        Ok((id, written))
+        Ok(made)
     }
 }

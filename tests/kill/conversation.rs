@@ -1,8 +1,8 @@
-//! Kills during `import` of a conversation longer than one import chunk
-//! (1,024 events): the import appends it in chunks under an import intent,
-//! so a kill must leave either no session or the whole conversation, once
-//! the database is opened again (the open rolls back what the intent
-//! names).
+//! Kills during `import` of a conversation, and of a directory of Claude
+//! Code logs, longer than one import chunk (1,024 events): the import
+//! appends them in chunks under an import intent, so a kill must leave
+//! either no session or every one whole, once the database is opened again
+//! (the open rolls back what the intent names).
 
 use std::path::Path;
 
@@ -50,22 +50,76 @@ fn sessions(db: &Path) -> Result<Vec<u64>, String> {
         .collect()
 }
 
+/// A Claude Code log of `steps` steps (a question, a call, its result).
+fn claude_code_log(steps: usize) -> String {
+    let mut lines = Vec::new();
+    let mut parent = serde_json::Value::Null;
+    let mut record = |kind: &str, message: serde_json::Value| {
+        let uuid = format!("r{}", lines.len());
+        lines.push(
+            serde_json::json!({"type": kind, "uuid": uuid, "parentUuid": parent, "message": message})
+                .to_string(),
+        );
+        parent = uuid.into();
+    };
+    for i in 0..steps {
+        let id = format!("toolu_{i}");
+        record(
+            "user",
+            serde_json::json!({"role": "user", "content": format!("question {i}")}),
+        );
+        record(
+            "assistant",
+            serde_json::json!({"id": format!("msg_{i}"), "role": "assistant", "content": [
+                {"type": "tool_use", "id": id, "name": "lookup", "input": {"n": i}}]}),
+        );
+        record(
+            "user",
+            serde_json::json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": format!("answer {i}")}]}),
+        );
+    }
+    lines.join("\n") + "\n"
+}
+
 #[test]
 fn a_killed_conversation_import_leaves_the_whole_conversation_or_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("conversation.json");
     std::fs::write(&file, conversation(1_500)).expect("write");
+    kill_imports(dir.path(), &file, "openai", 1);
+}
+
+/// A directory of Claude Code logs imports as one session each, all or
+/// nothing: a kill leaves no session or every log whole.
+#[test]
+fn a_killed_claude_code_import_leaves_every_log_or_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("projects");
+    std::fs::create_dir_all(&logs).expect("mkdir");
+    for name in ["a.jsonl", "b.jsonl"] {
+        std::fs::write(logs.join(name), claude_code_log(1_200)).expect("write");
+    }
+    kill_imports(dir.path(), &logs, "claude-code", 2);
+}
+
+/// Runs `import INPUT --format FORMAT` whole (it makes `sessions`
+/// sessions, over three import chunks in all), then killed at random
+/// moments: each killed run leaves nothing or every session whole, and a
+/// re-run imports it all.
+fn kill_imports(dir: &Path, input: &Path, format: &str, sessions_made: usize) {
     let command = |db: &Path| {
         let mut c = cli_command(db);
-        c.args(["import", path_str(&file), "--format", "openai"]);
+        c.args(["import", path_str(input), "--format", format]);
         c
     };
-    let whole = dir.path().join("whole.db");
+    let whole = dir.join("whole.db");
     let (out, full) = run_whole(command(&whole));
     assert!(out.status.success(), "{out:?}");
-    let heads = sessions(&whole).expect("the whole import");
-    assert_eq!(heads.len(), 1);
-    let events = heads[0];
+    let mut heads = sessions(&whole).expect("the whole import");
+    heads.sort_unstable();
+    assert_eq!(heads.len(), sessions_made);
+    let events: u64 = heads.iter().sum();
     assert!(
         events > 3 * 1_024,
         "{events} events: more than three chunks"
@@ -79,39 +133,49 @@ fn a_killed_conversation_import_leaves_the_whole_conversation_or_nothing() {
         if round >= 8 && mid >= 3 {
             break;
         }
-        let db = dir.path().join(format!("round-{round}.db"));
+        let db = dir.join(format!("round-{round}.db"));
         let ran = run_until(command(&db), kill_delay(&mut rng, full));
         if db.join(super::maintenance::IMPORT_INTENT).exists() {
             mid += 1;
         }
-        let found = sessions(&db).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let mut found = sessions(&db).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        found.sort_unstable();
         match ran {
             Ran::Killed => {
                 killed += 1;
-                match found.as_slice() {
-                    [] => none += 1,
-                    [n] if *n == events => all += 1,
-                    other => panic!(
-                        "round {round}: a killed import left sessions with {other:?} events \
-                         (the whole conversation is {events})"
-                    ),
+                if found.is_empty() {
+                    none += 1;
+                } else if found == heads {
+                    all += 1;
+                } else {
+                    panic!(
+                        "round {round}: a killed {format} import left sessions with {found:?} \
+                         events (the whole import is {heads:?})"
+                    );
                 }
             }
             Ran::Finished(out, _) => {
                 assert!(out.status.success(), "round {round}: {out:?}");
-                assert_eq!(found, vec![events], "round {round}, finished");
+                assert_eq!(found, heads, "round {round}, finished");
             }
         }
         // The import goes through again after a kill.
         let (out, _) = run_whole(command(&db));
         assert!(out.status.success(), "round {round}, the re-run: {out:?}");
-        let again = sessions(&db).unwrap_or_else(|e| panic!("round {round}: {e}"));
-        assert_eq!(again.iter().filter(|&&n| n == events).count(), again.len());
+        let mut again = sessions(&db).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        again.sort_unstable();
+        // Once more if the killed run had finished its import.
+        let mut twice: Vec<u64> = heads.iter().cycle().take(again.len()).copied().collect();
+        twice.sort_unstable();
+        assert!(
+            again.len() % heads.len() == 0 && again == twice,
+            "round {round}, the re-run: {again:?}"
+        );
         let _ = std::fs::remove_dir_all(&db);
     }
     eprintln!(
-        "conversation import: {killed} killed ({mid} while writing): {none} left nothing, \
-         {all} the whole conversation"
+        "{format} import: {killed} killed ({mid} while writing): {none} left nothing, \
+         {all} everything"
     );
     assert!(mid > 0, "no run was killed while it wrote the conversation");
 }

@@ -21,7 +21,14 @@ pub(super) fn oa(v: &Value) -> Vec<InnerMessage> {
 }
 
 pub(super) fn an(v: &Value) -> Vec<InnerMessage> {
-    anthropic::from_request(v, EvaluationId::new(), "ns", "key").expect("valid anthropic request")
+    crate::provider::stream::convert_whole(
+        crate::ConversationFormat::Anthropic,
+        v,
+        EvaluationId::new(),
+        "ns",
+        "key",
+    )
+    .expect("valid anthropic request")
 }
 
 pub(super) fn oa_err(v: Value) -> String {
@@ -38,7 +45,13 @@ pub(super) fn oa_err(v: Value) -> String {
 }
 
 pub(super) fn an_err(v: Value) -> String {
-    match anthropic::from_request(&v, EvaluationId::new(), "ns", "key") {
+    match crate::provider::stream::convert_whole(
+        crate::ConversationFormat::Anthropic,
+        &v,
+        EvaluationId::new(),
+        "ns",
+        "key",
+    ) {
         Err(Error::InvalidInput(reason)) => reason,
         other => panic!("expected InvalidInput, got {other:?}"),
     }
