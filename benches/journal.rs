@@ -231,6 +231,11 @@ impl Opts {
 }
 
 fn main() {
+    // Row 4m runs its open in a process of its own (this binary again).
+    if let Ok(spec) = std::env::var(common::open::OPEN_MEMORY_CHILD) {
+        common::open::open_memory_child(&spec);
+        return;
+    }
     let started = Instant::now();
     let opts = Opts::parse();
     let sizes = if opts.quick {

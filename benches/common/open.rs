@@ -153,6 +153,7 @@ pub fn section_cold_open(s: &Sizes, rep: &mut Report) -> Big {
         fmt_ratio((folded.open + folded.scan).as_secs_f64() / ours.0.as_secs_f64()),
         fmt_dur(drop_time),
     ));
+    memory_of_open(&path, session_id, n, rep);
     Big {
         _dir: dir,
         path,
@@ -277,5 +278,98 @@ pub fn section_snapshot_open(s: &Sizes, big: &Big, rep: &mut Report) {
         fmt_dur(snapshot_write),
         fmt_dur(decode),
         fmt_dur(best),
+    ));
+}
+
+// 4m. Memory of the open
+
+/// The variable that makes the bench binary a child of row 4m: `PATH SESSION
+/// CACHE_BYTES MODE` (`journal` or `raw`).
+pub const OPEN_MEMORY_CHILD: &str = "AJ_BENCH_OPEN_MEMORY";
+
+/// Row 4m's child: opens and folds the session as `spec` says, then prints
+/// its peak resident memory (VmHWM) in bytes.
+pub fn open_memory_child(spec: &str) {
+    let parts: Vec<&str> = spec.split(' ').collect();
+    let [path, session, cache, mode] = parts[..] else {
+        panic!("{OPEN_MEMORY_CHILD}: expected PATH SESSION CACHE MODE, got {spec:?}");
+    };
+    let path = std::path::Path::new(path);
+    let session: SessionId = session.parse().expect("session id");
+    let cache: u64 = cache.parse().expect("cache bytes");
+    if mode == "raw" {
+        std::hint::black_box(raw::sled_scan_decode(path, cache, session, true));
+    } else {
+        let journal = Journal::open_with(
+            path,
+            JournalConfig {
+                cache_bytes: cache,
+                ..on_demand()
+            },
+        )
+        .expect("open");
+        let s = journal.session(session).expect("session");
+        std::hint::black_box(s.head());
+    }
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .expect("VmHWM");
+    println!("{}", kb * 1024);
+}
+
+/// The peak resident memory of a child that opens `session` (see
+/// [`open_memory_child`]).
+fn child_peak(path: &std::path::Path, session: SessionId, cache: u64, mode: &str) -> u64 {
+    let out = std::process::Command::new(std::env::current_exe().expect("exe"))
+        .env(
+            OPEN_MEMORY_CHILD,
+            format!("{} {session} {cache} {mode}", path.display()),
+        )
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("run the child");
+    assert!(out.status.success(), "row 4m's child failed");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("the child's peak")
+}
+
+/// Row 4m: the peak memory of a process that opens and folds the big
+/// session (the journal with its default page cache, and the folded
+/// state), against the bytes of its frames; then the same with sled's cache
+/// at 64 MiB, and the raw scan + decode + fold (no journal) of row 4's
+/// third contestant.
+fn memory_of_open(path: &std::path::Path, session_id: SessionId, n: u64, rep: &mut Report) {
+    let frames = {
+        let db = raw::open_sled(path, cache_bytes());
+        raw::tree_bytes(&db, "events").1
+    };
+    let ours = child_peak(path, session_id, cache_bytes(), "journal");
+    let small_cache = child_peak(path, session_id, 64 << 20, "journal");
+    let raw_fold = child_peak(path, session_id, 64 << 20, "raw");
+    let ratio = ours as f64 / frames as f64;
+    rep.row(Row {
+        id: "4m",
+        what: format!(
+            "peak memory of a process that opens and folds row 4's session ({} events, default config)",
+            thousands(n)
+        ),
+        ours: fmt_bytes(ours),
+        baseline: format!("the session's frame bytes: {}", fmt_bytes(frames)),
+        ratio: fmt_ratio(ratio),
+        target: "<= 2x".into(),
+        verdict: Verdict::at_most(ratio, 2.0),
+    });
+    rep.note(format!(
+        "row 4m: with sled's cache at 64 MiB the process peaks at {} ({}); raw scan + decode + \
+         fold into a `SessionState` (64 MiB cache, no journal) at {} ({})",
+        fmt_bytes(small_cache),
+        fmt_ratio(small_cache as f64 / frames as f64),
+        fmt_bytes(raw_fold),
+        fmt_ratio(raw_fold as f64 / frames as f64),
     ));
 }
