@@ -232,12 +232,19 @@ impl Journal {
         out.inner.write(|store| store.append(id, written, &chunk))?;
         written += chunk.len() as u64;
         progress(chunk.len() as u64);
-        if let Ok(Some((seq, frame))) = self.inner.store.latest_snapshot(id)
-            && format::verify_frame(&frame).is_ok()
-            && seq < written
-        {
-            out.inner
-                .write(|store| store.put_snapshot(id, seq, frame.to_vec()))?;
+        // The latest snapshot's chain, whole snapshot first, as far as its
+        // links are good (a store that keeps no chain takes the whole one).
+        let links = crate::session::chain::latest_links(self, id).unwrap_or_default();
+        for (i, (seq, frame)) in links.into_iter().enumerate() {
+            if format::verify_frame(&frame).is_err() || seq >= written {
+                break;
+            }
+            let chains = out.inner.store.keeps_snapshot_chains();
+            out.inner.write(|store| match i {
+                0 => store.put_snapshot(id, seq, frame.to_vec()),
+                _ if chains => store.add_snapshot(id, seq, frame.to_vec()),
+                _ => Ok(()),
+            })?;
         }
         Ok(written)
     }

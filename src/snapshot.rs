@@ -23,8 +23,9 @@ use crate::state::{SessionState, SliceRegistry};
 
 /// When to write a snapshot of a session's state (adapter-state spec).
 ///
-/// Only the latest snapshot of a session is kept, so what a strategy costs is
-/// the bytes written over the session's life.
+/// Whole snapshots replace the session's earlier ones, so what such a
+/// strategy costs is the bytes written over the session's life;
+/// `Incremental` (the default) keeps a chain of deltas instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CheckpointStrategy {
     /// When at least `n` events were appended since the last snapshot
@@ -60,15 +61,26 @@ pub enum CheckpointStrategy {
         /// Growth factor of the spacing.
         factor: u64,
     },
+    /// A snapshot every `every` events, the first whole and each later one
+    /// a delta: what changed since the one before (messages and tool calls
+    /// added, records changed; application slices whole). Every snapshot
+    /// is kept, so opening a session replays fewer than `every` events
+    /// after its latest one and [`Session::state_at`](crate::Session::state_at)
+    /// fewer than `every` after the latest at or before its seq, at any
+    /// length; the snapshots written over a session's life hold about
+    /// its final state once (plus the records that changed, once per
+    /// delta that saw them change). In a store that keeps one snapshot per
+    /// session (PostgreSQL) this is `Geometric { first: every, factor: 2 }`.
+    Incremental {
+        /// Events between two snapshots (0 behaves as 1).
+        every: u64,
+    },
 }
 
 impl Default for CheckpointStrategy {
-    /// `Geometric { first: 1024, factor: 2 }`.
+    /// `Incremental { every: 8192 }`.
     fn default() -> Self {
-        CheckpointStrategy::Geometric {
-            first: 1024,
-            factor: 2,
-        }
+        CheckpointStrategy::Incremental { every: 8192 }
     }
 }
 
@@ -106,7 +118,26 @@ impl CheckpointStrategy {
                         .max(1)
                         .max(last.saturating_mul(factor.saturating_sub(1)))
             }
+            CheckpointStrategy::Incremental { every } => since >= every.max(1),
         }
+    }
+
+    /// The strategy for a store that keeps chains of snapshots or not
+    /// (`chains`): `Incremental` becomes `Geometric { first: every,
+    /// factor: 2 }` where only whole snapshots can be written.
+    pub(crate) fn for_store(&self, chains: bool) -> CheckpointStrategy {
+        match *self {
+            CheckpointStrategy::Incremental { every } if !chains => CheckpointStrategy::Geometric {
+                first: every,
+                factor: 2,
+            },
+            other => other,
+        }
+    }
+
+    /// True for `Incremental`: snapshots after the first are deltas.
+    pub(crate) fn is_incremental(&self) -> bool {
+        matches!(self, CheckpointStrategy::Incremental { .. })
     }
 }
 

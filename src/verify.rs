@@ -140,7 +140,7 @@ fn verify_session(
     let config = &journal.inner.config;
     let limit = config.max_event_bytes;
     let len = store.len(id)?.unwrap_or(0);
-    let snapshot = store.latest_snapshot(id);
+    let links = crate::session::chain::latest_links(journal, id);
     let mut state = SessionState::with_slices(&config.slices);
     let mut state_ok = true;
     // A fork that reads its parent's prefix: its own events come after it
@@ -171,7 +171,7 @@ fn verify_session(
         message,
     };
     let mut found: Vec<Problem> = Vec::new();
-    let snapshot = snapshot.unwrap_or_else(|e| {
+    let links = links.unwrap_or_else(|e| {
         // A snapshot file gone or cut short: harmless (the stream is
         // replayed), but reported.
         found.push(problem(
@@ -179,12 +179,16 @@ fn verify_session(
             ProblemKind::Snapshot,
             format!("snapshot unreadable: {e}"),
         ));
-        None
+        Vec::new()
     });
+    // Each link of the chain is checked at its seq: the state it gives
+    // (the whole snapshot, then each delta on it) against the fold.
+    let mut next_link = 0usize;
+    let mut chained: Option<SessionState> = None;
+    let mut checked = 0u64;
     if let Some(m) = missing_parent {
         found.push(problem(Some(0), ProblemKind::Damage, m));
     }
-    let mut snapshot_checked = false;
     store.scan_past_damage(id, 0, len, &mut |seq, frame| {
         if seq != expect {
             found.push(problem(
@@ -247,32 +251,52 @@ fn verify_session(
             let mut env = env;
             env.seq += offset;
             state.apply_owned(env);
-            if let Some((sseq, sframe)) = &snapshot
+            if let Some((sseq, sframe)) = links.get(next_link)
                 && *sseq == seq + offset
             {
-                snapshot_checked = true;
-                let verdict = format::verify_frame(sframe)
-                    .map_err(|e| e.to_string())
-                    .and_then(|body| {
-                        SessionState::decode_snapshot(
-                            body,
+                next_link += 1;
+                checked += 1;
+                let verdict = match chained.take() {
+                    None => format::verify_frame(sframe)
+                        .map_err(|e| e.to_string())
+                        .and_then(|body| {
+                            SessionState::decode_snapshot(
+                                body,
+                                &config.slices,
+                                config.max_snapshot_bytes,
+                            )
+                            .map_err(|e| e.to_string())
+                        }),
+                    Some(mut s) => s
+                        .apply_delta_frame(
+                            sframe.clone(),
                             &config.slices,
                             config.max_snapshot_bytes,
                         )
-                        .map_err(|e| e.to_string())
-                    });
+                        .map(|()| s)
+                        .map_err(|e| e.to_string()),
+                };
+                let what = if next_link == 1 {
+                    "snapshot"
+                } else {
+                    "delta snapshot"
+                };
                 match verdict {
-                    Ok(s) if s == state => {}
+                    Ok(s) if s == state => chained = Some(s),
                     Ok(_) => found.push(problem(
                         Some(seq),
                         ProblemKind::Snapshot,
-                        "snapshot differs from the fold of its events".into(),
+                        format!("{what} differs from the fold of its events"),
                     )),
                     Err(e) => found.push(problem(
                         Some(seq),
                         ProblemKind::Snapshot,
-                        format!("snapshot unreadable: {e}"),
+                        format!("{what} unreadable: {e}"),
                     )),
+                }
+                if chained.is_none() {
+                    // The links after a bad one cannot be checked.
+                    next_link = links.len();
                 }
             }
         }
@@ -292,8 +316,7 @@ fn verify_session(
         ));
         state_ok = false;
     }
-    if let Some((sseq, _)) = &snapshot
-        && !snapshot_checked
+    if let Some((sseq, _)) = links.get(next_link)
         && state_ok
     {
         found.push(problem(
@@ -304,7 +327,7 @@ fn verify_session(
     }
     report.sessions += 1;
     report.events += expect;
-    report.snapshots += u64::from(snapshot_checked);
+    report.snapshots += checked;
     report.problems.extend(found);
     Ok(())
 }

@@ -151,6 +151,43 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Written through a journal whose snapshots are deltas every `every`
+    /// events: the state at every seq (read from the chain of snapshots at
+    /// or before it) and the state a reopened session reads from its chain
+    /// are the fold of the stream.
+    #[test]
+    fn delta_snapshots_give_the_fold_at_every_seq(events in stream(), every in 1u64..5) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("db");
+        let config = agent_journal::JournalConfig {
+            checkpoint: agent_journal::CheckpointStrategy::Incremental { every },
+            durability: agent_journal::Durability::Buffered,
+            ..agent_journal::JournalConfig::default()
+        };
+        let (id, stored) = {
+            let j = agent_journal::Journal::open_with(&path, config.clone()).expect("open");
+            let s = j.create_session().expect("create");
+            for e in &events {
+                s.append(e.event.clone()).expect("append");
+            }
+            let stored = s.events(..).expect("events");
+            for k in 0..stored.len() {
+                prop_assert_eq!(&s.state_at(k as u64).expect("state_at"), &fold(&stored[..=k]), "at {}", k);
+            }
+            (s.id(), stored)
+        };
+        let j = agent_journal::Journal::open_with(&path, config).expect("reopen");
+        let s = j.session(id).expect("session");
+        prop_assert!(s.load_stats().events_replayed < every, "{:?}", s.load_stats());
+        prop_assert_eq!(&*s.state(), &fold(&stored));
+        let report = j.verify(None, |_| {}).expect("verify");
+        prop_assert!(report.is_clean(), "{:?}", report.problems);
+    }
+}
+
 // ------------------------------------------------ cases the properties found
 
 fn at(seq: u64, event: Event) -> Envelope {

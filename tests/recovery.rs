@@ -279,7 +279,12 @@ fn replaced_orphaned_and_deleted_snapshot_files_are_removed() {
     let path = dir.path().join("db");
     let (id, _, first) = big_snapshot(&path);
     {
-        let j = Journal::open(&path).expect("reopen");
+        // Whole snapshots (a delta would build on the first, keeping it).
+        let whole = agent_journal::JournalConfig {
+            checkpoint: agent_journal::CheckpointStrategy::OnDemand,
+            ..agent_journal::JournalConfig::default()
+        };
+        let j = Journal::open_with(&path, whole).expect("reopen");
         let s = j.session(id).expect("session");
         s.append(custom(1)).expect("append");
         assert_eq!(s.snapshot().expect("snapshot"), Some(302));

@@ -259,6 +259,10 @@ fn a_compressed_database_keeps_its_setting_and_compact_rewrites_it_either_way() 
             db,
             JournalConfig {
                 compress,
+                checkpoint: agent_journal::CheckpointStrategy::Geometric {
+                    first: 1024,
+                    factor: 2,
+                },
                 ..JournalConfig::default()
             },
         )

@@ -13,6 +13,7 @@ mod conversation;
 mod conversation_fold;
 mod corruption;
 mod crash;
+mod deltas;
 mod examples;
 mod failures;
 mod footguns;

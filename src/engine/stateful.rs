@@ -88,7 +88,9 @@ pub(crate) fn capture_due(
         CheckpointStrategy::OnToolUse => point == CapturePoint::Tool,
         CheckpointStrategy::OnComplete | CheckpointStrategy::OnDemand => false,
         CheckpointStrategy::Periodic(d) => elapsed.is_none_or(|e| e > d),
-        CheckpointStrategy::EveryEvents(n) => events.is_none_or(|e| e >= n.max(1)),
+        CheckpointStrategy::EveryEvents(n) | CheckpointStrategy::Incremental { every: n } => {
+            events.is_none_or(|e| e >= n.max(1))
+        }
         CheckpointStrategy::Geometric { first, .. } => events.is_none_or(|e| e >= first.max(1)),
     }
 }
@@ -107,7 +109,8 @@ pub struct StateConfig {
     /// `OnDemand` never by itself (the application calls
     /// [`Evaluation::capture_adapter_state`](crate::Evaluation::capture_adapter_state)),
     /// `EveryEvents(n)` once `n` events were appended since the last
-    /// capture, `Geometric` as `EveryEvents(first)`. A state equal to the
+    /// capture, `Geometric` as `EveryEvents(first)`, `Incremental` as
+    /// `EveryEvents(every)`. A state equal to the
     /// last capture is not captured again.
     pub capture: CheckpointStrategy,
     /// A new evaluation ([`InnerLoop::run`](crate::InnerLoop::run)) first

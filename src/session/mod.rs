@@ -1,5 +1,6 @@
 //! Sessions: append, read, fold, time travel, fork.
 
+pub(crate) mod chain;
 mod fork;
 mod lease;
 mod open;
@@ -8,7 +9,7 @@ pub(crate) mod recorder;
 mod replay;
 
 pub(crate) use fork::{Base, base_of, missing_parent};
-use replay::{decode_snapshot, replay};
+use replay::replay;
 
 use std::ops::{Bound, Deref, RangeBounds};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -32,7 +33,14 @@ pub struct LoadStats {
     pub events_replayed: u64,
     /// Why a snapshot that existed was not used, if it was not.
     pub snapshot_rejected: Option<String>,
+    /// Delta snapshots applied on the whole one (see
+    /// [`CheckpointStrategy::Incremental`](crate::CheckpointStrategy::Incremental)).
+    pub snapshot_deltas: u32,
 }
+
+/// Deltas after which the next snapshot is whole again: a chain is read
+/// back link by link when a session opens.
+const MAX_DELTAS: u32 = 4096;
 
 pub(crate) struct Core {
     /// Next seq (number of good events).
@@ -44,6 +52,8 @@ pub(crate) struct Core {
     last_snapshot_at: Option<Instant>,
     /// Bytes of the last snapshot frame written or read (0 if none).
     last_snapshot_len: usize,
+    /// Deltas on the last whole snapshot (its chain's length, less one).
+    chain: u32,
     /// A torn tail found at load, cut off at the next append.
     tail: Option<TailDamage>,
     load: LoadStats,
@@ -133,6 +143,7 @@ impl Session {
                     last_snapshot: None,
                     last_snapshot_at: None,
                     last_snapshot_len: 0,
+                    chain: 0,
                     tail: None,
                     load: LoadStats::default(),
                     checkpoint_error: None,
@@ -161,29 +172,24 @@ impl Session {
         let session = Session::empty_at(journal, id, base);
         {
             let mut core = session.core();
-            let config = &session.journal.inner.config;
             let mut from = 0;
             // A snapshot that cannot be read (a file of the store gone or
-            // cut short) is rejected like one that cannot be decoded.
-            match store.latest_snapshot(id) {
-                Ok(Some((seq, frame))) if seq >= offset => {
-                    match decode_snapshot(frame.clone(), seq, len + offset, config) {
-                        Ok(state) => {
-                            core.last_snapshot_len = frame.len();
-                            core.state = Arc::new(state);
-                            core.last_snapshot = Some(seq);
-                            core.load.snapshot_seq = Some(seq);
-                            from = seq + 1 - offset;
-                        }
-                        Err(reason) => core.load.snapshot_rejected = Some(reason),
-                    }
+            // cut short) is rejected like one that cannot be decoded; a
+            // chain is used up to its last good link.
+            let found = chain::read_chain(&session.journal, id, offset, len + offset, len + offset);
+            core.load.snapshot_rejected = found.rejected;
+            if let Some((mut state, seq)) = found.state {
+                if session.deltas() {
+                    // Changes from here on go into the next delta.
+                    state.mark(seq);
                 }
-                Ok(Some((seq, _))) => {
-                    core.load.snapshot_rejected =
-                        Some(format!("snapshot at seq {seq} is inside the fork's prefix"));
-                }
-                Ok(None) => {}
-                Err(e) => core.load.snapshot_rejected = Some(e.to_string()),
+                core.last_snapshot_len = found.last_len;
+                core.chain = found.deltas;
+                core.state = Arc::new(state);
+                core.last_snapshot = Some(seq);
+                core.load.snapshot_seq = Some(seq);
+                core.load.snapshot_deltas = found.deltas;
+                from = seq + 1 - offset;
             }
             if from == 0
                 && let Some(b) = base
@@ -373,12 +379,12 @@ impl Session {
             if let Some(env) = envelopes.last_mut() {
                 env.seq += offset;
             }
+            let strategy = inner
+                .config
+                .checkpoint
+                .for_store(inner.store.keeps_snapshot_chains());
             let checkpoint = envelopes.last().is_some_and(|env| {
-                inner.config.checkpoint.should_checkpoint(
-                    core.last_snapshot,
-                    core.last_snapshot_at,
-                    env,
-                )
+                strategy.should_checkpoint(core.last_snapshot, core.last_snapshot_at, env)
             });
             if let Some(env) = envelopes.last_mut() {
                 env.seq -= offset;
@@ -414,25 +420,51 @@ impl Session {
         self.journal.inner.poison.check()?;
         let seq = core.head - 1;
         let config = &self.journal.inner.config;
+        let store = &self.journal.inner.store;
+        let deltas = self.deltas();
+        // A delta on the last snapshot if the state recorded its changes
+        // since that one, and the chain is not too long to read back.
+        let delta = deltas
+            && core.last_snapshot.is_some()
+            && core.state.marks.at == core.last_snapshot
+            && core.chain < MAX_DELTAS;
         // Room for twice the last snapshot (the geometric strategy's next):
         // growing a buffer of hundreds of MiB by doubling copies it as often.
-        let frame = core.state.encode_snapshot_frame(
-            config.max_snapshot_bytes,
-            core.last_snapshot_len.saturating_mul(2),
-        )?;
-        core.last_snapshot_len = frame.len();
-        self.journal
-            .inner
-            .store
-            .put_snapshot(self.id(), seq, frame)?;
+        let capacity = core.last_snapshot_len.saturating_mul(2);
+        if delta {
+            let frame = core
+                .state
+                .encode_delta_frame(config.max_snapshot_bytes, capacity)?;
+            core.last_snapshot_len = frame.len();
+            store.add_snapshot(self.id(), seq, frame)?;
+            core.chain += 1;
+        } else {
+            let frame = core
+                .state
+                .encode_snapshot_frame(config.max_snapshot_bytes, capacity)?;
+            core.last_snapshot_len = frame.len();
+            store.put_snapshot(self.id(), seq, frame)?;
+            core.chain = 0;
+        }
+        if deltas {
+            Arc::make_mut(&mut core.state).mark(seq);
+        }
         core.last_snapshot = Some(seq);
         core.last_snapshot_at = Some(Instant::now());
         core.checkpoint_error = None;
         Ok(Some(seq))
     }
 
+    /// True if this session's snapshots after the first are deltas: the
+    /// `Incremental` strategy, in a store that keeps chains of snapshots.
+    fn deltas(&self) -> bool {
+        let inner = &self.journal.inner;
+        inner.config.checkpoint.is_incremental() && inner.store.keeps_snapshot_chains()
+    }
+
     /// Writes a snapshot of the current state now (the `OnDemand` strategy)
     /// and returns the seq it covers (`None` for an empty or read-only session).
+    /// With the `Incremental` strategy it is a delta on the last one.
     pub fn snapshot(&self) -> Result<Option<u64>> {
         let mut core = self.core();
         self.write_snapshot(&mut core)

@@ -3,7 +3,7 @@
 
 use std::ops::RangeBounds;
 
-use super::replay::{check_frame, decode_snapshot, replay};
+use super::replay::{check_frame, replay};
 use super::{Session, bounds};
 use crate::error::{Error, Result};
 use crate::event::Envelope;
@@ -42,13 +42,15 @@ impl Session {
         let config = &self.journal.inner.config;
         let mut state = None;
         let mut from = offset;
-        if let Some(snap) = last_snapshot.filter(|s| *s <= seq && *s >= offset)
-            && let Ok(Some((sseq, frame))) = self.journal.inner.store.latest_snapshot(self.id())
-            && sseq == snap
-            && let Ok(s) = decode_snapshot(frame, sseq, head, config)
-        {
-            state = Some(s);
-            from = sseq + 1;
+        // The latest snapshot at or before `seq`, from its chain: a
+        // session keeps its delta snapshots, so this replays fewer events
+        // than their spacing.
+        if last_snapshot.is_some() {
+            let chain = super::chain::read_chain(&self.journal, self.id(), offset, seq + 1, head);
+            if let Some((s, sseq)) = chain.state {
+                state = Some(s);
+                from = sseq + 1;
+            }
         }
         let mut state = match (state, self.shared.base) {
             (Some(s), _) => s,

@@ -90,6 +90,25 @@ fn periodic() {
 }
 
 #[test]
+fn incremental_every_n_events_is_the_default_and_geometric_where_chains_are_not_kept() {
+    let s = CheckpointStrategy::default();
+    assert_eq!(s, CheckpointStrategy::Incremental { every: 8192 });
+    assert!(!s.should_checkpoint(None, None, &custom(8190)));
+    assert!(s.should_checkpoint(None, None, &custom(8191)));
+    assert!(!s.should_checkpoint(Some(8191), None, &custom(16_382)));
+    assert!(s.should_checkpoint(Some(8191), None, &custom(16_383)));
+    assert!(s.should_checkpoint(Some(1_000_000), None, &custom(1_008_192)));
+    assert_eq!(s.for_store(true), s);
+    assert_eq!(
+        s.for_store(false),
+        CheckpointStrategy::Geometric {
+            first: 8192,
+            factor: 2
+        }
+    );
+}
+
+#[test]
 fn on_demand_never() {
     let s = CheckpointStrategy::OnDemand;
     assert!(!s.should_checkpoint(None, None, &custom(1_000_000)));
@@ -97,14 +116,10 @@ fn on_demand_never() {
 
 #[test]
 fn geometric_spacing_keeps_total_snapshot_work_linear() {
-    let s = CheckpointStrategy::default();
-    assert_eq!(
-        s,
-        CheckpointStrategy::Geometric {
-            first: 1024,
-            factor: 2
-        }
-    );
+    let s = CheckpointStrategy::Geometric {
+        first: 1024,
+        factor: 2,
+    };
     assert!(!s.should_checkpoint(None, None, &custom(1022)));
     assert!(s.should_checkpoint(None, None, &custom(1023)));
     assert!(!s.should_checkpoint(Some(4095), None, &custom(8189)));

@@ -52,6 +52,28 @@ impl AdapterStates {
     pub(crate) fn from_items(states: Vec<AdapterStateSnapshot>) -> Self {
         Self { states }
     }
+
+    /// The captures from the `before`th on (a delta snapshot's).
+    pub(crate) fn since(&self, before: usize) -> &[AdapterStateSnapshot] {
+        self.states.get(before..).unwrap_or(&[])
+    }
+
+    /// Adds the captures a delta snapshot holds: made after the first
+    /// `before`, which must be all this slice has.
+    pub(crate) fn extend_after(
+        &mut self,
+        before: u64,
+        added: Vec<AdapterStateSnapshot>,
+    ) -> Result<(), String> {
+        if before != self.states.len() as u64 {
+            return Err(format!(
+                "adapter states: the delta follows {before}, the state has {}",
+                self.states.len()
+            ));
+        }
+        self.states.extend(added);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ mod tests;
 /// replayed (snapshots are a cache). Format 1 decoded the messages in one
 /// piece; format 2 had no `started_seq` in its evaluations, so it could not
 /// tell which evaluation was started last once the clock stepped back.
-const SNAPSHOT_FORMAT: u32 = 3;
+pub(crate) const SNAPSHOT_FORMAT: u32 = 3;
 
 /// The name under which the head's `app` list holds the
 /// [`ConversationLog`](crate::state::ConversationLog), when the session has
@@ -226,7 +226,8 @@ impl SessionState {
         }
         // A big frame's crc is checked on the head's thread below; should a
         // check before fail, the crc's verdict still comes first.
-        let (body, head_len, section_len) = match Self::layout(&buf, start, limit) {
+        let (body, head_len, section_len) = match Self::layout(&buf, start, limit, SNAPSHOT_FORMAT)
+        {
             Ok(layout) => layout,
             Err(e) => {
                 if parallel {
@@ -283,7 +284,12 @@ impl SessionState {
 
     /// The body of the snapshot at `buf[start..]`, its format checked, and
     /// the lengths of its head and of its messages section.
-    fn layout(buf: &[u8], start: usize, limit: u64) -> Result<(&[u8], usize, usize)> {
+    pub(super) fn layout(
+        buf: &[u8],
+        start: usize,
+        limit: u64,
+        want: u32,
+    ) -> Result<(&[u8], usize, usize)> {
         let body = buf.get(start..).ok_or_else(|| {
             Error::SnapshotRestore(format!(
                 "snapshot body starts at {start}, past the buffer's {} bytes",
@@ -295,9 +301,11 @@ impl SessionState {
             .allow_trailing_bytes()
             .deserialize(body)
             .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot format: {e}")))?;
-        if format != SNAPSHOT_FORMAT {
+        if format != want {
             return Err(Error::SnapshotRestore(format!(
-                "unknown snapshot format {format} (this build reads {SNAPSHOT_FORMAT})"
+                "snapshot format {format} where {want} is expected (this build reads {SNAPSHOT_FORMAT} \
+                 and deltas of format {})",
+                crate::state::delta::DELTA_FORMAT
             )));
         }
         if body.len() as u64 > limit {
@@ -320,20 +328,7 @@ impl SessionState {
         registry: &SliceRegistry,
         limit: u64,
     ) -> Result<SessionState> {
-        let mut app = Vec::with_capacity(registry.len());
-        for f in registry.factories() {
-            let bytes = s
-                .app
-                .iter()
-                .find(|(name, _)| name == f.name)
-                .map(|(_, b)| b)
-                .ok_or_else(|| {
-                    Error::SnapshotRestore(format!("application slice {:?} is missing", f.name))
-                })?;
-            app.push((f.decode)(bytes, limit).map_err(|e| {
-                Error::SnapshotRestore(format!("application slice {:?}: {e}", f.name))
-            })?);
-        }
+        let app = decode_app(&s.app, registry, limit)?;
         let conversations = match s.app.iter().find(|(name, _)| name == CONVERSATIONS) {
             Some((_, bytes)) => codec(limit).deserialize(bytes).map_err(|e| {
                 Error::SnapshotRestore(format!("undecodable snapshot: conversation: {e}"))
@@ -353,8 +348,34 @@ impl SessionState {
             last_seq: s.last_seq,
             events_applied: s.events_applied,
             app,
+            marks: crate::state::Marks::default(),
         })
     }
+}
+
+/// The application slices of `registry` from a snapshot's `(name, bytes)`
+/// list.
+pub(super) fn decode_app(
+    app: &[(String, Vec<u8>)],
+    registry: &SliceRegistry,
+    limit: u64,
+) -> Result<Vec<Box<dyn crate::state::DynSlice>>> {
+    let mut out = Vec::with_capacity(registry.len());
+    for f in registry.factories() {
+        let bytes = app
+            .iter()
+            .find(|(name, _)| name == f.name)
+            .map(|(_, b)| b)
+            .ok_or_else(|| {
+                Error::SnapshotRestore(format!("application slice {:?} is missing", f.name))
+            })?;
+        out.push(
+            (f.decode)(bytes, limit).map_err(|e| {
+                Error::SnapshotRestore(format!("application slice {:?}: {e}", f.name))
+            })?,
+        );
+    }
+    Ok(out)
 }
 
 /// The lengths of the head and of the messages section of a body.

@@ -12,11 +12,12 @@ use crate::event::conversation::{
     ProviderCallRecord, TurnId, TurnRecord, TurnStatus,
 };
 use crate::model::MessageId;
+use crate::state::delta::ListDelta;
 
 /// The conversation a session holds, if the conversation engine made it
 /// (state slice). Every lookup is O(log n); reading the last `k` messages
 /// is O(k).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct ConversationLog {
     info: Option<Conversation>,
     messages: Vec<ConversationMessage>,
@@ -35,6 +36,89 @@ pub struct ConversationLog {
     compactions: Vec<CompactionRecord>,
     /// Messages before this index are not sent (0: none compacted).
     compacted_from: usize,
+    /// What changed since the last snapshot, while changes are recorded
+    /// for a delta snapshot ([`mark`](Self::mark)).
+    marked: Option<Mark>,
+}
+
+/// The lengths of a [`ConversationLog`]'s lists at the last snapshot, and
+/// what changed below them since.
+#[derive(Clone, Debug, Default)]
+struct Mark {
+    info: bool,
+    messages: usize,
+    turns: usize,
+    calls: usize,
+    compactions: usize,
+    /// Turns and calls below the lengths changed since (repeats allowed).
+    touched_turns: Vec<usize>,
+    touched_calls: Vec<usize>,
+}
+
+impl PartialEq for ConversationLog {
+    /// Equal records (the indexes are derived from them).
+    fn eq(&self, other: &Self) -> bool {
+        self.info == other.info
+            && self.messages == other.messages
+            && self.turns == other.turns
+            && self.calls == other.calls
+            && self.answered == other.answered
+            && self.compactions == other.compactions
+            && self.compacted_from == other.compacted_from
+    }
+}
+
+impl Eq for ConversationLog {}
+
+/// What changed in a [`ConversationLog`] since a snapshot, as a delta
+/// snapshot holds it ([`ConversationLog::delta`]).
+#[derive(Serialize)]
+pub(crate) struct LogDeltaRef<'a> {
+    info: Option<&'a Option<Conversation>>,
+    messages: ListDelta<&'a ConversationMessage>,
+    turns: ListDelta<&'a TurnRecord>,
+    calls: ListDelta<&'a ProviderCallRecord>,
+    compactions: ListDelta<&'a CompactionRecord>,
+    answered: u64,
+    compacted_from: u64,
+}
+
+/// [`LogDeltaRef`], read.
+#[derive(Deserialize)]
+pub(crate) struct LogDelta {
+    info: Option<Option<Conversation>>,
+    messages: ListDelta<ConversationMessage>,
+    turns: ListDelta<TurnRecord>,
+    calls: ListDelta<ProviderCallRecord>,
+    compactions: ListDelta<CompactionRecord>,
+    answered: u64,
+    compacted_from: u64,
+}
+
+/// The items of `list` changed (`touched`, below `before`) or added since.
+fn list_delta<'a, T>(list: &'a [T], before: usize, touched: &[usize]) -> ListDelta<&'a T> {
+    let before = before.min(list.len());
+    let mut changed = touched.to_vec();
+    changed.sort_unstable();
+    changed.dedup();
+    ListDelta {
+        before: before as u64,
+        changed: changed
+            .into_iter()
+            .filter_map(|i| Some((i as u64, list.get(i)?)))
+            .collect(),
+        added: list[before..].iter().collect(),
+    }
+}
+
+fn fits<T>(what: &str, d: &ListDelta<T>, len: usize) -> Result<(), String> {
+    if d.before != len as u64 {
+        return Err(format!(
+            "conversation {what}: the delta follows {}, the state has {len}",
+            d.before
+        ));
+    }
+    Ok(())
 }
 
 #[derive(Serialize)]
@@ -106,6 +190,7 @@ impl<'de> Deserialize<'de> for ConversationLog {
             leading_system,
             compacted_from,
             compactions: raw.compactions,
+            marked: None,
             message_index,
             turn_index: index(raw.turns.iter().map(|t| t.id)),
             call_index: index(raw.calls.iter().map(|c| c.id)),
@@ -200,12 +285,99 @@ impl ConversationLog {
         self.succeeded
     }
 
+    /// Records from now on what changes, for a delta snapshot.
+    pub(crate) fn mark(&mut self) {
+        self.marked = Some(Mark {
+            info: false,
+            messages: self.messages.len(),
+            turns: self.turns.len(),
+            calls: self.calls.len(),
+            compactions: self.compactions.len(),
+            touched_turns: Vec::new(),
+            touched_calls: Vec::new(),
+        });
+    }
+
+    /// Stops recording changes.
+    pub(crate) fn unmark(&mut self) {
+        self.marked = None;
+    }
+
+    /// What changed since [`mark`](Self::mark) (everything, without one).
+    pub(crate) fn delta(&self) -> LogDeltaRef<'_> {
+        let m = self.marked.clone().unwrap_or_default();
+        LogDeltaRef {
+            info: (m.info || self.marked.is_none()).then_some(&self.info),
+            messages: list_delta(&self.messages, m.messages, &[]),
+            turns: list_delta(&self.turns, m.turns, &m.touched_turns),
+            calls: list_delta(&self.calls, m.calls, &m.touched_calls),
+            compactions: list_delta(&self.compactions, m.compactions, &[]),
+            answered: self.answered as u64,
+            compacted_from: self.compacted_from as u64,
+        }
+    }
+
+    /// Applies a delta made by [`delta`](Self::delta) of the state this
+    /// one is (refused, the log then half changed, if it does not fit).
+    pub(crate) fn apply_delta(&mut self, d: LogDelta) -> Result<(), String> {
+        fits("messages", &d.messages, self.messages.len())?;
+        fits("turns", &d.turns, self.turns.len())?;
+        fits("calls", &d.calls, self.calls.len())?;
+        fits("compactions", &d.compactions, self.compactions.len())?;
+        if !d.messages.changed.is_empty() || !d.compactions.changed.is_empty() {
+            return Err("conversation: messages and compactions are only added to".into());
+        }
+        if let Some(info) = d.info {
+            self.info = info;
+        }
+        for m in d.messages.added {
+            if !self.apply(&ConversationEvent::Message(m)) {
+                return Err("conversation: an added message is there".into());
+            }
+        }
+        for (i, t) in d.turns.changed {
+            if self.turns.get(i as usize).map(|x| x.id) != Some(t.id) {
+                return Err(format!("conversation: changed turn {i} is another turn"));
+            }
+            self.apply(&ConversationEvent::Turn(t));
+        }
+        for t in d.turns.added {
+            if self.turn_index.contains_key(&t.id) {
+                return Err("conversation: an added turn is there".into());
+            }
+            self.apply(&ConversationEvent::Turn(t));
+        }
+        for (i, c) in d.calls.changed {
+            if self.calls.get(i as usize).map(|x| x.id) != Some(c.id) {
+                return Err(format!("conversation: changed call {i} is another call"));
+            }
+            self.apply(&ConversationEvent::ProviderCall(c));
+        }
+        for c in d.calls.added {
+            if self.call_index.contains_key(&c.id) {
+                return Err("conversation: an added call is there".into());
+            }
+            self.apply(&ConversationEvent::ProviderCall(c));
+        }
+        self.compactions.extend(d.compactions.added);
+        self.answered = usize::try_from(d.answered)
+            .unwrap_or(usize::MAX)
+            .min(self.messages.len());
+        self.compacted_from = usize::try_from(d.compacted_from)
+            .unwrap_or(usize::MAX)
+            .min(self.messages.len());
+        Ok(())
+    }
+
     /// Folds one conversation event. For a message, returns true when it is
     /// new (the caller folds its tool calls).
     pub(crate) fn apply(&mut self, event: &ConversationEvent) -> bool {
         match event {
             ConversationEvent::Created(c) | ConversationEvent::Updated(c) => {
                 self.info = Some(c.clone());
+                if let Some(m) = &mut self.marked {
+                    m.info = true;
+                }
             }
             ConversationEvent::Message(m) => {
                 if self.message_index.contains_key(&m.id) {
@@ -228,7 +400,12 @@ impl ConversationLog {
                     }
                 }
                 match self.turn_index.get(&t.id) {
-                    Some(&i) => self.turns[i] = t.clone(),
+                    Some(&i) => {
+                        self.turns[i] = t.clone();
+                        if let Some(m) = self.marked.as_mut().filter(|m| i < m.turns) {
+                            m.touched_turns.push(i);
+                        }
+                    }
                     None => {
                         self.turn_index.insert(t.id, self.turns.len());
                         self.turns.push(t.clone());
@@ -243,6 +420,9 @@ impl ConversationLog {
             }
             ConversationEvent::ProviderCall(c) => match self.call_index.get(&c.id) {
                 Some(&i) => {
+                    if let Some(m) = self.marked.as_mut().filter(|m| i < m.calls) {
+                        m.touched_calls.push(i);
+                    }
                     let was = u64::from(is_ok(&self.calls[i]));
                     self.succeeded = self.succeeded.saturating_sub(was) + u64::from(is_ok(c));
                     let old = self.calls[i].turn_id;

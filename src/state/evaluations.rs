@@ -205,6 +205,25 @@ impl Evaluations {
         e.outcome = Some(outcome.clone());
     }
 
+    /// Puts `info` in place of the evaluation's record (a delta snapshot's).
+    pub(crate) fn put(&mut self, info: EvaluationInfo) -> Result<(), String> {
+        let key = EvalKey::from(info.evaluation_id);
+        if info.started_seq.is_some() && !info.is_started() {
+            return Err(format!(
+                "evaluation {} has a started_seq but no start",
+                info.evaluation_id
+            ));
+        }
+        if let Some(seq) = self.evals.get(&key).and_then(|e| e.started_seq) {
+            self.by_start.remove(&(seq, key));
+        }
+        if let Some(seq) = info.started_seq {
+            self.by_start.insert((seq, key));
+        }
+        self.evals.insert(key, info);
+        Ok(())
+    }
+
     /// Builds the slice from its records. Fails on a repeated id, with the
     /// item's index.
     pub(crate) fn from_items(items: Vec<EvaluationInfo>) -> Result<Self, (usize, String)> {

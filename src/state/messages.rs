@@ -18,8 +18,11 @@ use crate::state::hash::FastMap;
 use crate::state::keys::EvalKey;
 use index::Index;
 use run::EvalMessages;
-pub(crate) use section::{read_derived, read_section, section_evaluations, write_section};
-use slot::Slot;
+pub(crate) use section::{
+    apply_delta_section, read_derived, read_section, section_evaluations, write_delta_section,
+    write_section,
+};
+use slot::{Bufs, Slot};
 
 /// Where the bytes of a plain message come from.
 pub(crate) enum PlainBytes<'a> {
@@ -65,8 +68,9 @@ pub struct Messages {
     by_eval: BTreeMap<EvalKey, EvalMessages>,
     index: Index,
     calls: FastMap<EvaluationId, FastMap<CallId, CallSlot>>,
-    /// The buffer (a binary snapshot body) the slots held as bytes point into.
-    buf: Option<SharedBytes>,
+    /// The buffers (a binary snapshot's, then each delta's) the slots held
+    /// as bytes point into.
+    bufs: Vec<SharedBytes>,
 }
 
 fn join(a: ToolStatus, b: ToolStatus) -> ToolStatus {
@@ -92,20 +96,20 @@ impl Messages {
 
     /// All messages, by evaluation then `(sequence, message_id)`.
     pub fn iter(&self) -> impl Iterator<Item = &InnerMessage> + '_ {
-        let buf = self.bytes();
+        let bufs = self.bufs();
         self.by_eval.iter().flat_map(move |(eval, m)| {
             let eval = eval.id();
-            m.iter().map(move |(k, s)| s.get(buf, eval, *k))
+            m.iter().map(move |(k, s)| s.get(bufs, eval, *k))
         })
     }
 
     /// The messages of one evaluation, by `(sequence, message_id)`.
     pub fn for_evaluation(&self, eval: EvaluationId) -> impl Iterator<Item = &InnerMessage> + '_ {
-        let buf = self.bytes();
+        let bufs = self.bufs();
         self.by_eval
             .get(&eval.into())
             .into_iter()
-            .flat_map(move |m| m.iter().map(move |(k, s)| s.get(buf, eval, *k)))
+            .flat_map(move |m| m.iter().map(move |(k, s)| s.get(bufs, eval, *k)))
     }
 
     /// The message with this id.
@@ -117,7 +121,7 @@ impl Messages {
     /// The last message of an evaluation (highest sequence).
     pub fn last_for(&self, eval: EvaluationId) -> Option<&InnerMessage> {
         let (k, s) = self.by_eval.get(&eval.into())?.last()?;
-        Some(s.get(self.bytes(), eval, *k))
+        Some(s.get(self.bufs(), eval, *k))
     }
 
     /// The evaluations that have messages, in id order.
@@ -133,12 +137,12 @@ impl Messages {
     ) -> Option<&InnerMessage> {
         let key = (sequence, message_id);
         let s = self.by_eval.get(&eval.into())?.get(&key)?;
-        Some(s.get(self.bytes(), eval, key))
+        Some(s.get(self.bufs(), eval, key))
     }
 
-    /// The buffer the slots held as bytes point into (empty if none).
-    fn bytes(&self) -> &[u8] {
-        self.buf.as_deref().unwrap_or(&[])
+    /// The buffers the slots held as bytes point into.
+    fn bufs(&self) -> Bufs<'_> {
+        &self.bufs
     }
 
     /// Inserts a copy of a message; returns false (and changes nothing) when
@@ -199,7 +203,7 @@ impl Messages {
     pub(crate) fn insert_claimed(&mut self, mut message: InnerMessage) {
         let eval = message.evaluation_id;
         let key = (message.sequence, message.message_id);
-        let buf = self.buf.as_deref().unwrap_or(&[]);
+        let bufs: Bufs<'_> = &self.bufs;
         let msgs = self.by_eval.entry(eval.into()).or_default();
         if !message.tool_calls.is_empty() {
             let calls = self.calls.entry(eval).or_default();
@@ -210,7 +214,7 @@ impl Messages {
                 let status = join(slot.status, record.status);
                 if status != slot.status {
                     slot.status = status;
-                    propagate(msgs, buf, eval, slot, &record.call_id);
+                    propagate(msgs, bufs, eval, slot, &record.call_id);
                 }
                 if slot.holders.last() != Some(&key) {
                     slot.holders.push(key);
@@ -237,8 +241,7 @@ impl Messages {
         if status.rank() > slot.status.rank() {
             slot.status = status;
             if let Some(msgs) = self.by_eval.get_mut(&eval.into()) {
-                let buf = self.buf.as_deref().unwrap_or(&[]);
-                propagate(msgs, buf, eval, slot, call_id);
+                propagate(msgs, &self.bufs, eval, slot, call_id);
             }
         }
     }
@@ -292,7 +295,7 @@ fn slot_mut<'a>(calls: &'a mut FastMap<CallId, CallSlot>, id: &CallId) -> Option
 
 fn propagate(
     msgs: &mut EvalMessages,
-    buf: &[u8],
+    bufs: Bufs<'_>,
     eval: EvaluationId,
     slot: &CallSlot,
     call_id: &CallId,
@@ -300,7 +303,7 @@ fn propagate(
     for holder in &slot.holders {
         let m = msgs
             .get_mut(holder)
-            .and_then(|s| s.get_mut(buf, eval, *holder));
+            .and_then(|s| s.get_mut(bufs, eval, *holder));
         if let Some(m) = m {
             for r in m.tool_calls.iter_mut().filter(|r| &r.call_id == call_id) {
                 r.status = slot.status;
@@ -314,7 +317,7 @@ impl PartialEq for Messages {
     /// them). Two messages both held as the same bytes are equal without
     /// being decoded.
     fn eq(&self, other: &Self) -> bool {
-        let (a, b) = (self.bytes(), other.bytes());
+        let (a, b) = (self.bufs(), other.bufs());
         let same = |eval: EvaluationId, k: (u64, MessageId), x: &Slot, y: &Slot| {
             matches!((x.raw_bytes(a), y.raw_bytes(b)), (Some(p), Some(q)) if p == q)
                 || x.get(a, eval, k) == y.get(b, eval, k)

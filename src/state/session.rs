@@ -44,6 +44,39 @@ pub struct SessionState {
     pub(crate) last_seq: Option<u64>,
     pub(crate) events_applied: u64,
     pub(crate) app: Vec<Box<dyn DynSlice>>,
+    /// What changed since the snapshot the state was last written as or
+    /// read from (not part of the state: equality ignores it).
+    pub(crate) marks: Marks,
+}
+
+/// What changed in a [`SessionState`] since a snapshot: what a delta
+/// snapshot holds (`state/delta.rs`). The tool calls and the conversation
+/// engine's log record their own changes.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Marks {
+    /// The seq of that snapshot; `None` while nothing is recorded (the
+    /// next snapshot is whole).
+    pub(crate) at: Option<u64>,
+    /// Messages added since, by evaluation and key.
+    pub(crate) messages: Vec<(EvaluationId, (u64, crate::model::MessageId))>,
+    /// Evaluations whose record or usage changed since (repeats allowed).
+    pub(crate) evaluations: Vec<EvaluationId>,
+    /// The number of adapter states then.
+    pub(crate) adapter_states: usize,
+}
+
+impl Marks {
+    fn evaluation(&mut self, eval: EvaluationId) {
+        if self.at.is_some() && self.evaluations.last() != Some(&eval) {
+            self.evaluations.push(eval);
+        }
+    }
+
+    fn message(&mut self, eval: EvaluationId, key: (u64, crate::model::MessageId)) {
+        if self.at.is_some() {
+            self.messages.push((eval, key));
+        }
+    }
 }
 
 impl Default for SessionState {
@@ -68,7 +101,28 @@ impl SessionState {
             last_seq: None,
             events_applied: 0,
             app: Vec::new(),
+            marks: Marks::default(),
         }
+    }
+
+    /// Records from now on what changes, as after a snapshot at `seq` (the
+    /// state's last event): the next snapshot can be a delta on it.
+    pub(crate) fn mark(&mut self, seq: u64) {
+        self.marks = Marks {
+            at: Some(seq),
+            messages: Vec::new(),
+            evaluations: Vec::new(),
+            adapter_states: self.adapter_states.len(),
+        };
+        self.tool_calls.mark();
+        self.conversations.mark();
+    }
+
+    /// Stops recording changes: the next snapshot is whole.
+    pub(crate) fn unmark(&mut self) {
+        self.marks = Marks::default();
+        self.tool_calls.unmark();
+        self.conversations.unmark();
     }
 
     /// An empty state with the built-in slices and every slice of `registry`
@@ -87,6 +141,8 @@ impl SessionState {
     pub fn apply(&mut self, envelope: &Envelope) {
         if self.fold(envelope) {
             if let Event::Message(m) = &envelope.event {
+                self.marks
+                    .message(m.evaluation_id, (m.sequence, m.message_id));
                 self.messages.insert_claimed(m.clone());
             }
         }
@@ -97,6 +153,8 @@ impl SessionState {
     pub fn apply_owned(&mut self, envelope: Envelope) {
         if self.fold(&envelope) {
             if let Event::Message(m) = envelope.event {
+                self.marks
+                    .message(m.evaluation_id, (m.sequence, m.message_id));
                 self.messages.insert_claimed(m);
             }
         }
@@ -127,6 +185,8 @@ impl SessionState {
         self.events_applied = self.events_applied.saturating_add(1);
         if self.messages.claim_id(ids.message_id, eval, ids.sequence) {
             let key = (ids.sequence, ids.message_id);
+            self.marks.evaluation(eval);
+            self.marks.message(eval, key);
             self.evaluations.on_turn(eval, ids.turn, m.seq);
             self.conversation.on_parts(eval, key, ids.role, ids.turn);
             let bytes = match frame {
@@ -158,17 +218,21 @@ impl SessionState {
                 prompt_ns,
                 prompt_key,
                 adapter,
-            } => self.evaluations.on_started(
-                *evaluation_id,
-                prompt_ns,
-                prompt_key,
-                adapter,
-                envelope.at,
-                envelope.seq,
-            ),
+            } => {
+                self.marks.evaluation(*evaluation_id);
+                self.evaluations.on_started(
+                    *evaluation_id,
+                    prompt_ns,
+                    prompt_key,
+                    adapter,
+                    envelope.at,
+                    envelope.seq,
+                )
+            }
             Event::Message(m) => {
                 if self.messages.claim(m) {
                     new_message = true;
+                    self.marks.evaluation(m.evaluation_id);
                     self.tool_calls.on_message(m);
                     self.evaluations.on_message(m, envelope.seq);
                     self.conversation.on_message(m);
@@ -189,21 +253,28 @@ impl SessionState {
                     envelope.at,
                 );
             }
-            Event::ProviderCall(p) => self.usage.on_provider_call(p),
+            Event::ProviderCall(p) => {
+                self.marks.evaluation(p.evaluation_id);
+                self.usage.on_provider_call(p)
+            }
             Event::AdapterState(a) => self.adapter_states.push(a),
             Event::Compacted {
                 evaluation_id,
                 through_sequence,
                 summary,
-            } => self
-                .evaluations
-                .on_compacted(*evaluation_id, *through_sequence, summary),
+            } => {
+                self.marks.evaluation(*evaluation_id);
+                self.evaluations
+                    .on_compacted(*evaluation_id, *through_sequence, summary)
+            }
             Event::EvaluationFinished {
                 evaluation_id,
                 outcome,
-            } => self
-                .evaluations
-                .on_finished(*evaluation_id, outcome, envelope.at),
+            } => {
+                self.marks.evaluation(*evaluation_id);
+                self.evaluations
+                    .on_finished(*evaluation_id, outcome, envelope.at)
+            }
             // Only the fork's own marker (seq 1): a fork of a fork also holds a
             // copy of its parent's marker, which must not win.
             Event::Forked { parent, at } if envelope.seq <= 1 => {
@@ -321,7 +392,10 @@ impl SessionState {
             last_seq,
             events_applied,
             app: mut theirs,
+            marks: _,
         } = other;
+        // Not the state any snapshot holds: the next one is whole.
+        self.unmark();
         self.messages = messages;
         self.tool_calls = tool_calls;
         self.evaluations = evaluations;
@@ -367,6 +441,7 @@ impl Clone for SessionState {
             last_seq: self.last_seq,
             events_applied: self.events_applied,
             app: self.app.iter().map(|s| s.clone_box()).collect(),
+            marks: self.marks.clone(),
         }
     }
 }

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, ToolCallRecord, ToolStatus};
+use crate::state::delta::ListDelta;
 use crate::state::hash::{FastMap, FastState};
 
 /// One tool call of an evaluation and what became of it.
@@ -65,6 +66,11 @@ impl ToolCallInfo {
 pub struct ToolCalls {
     calls: Vec<ToolCallInfo>,
     by_eval: FastMap<EvaluationId, EvalCalls>,
+    /// The number of calls at the last snapshot, while changes are recorded
+    /// for a delta snapshot ([`mark`](Self::mark)).
+    marked: Option<usize>,
+    /// Calls below `marked` changed since (repeats allowed).
+    touched: Vec<usize>,
 }
 
 /// The calls of one evaluation: by id, and in first-seen order (indexes
@@ -173,6 +179,9 @@ impl ToolCalls {
                 i
             }
         };
+        if self.marked.is_some_and(|m| i < m) {
+            self.touched.push(i);
+        }
         &mut self.calls[i]
     }
 
@@ -270,7 +279,88 @@ impl ToolCalls {
         Ok(Self {
             calls: items,
             by_eval,
+            marked: None,
+            touched: Vec::new(),
         })
+    }
+
+    /// Records from now on which calls change, for a delta snapshot.
+    pub(crate) fn mark(&mut self) {
+        self.marked = Some(self.calls.len());
+        self.touched.clear();
+    }
+
+    /// Stops recording changes.
+    pub(crate) fn unmark(&mut self) {
+        self.marked = None;
+        self.touched = Vec::new();
+    }
+
+    /// The calls changed or added since [`mark`](Self::mark), by index.
+    fn changed_since_mark(&self) -> (usize, Vec<usize>) {
+        let before = self.marked.unwrap_or(0).min(self.calls.len());
+        let mut changed = self.touched.clone();
+        changed.sort_unstable();
+        changed.dedup();
+        (before, changed)
+    }
+
+    /// The keys of the calls changed or added since [`mark`](Self::mark).
+    pub(crate) fn changed_keys(&self) -> Vec<(EvaluationId, &CallId)> {
+        let (before, changed) = self.changed_since_mark();
+        changed
+            .into_iter()
+            .chain(before..self.calls.len())
+            .filter_map(|i| self.calls.get(i))
+            .map(|c| (c.evaluation_id, &c.call_id))
+            .collect()
+    }
+
+    /// What changed since [`mark`](Self::mark), for a delta snapshot.
+    pub(crate) fn delta(&self) -> ListDelta<&ToolCallInfo> {
+        let (before, changed) = self.changed_since_mark();
+        ListDelta {
+            before: before as u64,
+            changed: changed
+                .into_iter()
+                .filter_map(|i| Some((i as u64, self.calls.get(i)?)))
+                .collect(),
+            added: self.calls[before..].iter().collect(),
+        }
+    }
+
+    /// Applies a delta made by [`delta`](Self::delta) of the state this
+    /// one is. Fails (the slice then half changed) when it does not fit:
+    /// another count of calls before it, a changed call that is another
+    /// call, an added call already there.
+    pub(crate) fn apply_delta(&mut self, d: ListDelta<ToolCallInfo>) -> Result<(), String> {
+        if d.before != self.calls.len() as u64 {
+            return Err(format!(
+                "tool calls: the delta follows {} calls, the state has {}",
+                d.before,
+                self.calls.len()
+            ));
+        }
+        for (i, info) in d.changed {
+            let old = usize::try_from(i)
+                .ok()
+                .and_then(|i| self.calls.get_mut(i))
+                .ok_or_else(|| format!("tool calls: changed call {i} is past the end"))?;
+            if (old.evaluation_id, &old.call_id) != (info.evaluation_id, &info.call_id) {
+                return Err(format!("tool calls: changed call {i} is another call"));
+            }
+            *old = info;
+        }
+        for info in d.added {
+            let e = self.by_eval.entry(info.evaluation_id).or_default();
+            let hash = call_hash(&info.call_id);
+            if e.find_hashed(&self.calls, &info.call_id, hash).is_some() {
+                return Err(format!("tool calls: added call {} is there", info.call_id));
+            }
+            e.add_hashed(&info.call_id, self.calls.len(), hash);
+            self.calls.push(info);
+        }
+        Ok(())
     }
 }
 

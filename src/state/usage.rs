@@ -52,6 +52,16 @@ impl Usage {
         self.per_eval.iter().map(|(k, v)| (*k, v))
     }
 
+    /// Puts the totals of one evaluation (a delta snapshot's).
+    pub(crate) fn put(&mut self, eval: EvaluationId, totals: UsageTotals) {
+        self.per_eval.insert(eval, totals);
+    }
+
+    /// Sets the session's totals (a delta snapshot's).
+    pub(crate) fn set_total(&mut self, total: UsageTotals) {
+        self.total = total;
+    }
+
     pub(crate) fn on_provider_call(&mut self, call: &ProviderCallRecord) {
         let one = UsageTotals {
             usage: call.usage,

@@ -8,26 +8,54 @@ use crate::model::SessionId;
 use crate::store::Durability;
 use crate::store::{SharedBytes, Store, Visit};
 
-/// Snapshots kept in memory, the latest of each session: those of the
-/// store in memory, and the folds cached for an exported file opened for
-/// reading (`store/file.rs`).
+/// Snapshots kept in memory, each session's chain (a whole one, then the
+/// deltas on it, by seq): those of the store in memory, and the folds
+/// cached for an exported file opened for reading (`store/file.rs`).
 #[derive(Default)]
-pub(crate) struct SnapshotCache(Mutex<HashMap<SessionId, (u64, SharedBytes)>>);
+pub(crate) struct SnapshotCache(Mutex<HashMap<SessionId, Vec<(u64, SharedBytes)>>>);
 
 impl SnapshotCache {
-    fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, (u64, SharedBytes)>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, Vec<(u64, SharedBytes)>>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Keeps `frame`, taken after event `seq`, in place of the session's
-    /// older one.
+    /// other ones.
     pub(crate) fn put(&self, session: SessionId, seq: u64, frame: Vec<u8>) {
-        self.lock().insert(session, (seq, SharedBytes::from(frame)));
+        self.lock()
+            .insert(session, vec![(seq, SharedBytes::from(frame))]);
     }
 
-    /// The session's snapshot, if one is kept.
+    /// Keeps `frame`, taken after event `seq`, beside the session's other
+    /// ones (in place of one at the same seq).
+    pub(crate) fn add(&self, session: SessionId, seq: u64, frame: Vec<u8>) {
+        let mut all = self.lock();
+        let chain = all.entry(session).or_default();
+        chain.retain(|(s, _)| *s != seq);
+        let at = chain.partition_point(|(s, _)| *s < seq);
+        chain.insert(at, (seq, SharedBytes::from(frame)));
+    }
+
+    /// The session's latest snapshot, if one is kept.
     pub(crate) fn latest(&self, session: SessionId) -> Option<(u64, SharedBytes)> {
-        self.lock().get(&session).cloned()
+        self.lock().get(&session).and_then(|c| c.last().cloned())
+    }
+
+    /// The seqs of the session's snapshots, oldest first.
+    pub(crate) fn seqs(&self, session: SessionId) -> Vec<u64> {
+        self.lock()
+            .get(&session)
+            .map(|c| c.iter().map(|(s, _)| *s).collect())
+            .unwrap_or_default()
+    }
+
+    /// The session's snapshot taken after event `seq`.
+    pub(crate) fn at(&self, session: SessionId, seq: u64) -> Option<SharedBytes> {
+        self.lock()
+            .get(&session)?
+            .iter()
+            .find(|(s, _)| *s == seq)
+            .map(|(_, f)| f.clone())
     }
 
     /// Forgets the session's snapshot.
@@ -127,6 +155,23 @@ impl Store for MemoryStore {
 
     fn latest_snapshot(&self, session: SessionId) -> Result<Option<(u64, SharedBytes)>> {
         Ok(self.snapshots.latest(session))
+    }
+
+    fn keeps_snapshot_chains(&self) -> bool {
+        true
+    }
+
+    fn add_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
+        self.snapshots.add(session, seq, frame);
+        Ok(())
+    }
+
+    fn snapshot_seqs(&self, session: SessionId) -> Result<Vec<u64>> {
+        Ok(self.snapshots.seqs(session))
+    }
+
+    fn snapshot_at(&self, session: SessionId, seq: u64) -> Result<Option<SharedBytes>> {
+        Ok(self.snapshots.at(session, seq))
     }
 
     fn delete_session(&self, session: SessionId) -> Result<()> {

@@ -193,9 +193,48 @@ pub trait Store: Send + Sync + 'static {
     /// All session ids, in id order (= creation order).
     fn sessions(&self) -> Result<Vec<SessionId>>;
 
-    /// Stores a snapshot frame taken after event `seq`, replacing older ones
-    /// of the session. Snapshots are a cache: a store may lose them.
+    /// Stores a snapshot frame taken after event `seq`, replacing the
+    /// session's other ones. Snapshots are a cache: a store may lose them.
     fn put_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()>;
+
+    /// True if the store keeps a chain of snapshots per session: a whole
+    /// one ([`put_snapshot`](Self::put_snapshot)), then deltas that each
+    /// build on the one before ([`add_snapshot`](Self::add_snapshot)).
+    /// Default: false (only the latest snapshot is kept, and the journal
+    /// writes whole ones).
+    fn keeps_snapshot_chains(&self) -> bool {
+        false
+    }
+
+    /// Stores a delta snapshot frame taken after event `seq`, keeping the
+    /// session's older snapshots (the chain it builds on). Default:
+    /// [`Error::Unsupported`](crate::Error::Unsupported).
+    fn add_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
+        let _ = (session, seq, frame);
+        Err(crate::Error::Unsupported(format!(
+            "the {} store keeps no chain of snapshots",
+            self.kind()
+        )))
+    }
+
+    /// The seqs of the session's snapshots, oldest first. Default: the
+    /// latest's.
+    fn snapshot_seqs(&self, session: SessionId) -> Result<Vec<u64>> {
+        Ok(self
+            .latest_snapshot(session)?
+            .map(|(seq, _)| seq)
+            .into_iter()
+            .collect())
+    }
+
+    /// The session's snapshot taken after event `seq`, if the store has
+    /// it. Default: the latest, if it is that one.
+    fn snapshot_at(&self, session: SessionId, seq: u64) -> Result<Option<SharedBytes>> {
+        Ok(self
+            .latest_snapshot(session)?
+            .filter(|(s, _)| *s == seq)
+            .map(|(_, f)| f))
+    }
 
     /// The latest snapshot of a session: `(seq, frame)`. The frame is shared,
     /// not copied: a snapshot can be hundreds of MiB, and the decoded state

@@ -391,5 +391,6 @@ pub(in crate::snapshot) fn from_str(text: &str, registry: &SliceRegistry) -> Res
         last_seq: info.last_seq,
         events_applied: info.events_applied,
         app,
+        marks: crate::state::Marks::default(),
     })
 }

@@ -200,7 +200,7 @@ fn a_format_2_snapshot_is_refused() {
     body[0] = 2;
     let r = SessionState::decode_snapshot(&body, &reg, LIMIT);
     assert!(
-        matches!(&r, Err(crate::Error::SnapshotRestore(m)) if m.contains("unknown snapshot format 2")),
+        matches!(&r, Err(crate::Error::SnapshotRestore(m)) if m.contains("snapshot format 2 where 3 is expected")),
         "{:?}",
         r.err()
     );

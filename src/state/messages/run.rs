@@ -120,7 +120,13 @@ mod tests {
     #[test]
     fn in_and_out_of_order_inserts_read_back_sorted() {
         let id = MessageId::new();
-        let slot = |n: usize| Slot::raw(Span { start: n, end: n });
+        let slot = |n: usize| {
+            Slot::raw(Span {
+                buf: 0,
+                start: n,
+                end: n,
+            })
+        };
         let mut m = EvalMessages::default();
         for seq in [3u64, 5, 1, 9, 4, 10, 0] {
             m.insert((seq, id), slot(seq as usize));
@@ -145,7 +151,13 @@ mod tests {
     #[test]
     fn lookups_find_messages_whose_sequence_is_not_their_place() {
         let (a, b) = (MessageId::new(), MessageId::new());
-        let slot = |n: usize| Slot::raw(Span { start: n, end: n });
+        let slot = |n: usize| {
+            Slot::raw(Span {
+                buf: 0,
+                start: n,
+                end: n,
+            })
+        };
         // Gaps, a start past 0, and two ids at one sequence: the probe at
         // `run[sequence]` finds another message or nothing.
         let keys = [(2u64, a), (2, b), (3, a), (7, a), (u64::MAX, b)];

@@ -53,7 +53,7 @@ fn status_byte(s: ToolStatus) -> u8 {
 
 /// Appends the messages section of `m` to `out`.
 pub(crate) fn write_section(m: &Messages, out: &mut Vec<u8>) -> Result<(), String> {
-    let buf = m.bytes();
+    let bufs = m.bufs();
     let mut scratch = Vec::new();
     write_varint(out, m.len() as u64);
     write_varint(out, m.by_eval.len() as u64);
@@ -64,14 +64,14 @@ pub(crate) fn write_section(m: &Messages, out: &mut Vec<u8>) -> Result<(), Strin
         for (key, slot) in msgs.iter() {
             write_varint(out, key.0);
             out.extend_from_slice(key.1.as_bytes());
-            match slot.raw_bytes(buf) {
+            match slot.raw_bytes(bufs) {
                 Some(bytes) => {
                     write_varint(out, bytes.len() as u64);
                     out.extend_from_slice(bytes);
                 }
                 None => {
                     scratch.clear();
-                    encode_body(slot.get(buf, eval, *key), &mut scratch);
+                    encode_body(slot.get(bufs, eval, *key), &mut scratch);
                     write_varint(out, scratch.len() as u64);
                     out.extend_from_slice(&scratch);
                 }
@@ -113,7 +113,7 @@ pub(crate) fn read_section(
     let mut r = Reader::new(section);
     let count = r.varint("count")?;
     let mut out = Messages {
-        buf: Some(buf.clone()),
+        bufs: vec![buf.clone()],
         ..Messages::default()
     };
     // A message takes more than 32 bytes: never reserve more than the
@@ -158,6 +158,7 @@ pub(crate) fn read_section(
             index.push((id, (eval, sequence)));
             messages += 1;
             let span = Span {
+                buf: 0,
                 start,
                 end: start + body_len,
             };
@@ -261,4 +262,202 @@ pub(crate) fn read_derived(
         conv.clear();
     }
     Ok(conversation)
+}
+
+/// The key of a message in a delta's section: by evaluation, then
+/// `(sequence, message_id)`.
+type FreshKey = (EvaluationId, (u64, MessageId));
+
+/// Appends a delta snapshot's messages section to `out`, in the layout of
+/// [`write_section`]: the messages of `fresh` (added since the snapshot the
+/// delta builds on) and the call slots of `calls` (every call changed or
+/// added since; those the slice has a slot for).
+pub(crate) fn write_delta_section(
+    m: &Messages,
+    fresh: &[FreshKey],
+    calls: &[(EvaluationId, &CallId)],
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    let bufs = m.bufs();
+    let mut fresh = fresh.to_vec();
+    fresh.sort_unstable();
+    fresh.dedup();
+    let mut scratch = Vec::new();
+    write_varint(out, fresh.len() as u64);
+    let groups: Vec<&[FreshKey]> = fresh.chunk_by(|a, b| a.0 == b.0).collect();
+    write_varint(out, groups.len() as u64);
+    for group in groups {
+        let eval = group[0].0;
+        let msgs = m
+            .by_eval
+            .get(&eval.into())
+            .ok_or_else(|| format!("evaluation {eval} has no messages"))?;
+        out.extend_from_slice(eval.as_bytes());
+        write_varint(out, group.len() as u64);
+        for (_, key) in group {
+            let slot = msgs
+                .get(key)
+                .ok_or_else(|| format!("message {} is not there", key.1))?;
+            write_varint(out, key.0);
+            out.extend_from_slice(key.1.as_bytes());
+            match slot.raw_bytes(bufs) {
+                Some(bytes) => {
+                    write_varint(out, bytes.len() as u64);
+                    out.extend_from_slice(bytes);
+                }
+                None => {
+                    scratch.clear();
+                    encode_body(slot.get(bufs, eval, *key), &mut scratch);
+                    write_varint(out, scratch.len() as u64);
+                    out.extend_from_slice(&scratch);
+                }
+            }
+        }
+    }
+    let mut slots: Vec<(EvaluationId, &CallId, &CallSlot)> = calls
+        .iter()
+        .filter_map(|(eval, call)| Some((*eval, *call, m.call(*eval, call)?)))
+        .collect();
+    slots.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    slots.dedup_by(|a, b| (a.0, a.1) == (b.0, b.1));
+    write_varint(out, slots.len() as u64);
+    for (eval, call, slot) in slots {
+        out.extend_from_slice(eval.as_bytes());
+        write_varint(out, call.0.len() as u64);
+        out.extend_from_slice(call.0.as_bytes());
+        out.push(status_byte(slot.status));
+        write_varint(out, slot.holders.len() as u64);
+        for (sequence, id) in &slot.holders {
+            write_varint(out, *sequence);
+            out.extend_from_slice(id.as_bytes());
+        }
+    }
+    Ok(())
+}
+
+/// Applies the messages section of a delta snapshot at `buf[at..at + len]`
+/// to `m`: its messages are added (kept as bytes of `buf`) and their part
+/// of the conversation slice `conversation` made; its call slots are put in
+/// place, their statuses given to the older messages that hold them. Each
+/// body is checked as [`read_section`] checks it; a message already there
+/// is refused. On an error `m` is half changed: drop it.
+pub(crate) fn apply_delta_section(
+    m: &mut Messages,
+    conversation: &mut Conversation,
+    buf: &SharedBytes,
+    at: usize,
+    len: usize,
+) -> Result<(), String> {
+    let section = at
+        .checked_add(len)
+        .and_then(|end| buf.get(at..end))
+        .ok_or("the messages section is out of bounds")?;
+    let mut r = Reader::new(section);
+    let count = r.varint("count")?;
+    let index = u32::try_from(m.bufs.len()).map_err(|_| "too many snapshot buffers")?;
+    let mut fresh: std::collections::HashSet<FreshKey> = std::collections::HashSet::new();
+    let mut last: Option<FreshKey> = None;
+    let mut messages = 0u64;
+    for _ in 0..r.len("evaluations")? {
+        let eval = EvaluationId::from_bytes(r.array("evaluation_id")?);
+        let n = r.len("messages")?;
+        if n == 0 {
+            return Err(format!("evaluation {eval} has no message"));
+        }
+        for _ in 0..n {
+            let sequence = r.varint("sequence")?;
+            let id = MessageId::from_bytes(r.array("message_id")?);
+            let key = (sequence, id);
+            if last.is_some_and(|l| l >= (eval, key)) {
+                return Err(format!("message {id} out of order"));
+            }
+            last = Some((eval, key));
+            let body_len = r.len("body")?;
+            let start = at + r.pos();
+            let body = r.take(body_len, "body")?;
+            let ids = check_body(body).map_err(|e| format!("message {id}: {e}"))?;
+            if (ids.evaluation_id, ids.sequence, ids.message_id) != (eval, sequence, id) {
+                return Err(format!("message {id}: its ids differ from its header's"));
+            }
+            if !m.index.claim(id, (eval, sequence)) {
+                return Err(format!("message {id} is there already"));
+            }
+            let span = Span {
+                buf: index,
+                start,
+                end: start + body_len,
+            };
+            m.by_eval
+                .entry(eval.into())
+                .or_default()
+                .insert(key, Slot::raw(span));
+            conversation.on_parts(eval, key, ids.role, ids.turn);
+            fresh.insert((eval, key));
+            messages += 1;
+        }
+    }
+    if messages != count {
+        return Err(format!("{messages} messages where the count says {count}"));
+    }
+    if messages > 0 {
+        m.bufs.push(buf.clone());
+    }
+    let Messages {
+        by_eval,
+        calls: slots,
+        bufs,
+        ..
+    } = m;
+    for _ in 0..r.len("calls")? {
+        let eval = EvaluationId::from_bytes(r.array("call.evaluation_id")?);
+        let n = r.len("call.call_id")?;
+        let call = std::str::from_utf8(r.take(n, "call.call_id")?)
+            .map_err(|e| format!("call.call_id: {e}"))?;
+        let status = *STATUSES
+            .get(usize::from(r.byte("call.status")?))
+            .ok_or("call.status: unknown status")?;
+        let n = r.len("call.holders")?;
+        let mut holders = Vec::with_capacity(n.min(len / 17));
+        for _ in 0..n {
+            let sequence = r.varint("call.holder.sequence")?;
+            let id = MessageId::from_bytes(r.array("call.holder.message_id")?);
+            holders.push((sequence, id));
+        }
+        if holders.is_empty() && status == ToolStatus::Pending {
+            return Err(format!("call {call}: pending and held by no message"));
+        }
+        let call_id = CallId::from(call);
+        let msgs = by_eval.get_mut(&eval.into());
+        if !holders.is_empty() && msgs.is_none() {
+            return Err(format!("call {call}: held by messages of no evaluation"));
+        }
+        if let Some(msgs) = msgs {
+            for holder in &holders {
+                let Some(slot) = msgs.get_mut(holder) else {
+                    return Err(format!("call {call}: held by unknown message {}", holder.1));
+                };
+                if fresh.contains(&(eval, *holder)) {
+                    continue;
+                }
+                // Written before the status changed: give it the status.
+                if let Some(message) = slot.get_mut(bufs, eval, *holder) {
+                    for record in message
+                        .tool_calls
+                        .iter_mut()
+                        .filter(|c| c.call_id == call_id)
+                    {
+                        record.status = status;
+                    }
+                }
+            }
+        }
+        slots
+            .entry(eval)
+            .or_default()
+            .insert(call_id, CallSlot { status, holders });
+    }
+    if !r.is_empty() {
+        return Err("trailing bytes after the messages section".into());
+    }
+    Ok(())
 }

@@ -10,11 +10,22 @@ use crate::format::SharedBytes;
 use crate::format::codec;
 use crate::model::{EvaluationId, InnerMessage, MessageId, Role};
 
-/// Where a message's bincode bytes are in the buffer of its [`Messages`](super::Messages).
+/// Where a message's bincode bytes are: in buffer `buf` of its
+/// [`Messages`](super::Messages) (a binary snapshot's, or a delta's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Span {
+    pub(super) buf: u32,
     pub(super) start: usize,
     pub(super) end: usize,
+}
+
+/// The buffers of a [`Messages`](super::Messages) that its slots' spans
+/// point into.
+pub(super) type Bufs<'a> = &'a [SharedBytes];
+
+/// The bytes of `span` in `bufs`.
+fn span_bytes<'b>(bufs: Bufs<'b>, span: &Span) -> Option<&'b [u8]> {
+    bufs.get(span.buf as usize)?.get(span.start..span.end)
 }
 
 /// A message: decoded, or held as bytes and decoded on first access.
@@ -64,11 +75,11 @@ impl Slot {
         Slot::Frame(frame, start, OnceLock::new())
     }
 
-    /// The message's bytes (in `buf`, or its own), if it is held as bytes.
-    pub(super) fn raw_bytes<'b>(&'b self, buf: &'b [u8]) -> Option<&'b [u8]> {
+    /// The message's bytes (in `bufs`, or its own), if it is held as bytes.
+    pub(super) fn raw_bytes<'b>(&'b self, bufs: Bufs<'b>) -> Option<&'b [u8]> {
         match self {
             Slot::Owned(_) => None,
-            Slot::Raw(s, _) => buf.get(s.start..s.end),
+            Slot::Raw(s, _) => span_bytes(bufs, s),
             Slot::Bytes(b, _) => Some(b),
             Slot::Frame(f, start, _) => f.get(*start..),
         }
@@ -85,19 +96,19 @@ impl Slot {
         }
     }
 
-    /// The message, decoded from `buf` on first access. `eval` and `key`
+    /// The message, decoded from `bufs` on first access. `eval` and `key`
     /// are where the slot is (used only if the bytes were unreadable, which
     /// [`check_body`](super::check::check_body) rules out).
     pub(super) fn get(
         &self,
-        buf: &[u8],
+        bufs: Bufs<'_>,
         eval: EvaluationId,
         key: (u64, MessageId),
     ) -> &InnerMessage {
         match self {
             Slot::Owned(m) => m,
             Slot::Raw(_, cell) | Slot::Bytes(_, cell) | Slot::Frame(_, _, cell) => {
-                cell.get_or_init(|| Box::new(decode(self.raw_bytes(buf), eval, key)))
+                cell.get_or_init(|| Box::new(decode(self.raw_bytes(bufs), eval, key)))
             }
         }
     }
@@ -106,14 +117,14 @@ impl Slot {
     /// as bytes (they would be stale). Always `Some`.
     pub(super) fn get_mut(
         &mut self,
-        buf: &[u8],
+        bufs: Bufs<'_>,
         eval: EvaluationId,
         key: (u64, MessageId),
     ) -> Option<&mut InnerMessage> {
         let decoded = match self {
             Slot::Owned(_) => None,
             Slot::Raw(span, cell) => {
-                let bytes = buf.get(span.start..span.end);
+                let bytes = span_bytes(bufs, span);
                 Some(
                     cell.take()
                         .unwrap_or_else(|| Box::new(decode(bytes, eval, key))),
@@ -183,11 +194,19 @@ mod tests {
     fn undecodable_bytes_give_a_placeholder_not_a_panic() {
         let eval = EvaluationId::new();
         let id = MessageId::new();
-        let slot = Slot::raw(Span { start: 0, end: 3 });
-        let m = slot.get(&[1, 2, 3], eval, (4, id));
+        let slot = Slot::raw(Span {
+            buf: 0,
+            start: 0,
+            end: 3,
+        });
+        let m = slot.get(&[SharedBytes::from(vec![1, 2, 3])], eval, (4, id));
         assert_eq!((m.evaluation_id, m.sequence, m.message_id), (eval, 4, id));
         assert!(m.content.starts_with("<undecodable snapshot message"));
-        let slot = Slot::raw(Span { start: 0, end: 9 });
+        let slot = Slot::raw(Span {
+            buf: 0,
+            start: 0,
+            end: 9,
+        });
         assert!(slot.get(&[], eval, (4, id)).content.contains("no bytes"));
     }
 
@@ -197,9 +216,11 @@ mod tests {
         let mut body = Vec::new();
         encode_body(&m, &mut body);
         let mut slot = Slot::raw(Span {
+            buf: 0,
             start: 0,
             end: body.len(),
         });
+        let body = [SharedBytes::from(body)];
         assert!(slot.decoded().is_none());
         let key = (m.sequence, m.message_id);
         assert_eq!(slot.get(&body, m.evaluation_id, key), &m);

@@ -31,6 +31,48 @@ proptest! {
     }
 
     #[test]
+    fn fold_all_equals_a_chain_of_delta_snapshots_then_the_tail(
+        (events, shuffled) in in_order_and_shuffled(),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 1..6),
+    ) {
+        let reg = registry();
+        for events in [events, shuffled] {
+            let envs = envelopes(events);
+            let all = fold(SessionState::with_slices(&reg), &envs);
+            // Snapshots after the events before each cut (at least one).
+            let mut points: Vec<usize> = cuts.iter().map(|c| 1 + c.index(envs.len())).collect();
+            points.sort_unstable();
+            points.dedup();
+            let mut live = SessionState::with_slices(&reg);
+            let mut chain = Vec::new();
+            let mut at = 0;
+            for &k in &points {
+                live = fold(live, &envs[at..k]);
+                at = k;
+                let frame = if chain.is_empty() {
+                    live.encode_snapshot_frame(LIMIT, 0)
+                } else {
+                    live.encode_delta_frame(LIMIT, 0)
+                }
+                .expect("encode");
+                live.mark(k as u64 - 1);
+                chain.push(crate::SharedBytes::from(frame));
+            }
+            let mut back =
+                SessionState::decode_snapshot_frame(chain[0].clone(), &reg, LIMIT).expect("whole");
+            for (i, frame) in chain.iter().enumerate().skip(1) {
+                back.apply_delta_frame(frame.clone(), &reg, LIMIT)
+                    .unwrap_or_else(|e| panic!("delta {i} of {}: {e}", chain.len()));
+            }
+            let prefix = fold(SessionState::with_slices(&reg), &envs[..at]);
+            prop_assert_eq!(&back, &prefix);
+            prop_assert_eq!(&fold(back, &envs[at..]), &all);
+            // Recording changes does not change the fold.
+            prop_assert_eq!(&fold(live, &envs[at..]), &all);
+        }
+    }
+
+    #[test]
     fn messages_do_not_depend_on_order_or_duplicates(
         (events, shuffled, dups) in shuffled_with_duplicates(12)
     ) {

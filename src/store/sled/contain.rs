@@ -166,6 +166,24 @@ impl Store for Guarded {
         self.run("reading a snapshot", |s| s.latest_snapshot(session))
     }
 
+    fn keeps_snapshot_chains(&self) -> bool {
+        true
+    }
+
+    fn add_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
+        self.run("writing a snapshot", |s| {
+            s.add_snapshot(session, seq, frame)
+        })
+    }
+
+    fn snapshot_seqs(&self, session: SessionId) -> Result<Vec<u64>> {
+        self.run("listing snapshots", |s| s.snapshot_seqs(session))
+    }
+
+    fn snapshot_at(&self, session: SessionId, seq: u64) -> Result<Option<SharedBytes>> {
+        self.run("reading a snapshot", |s| s.snapshot_at(session, seq))
+    }
+
     fn truncate(&self, session: SessionId, from: u64) -> Result<()> {
         self.run("cutting a torn tail", |s| s.truncate(session, from))
     }

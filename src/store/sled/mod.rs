@@ -27,7 +27,7 @@ use crate::store::fs::sync_dir;
 use crate::store::group_commit::GroupCommit;
 use crate::store::heads::{Heads, Loss};
 use crate::store::keys::{key, split_key};
-use crate::store::snapfiles::{self, INLINE_MAX, SnapFiles};
+use crate::store::snapfiles::SnapFiles;
 use crate::store::wal::Wal;
 use crate::store::{SharedBytes, Store, Visit};
 
@@ -35,6 +35,7 @@ mod contain;
 mod open;
 pub(crate) mod raw;
 mod recover;
+mod snapshots;
 
 pub(crate) use contain::{Guarded, panic_message};
 pub(crate) use open::compressed;
@@ -467,68 +468,27 @@ impl Store for SledStore {
     }
 
     fn put_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
-        // The events a snapshot covers reach sled before it does.
-        self.drain()?;
-        let k = key(session, seq);
-        let value = if frame.len() > INLINE_MAX {
-            // A `Synced` journal's snapshot files survive power loss too.
-            self.snap_files
-                .write(session, seq, &frame, self.wal_appends)?
-        } else {
-            frame
-        };
-        self.snapshots
-            .insert(k, value)
-            .map_err(|e| storage(e, "writing a snapshot"))?;
-        let older: Vec<(sled::IVec, sled::IVec)> = self
-            .snapshots
-            .range(key(session, 0)..k)
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| storage(e, "listing snapshots"))?;
-        let mut files = Vec::new();
-        for (old, v) in older {
-            self.snapshots
-                .remove(&old)
-                .map_err(|e| storage(e, "removing an old snapshot"))?;
-            if snapfiles::is_pointer(&v)
-                && let Some((_, old_seq)) = split_key(&old)
-            {
-                files.push(old_seq);
-            }
-        }
-        if !files.is_empty() {
-            // The new pointer must be durable before the old file goes: a
-            // crash would otherwise bring back a pointer to nothing (and
-            // the stream would be replayed from 0). A `Synced` journal
-            // makes it survive power loss as well.
-            if self.wal_appends {
-                self.sled_durable()?;
-            } else {
-                self.flush_sled()?;
-            }
-            for old_seq in files {
-                self.snap_files.remove(session, old_seq)?;
-            }
-        }
-        Ok(())
+        self.put_snapshot_in(session, seq, frame)
+    }
+
+    fn keeps_snapshot_chains(&self) -> bool {
+        true
+    }
+
+    fn add_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
+        self.add_snapshot_in(session, seq, frame)
+    }
+
+    fn snapshot_seqs(&self, session: SessionId) -> Result<Vec<u64>> {
+        self.snapshot_seqs_in(session)
+    }
+
+    fn snapshot_at(&self, session: SessionId, seq: u64) -> Result<Option<SharedBytes>> {
+        self.snapshot_at_in(session, seq)
     }
 
     fn latest_snapshot(&self, session: SessionId) -> Result<Option<(u64, SharedBytes)>> {
-        let last = self
-            .snapshots
-            .scan_prefix(session.as_bytes())
-            .next_back()
-            .transpose()
-            .map_err(|e| storage(e, "reading a snapshot"))?;
-        let Some((seq, v)) = last.and_then(|(k, v)| Some((split_key(&k)?.1, v))) else {
-            return Ok(None);
-        };
-        let frame = if snapfiles::is_pointer(&v) {
-            self.snap_files.read(session, seq, &v)?
-        } else {
-            SharedBytes::new(v)
-        };
-        Ok(Some((seq, frame)))
+        self.latest_snapshot_in(session)
     }
 
     fn delete_session(&self, session: SessionId) -> Result<()> {
@@ -537,22 +497,7 @@ impl Store for SledStore {
     }
 
     fn drop_snapshots(&self, session: SessionId) -> Result<()> {
-        let entries: Vec<(sled::IVec, sled::IVec)> = self
-            .snapshots
-            .scan_prefix(session.as_bytes())
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| storage(e, "listing snapshots"))?;
-        for (k, v) in entries {
-            self.snapshots
-                .remove(&k)
-                .map_err(|e| storage(e, "removing a snapshot"))?;
-            if snapfiles::is_pointer(&v)
-                && let Some((_, seq)) = split_key(&k)
-            {
-                self.snap_files.remove(session, seq)?;
-            }
-        }
-        Ok(())
+        self.drop_snapshots_in(session)
     }
 
     fn flush(&self, level: Durability) -> Result<()> {
