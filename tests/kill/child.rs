@@ -41,9 +41,10 @@ pub fn run(db: &str) {
     };
     let config = JournalConfig {
         durability,
-        // Snapshots often, so a kill also lands between an event and its
-        // snapshot, and recovery starts from recovered snapshots.
-        checkpoint: CheckpointStrategy::EveryEvents(200),
+        // Snapshots often (a whole one, then deltas on it), so a kill also
+        // lands between an event and its snapshot, and recovery starts
+        // from recovered chains.
+        checkpoint: CheckpointStrategy::Incremental { every: 200 },
         compress: env_u64("AJ_KILL_CHILD_COMPRESS", 0) == 1,
         ..JournalConfig::default()
     };

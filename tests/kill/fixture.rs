@@ -56,7 +56,7 @@ pub fn fixture(sessions: usize, events: u64) -> Fixture {
     std::fs::create_dir_all(&work).expect("mkdir");
     let config = || JournalConfig {
         durability: Durability::Buffered,
-        checkpoint: CheckpointStrategy::EveryEvents(200),
+        checkpoint: CheckpointStrategy::Incremental { every: 200 },
         ..JournalConfig::default()
     };
     let journal = Journal::open_with(&db, config()).expect("open the source");

@@ -63,8 +63,11 @@ pub fn run(db: &str, mark: &str) {
     let config = JournalConfig {
         // The default, said out loud: this is what is under test.
         durability: agent_journal::Durability::Synced,
-        // Snapshots often: cuts land while they are written and replaced.
-        checkpoint: CheckpointStrategy::EveryEvents(env_u64("AJ_PL_CHILD_SNAPSHOT_EVERY", 100)),
+        // Snapshots often (a whole one, then deltas on it): cuts land
+        // while they are written and replaced.
+        checkpoint: CheckpointStrategy::Incremental {
+            every: env_u64("AJ_PL_CHILD_SNAPSHOT_EVERY", 100),
+        },
         compress: env_u64("AJ_PL_CHILD_COMPRESS", 0) == 1,
         ..JournalConfig::default()
     };

@@ -219,6 +219,10 @@ pub fn run(plan: &Plan) -> Option<Totals> {
                 }
                 t.bad_states += 1;
                 t.lost += missed;
+                if let Some(keep) = std::env::var_os("AJ_POWERLOSS_KEEP") {
+                    let to = std::path::Path::new(&keep).join(format!("salvage-{round}-{cut}"));
+                    write_image(&image, &to);
+                }
                 if t.problems.len() < 40 {
                     t.problems.push(format!(
                         "{what}: {bug}, and salvage gives back only {kept} acknowledged events, {missed} missing"

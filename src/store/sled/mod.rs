@@ -271,7 +271,7 @@ impl SledStore {
 
     /// Makes every sled write so far survive power loss: sled's flush, then
     /// an fdatasync of its file and of new blob files.
-    fn sled_durable(&self) -> Result<()> {
+    pub(super) fn sled_durable(&self) -> Result<()> {
         // The heads to record are taken first: every event they count was
         // queued before, so the flush below covers it.
         let heads = self.acked.take_dirty();
