@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use common::append::{section_buffered, section_synced, section_synced_threads};
 use common::growth::{section_append_cost, section_disk};
-use common::open::{section_cold_open, section_snapshot_open};
+use common::open::{section_cold_open, section_realistic_open, section_snapshot_open};
 use common::report::{Report, fmt_dur};
 use common::tempdir;
 
@@ -51,7 +51,7 @@ const SECTIONS: [(&str, &str, &str); 16] = [
     (
         "6",
         "snapshot-open",
-        "open with a snapshot vs fold from 0 (needs 4)",
+        "open with a snapshot vs fold from 0 (needs 4); 6r, 6t, 6m: a session as the default snapshots leave it (open, state_at, memory)",
     ),
     (
         "7",
@@ -267,6 +267,9 @@ fn main() {
         if opts.selected("6") {
             section_snapshot_open(&sizes, &big, &mut rep);
         }
+    }
+    if opts.selected("6") {
+        section_realistic_open(&sizes, &mut rep);
     }
     if opts.selected("5") {
         section_append_cost(&sizes, &mut rep);

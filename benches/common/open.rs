@@ -300,11 +300,16 @@ pub fn open_memory_child(spec: &str) {
     if mode == "raw" {
         std::hint::black_box(raw::sled_scan_decode(path, cache, session, true));
     } else {
+        let config = if mode == "default" {
+            buffered()
+        } else {
+            on_demand()
+        };
         let journal = Journal::open_with(
             path,
             JournalConfig {
                 cache_bytes: cache,
-                ..on_demand()
+                ..config
             },
         )
         .expect("open");
@@ -371,5 +376,156 @@ fn memory_of_open(path: &std::path::Path, session_id: SessionId, n: u64, rep: &m
         fmt_ratio(small_cache as f64 / frames as f64),
         fmt_bytes(raw_fold),
         fmt_ratio(raw_fold as f64 / frames as f64),
+    ));
+}
+
+// ---------------------------------------------------------------------------
+// 6r, 6t, 6m. A session as the default strategy leaves it
+
+/// A pseudo-random number in `0..n` from `state` (xorshift), advancing it.
+fn draw(state: &mut u64, n: u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state % n.max(1)
+}
+
+/// Rows 6r, 6t and 6m: a session of a random length between half and all
+/// of `s.big` events, appended in batches of 100 with the default
+/// configuration (its `Incremental` snapshots where they fall), then
+/// opened (events replayed at most 10,000), read at random seqs with
+/// `state_at` (the same bound), and opened in a process of its own (peak
+/// memory at most twice its frames).
+pub fn section_realistic_open(s: &Sizes, rep: &mut Report) {
+    let mut seed = std::env::var("AJ_BENCH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+                | 1
+        });
+    let start_seed = seed;
+    let n = s.big / 2 + draw(&mut seed, s.big / 2 + 1);
+    eprintln!(
+        "[6r] a {}-event session as the default strategy leaves it (seed {start_seed}; AJ_BENCH_SEED)",
+        thousands(n)
+    );
+    let dir = tempdir();
+    let path = dir.path().join("db");
+    let id = {
+        let journal = Journal::open_with(&path, buffered()).expect("open");
+        let session = journal.create_session().expect("session");
+        let mut run = AgentRun::new(500);
+        loop {
+            let head = session.head();
+            if head >= n {
+                break;
+            }
+            session
+                .append_batch(run.take_vec((n - head).min(100)))
+                .expect("append batch");
+        }
+        journal.flush().expect("flush");
+        session.id()
+    };
+    let mut best = Duration::MAX;
+    let mut stats = agent_journal::LoadStats::default();
+    for _ in 0..s.rounds {
+        let t = Instant::now();
+        let journal = Journal::open_with(&path, buffered()).expect("open");
+        let session = journal.session(id).expect("session");
+        let d = t.elapsed();
+        if d < best {
+            best = d;
+            stats = session.load_stats();
+        }
+    }
+    let fold = raw::sled_scan_decode(&path, cache_bytes(), id, true);
+    let fold_time = fold.open + fold.scan;
+    let speedup = fold_time.as_secs_f64() / best.as_secs_f64();
+    rep.row(Row {
+        id: "6r",
+        what: format!(
+            "open a {}-event session as the default strategy leaves it (Incremental every 8,192, \
+             appended in batches of 100; length drawn in {}..{})",
+            thousands(n),
+            thousands(s.big / 2),
+            thousands(s.big)
+        ),
+        ours: format!(
+            "{} (`events_replayed` = {}, from seq {} through {} deltas)",
+            fmt_dur(best),
+            thousands(stats.events_replayed),
+            stats.snapshot_seq.map_or("none".into(), thousands),
+            stats.snapshot_deltas
+        ),
+        baseline: format!(
+            "raw scan + crc + decode + fold of every event, no journal: {}",
+            fmt_dur(fold_time)
+        ),
+        ratio: format!("{} faster", fmt_ratio(speedup)),
+        target: "replayed <= 10,000".into(),
+        verdict: if stats.events_replayed <= 10_000 {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        },
+    });
+    // 6t: state_at at random seqs.
+    let journal = Journal::open_with(&path, buffered()).expect("open");
+    let session = journal.session(id).expect("session");
+    let (mut worst, mut total, calls) = (0u64, Duration::ZERO, 20u32);
+    for _ in 0..calls {
+        let k = draw(&mut seed, n - 1);
+        let t = Instant::now();
+        let (state, read) = session.state_at_with_stats(k).expect("state_at");
+        total += t.elapsed();
+        assert_eq!(state.last_seq(), Some(k));
+        worst = worst.max(read.events_replayed);
+    }
+    drop((session, journal));
+    let mean = total / calls;
+    rep.row(Row {
+        id: "6t",
+        what: format!(
+            "`state_at(k)` of that session at {calls} random k (the latest snapshot at or before k, its chain read, the rest replayed)"
+        ),
+        ours: format!(
+            "mean {} a call, at most {} events replayed",
+            fmt_dur(mean),
+            thousands(worst)
+        ),
+        baseline: format!("row 6r's open: {}", fmt_dur(best)),
+        ratio: fmt_ratio(mean.as_secs_f64() / best.as_secs_f64()),
+        target: "replayed <= 10,000".into(),
+        verdict: if worst <= 10_000 {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        },
+    });
+    // 6m: the memory of that open, in a process of its own.
+    let frames = {
+        let db = raw::open_sled(&path, cache_bytes());
+        raw::tree_bytes(&db, "events").1
+    };
+    let peak = child_peak(&path, id, cache_bytes(), "default");
+    let small = child_peak(&path, id, 64 << 20, "default");
+    let ratio = peak as f64 / frames as f64;
+    rep.row(Row {
+        id: "6m",
+        what: "peak memory of a process that opens that session (default config)".into(),
+        ours: fmt_bytes(peak),
+        baseline: format!("the session's frame bytes: {}", fmt_bytes(frames)),
+        ratio: fmt_ratio(ratio),
+        target: "<= 2x".into(),
+        verdict: Verdict::at_most(ratio, 2.0),
+    });
+    rep.note(format!(
+        "row 6m: with sled's cache at 64 MiB the process peaks at {} ({})",
+        fmt_bytes(small),
+        fmt_ratio(small as f64 / frames as f64)
     ));
 }

@@ -4,18 +4,31 @@
 use std::ops::RangeBounds;
 
 use super::replay::{check_frame, replay};
-use super::{Session, bounds};
+use super::{LoadStats, Session, bounds};
 use crate::error::{Error, Result};
 use crate::event::Envelope;
 use crate::state::SessionState;
 use crate::store::Visit;
 
 impl Session {
-    /// The state right after event `seq`: the fold of events `0..=seq`.
+    /// The state right after event `seq`: the fold of events `0..=seq`,
+    /// from the latest snapshot at or before it (with the default
+    /// `Incremental` strategy, fewer than its spacing of events are
+    /// replayed, at any seq).
     ///
     /// # Errors
     /// [`Error::SeqOutOfRange`] past the head.
     pub fn state_at(&self, seq: u64) -> Result<SessionState> {
+        self.state_at_with_stats(seq).map(|(s, _)| s)
+    }
+
+    /// [`state_at`](Self::state_at), and what it read: the snapshot it
+    /// started from (and the deltas on it) and the events it replayed.
+    ///
+    /// # Errors
+    /// As [`state_at`](Self::state_at).
+    pub fn state_at_with_stats(&self, seq: u64) -> Result<(SessionState, LoadStats)> {
+        let mut stats = LoadStats::default();
         let (head, last_snapshot) = {
             // Decide under one lock: an append between two would make "the
             // state at the head" a later state.
@@ -28,7 +41,7 @@ impl Session {
                 });
             }
             if seq + 1 == core.head {
-                return Ok((*core.state).clone());
+                return Ok(((*core.state).clone(), stats));
             }
             (core.head, core.last_snapshot)
         };
@@ -37,7 +50,7 @@ impl Session {
             && seq <= b.at
         {
             // Inside the prefix: the parent's state there.
-            return self.journal.session(b.parent)?.state_at(seq);
+            return self.journal.session(b.parent)?.state_at_with_stats(seq);
         }
         let config = &self.journal.inner.config;
         let mut state = None;
@@ -47,9 +60,12 @@ impl Session {
         // than their spacing.
         if last_snapshot.is_some() {
             let chain = super::chain::read_chain(&self.journal, self.id(), offset, seq + 1, head);
+            stats.snapshot_rejected = chain.rejected;
             if let Some((s, sseq)) = chain.state {
                 state = Some(s);
                 from = sseq + 1;
+                stats.snapshot_seq = Some(sseq);
+                stats.snapshot_deltas = chain.deltas;
             }
         }
         let mut state = match (state, self.shared.base) {
@@ -63,10 +79,10 @@ impl Session {
             from - offset,
             seq + 1 - offset,
             &mut state,
-            &mut 0,
+            &mut stats.events_replayed,
             offset,
         )?;
-        Ok(state)
+        Ok((state, stats))
     }
 
     /// Events with seq in `range`, verified and decoded.
