@@ -96,7 +96,7 @@ pub fn section_append_cost(s: &Sizes, rep: &mut Report) {
     let (early, late, width, reps) = (s.early, s.big, s.window, s.rounds as u64);
     let chunk = 1_000;
     eprintln!(
-        "[5] appending {} events one by one (Buffered, geometric snapshots)",
+        "[5] appending {} events one by one (Buffered, default snapshots)",
         thousands(late + reps * width)
     );
     let mut big = Appender::new(buffered());
@@ -166,7 +166,7 @@ pub fn section_append_cost(s: &Sizes, rep: &mut Report) {
     rep.row(Row {
         id: "5",
         what: format!(
-            "mean `Buffered` append over {} appends at seq {} vs at seq {} (realistic mix, default geometric snapshots; best of {} window pairs, each pair timed taking turns in chunks of {}); amortized over all {} appends incl. snapshots: {}",
+            "mean `Buffered` append over {} appends at seq {} vs at seq {} (realistic mix, default snapshots, Incremental every 8,192; best of {} window pairs, each pair timed taking turns in chunks of {}); amortized over all {} appends incl. snapshots: {}",
             thousands(width),
             thousands(w2.from),
             thousands(early),
@@ -217,7 +217,7 @@ pub fn section_append_cost(s: &Sizes, rep: &mut Report) {
         own_early.describe()
     ));
     rep.note(format!(
-        "row 5: {} geometric snapshots over {} appends took {} of the {} spent appending ({:.0}%); \
+        "row 5: {} snapshots (the default strategy) over {} appends took {} of the {} spent appending ({:.0}%); \
          largest: {}",
         big.snapshots.len(),
         thousands(appends),
