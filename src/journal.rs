@@ -35,7 +35,9 @@ pub struct JournalConfig {
     /// Default: 4 GiB.
     pub max_snapshot_bytes: u64,
     /// When snapshots are written. Default: [`CheckpointStrategy::default()`]
-    /// (geometric spacing, so snapshot bytes stay O(journal bytes)).
+    /// (`Incremental` every 8,192 events: a whole snapshot, then deltas, so
+    /// an open replays fewer than 8,192 events and the snapshot bytes stay
+    /// about the final state's).
     pub checkpoint: CheckpointStrategy,
     /// Application slices folded into every session's state. Default: none.
     pub slices: SliceRegistry,

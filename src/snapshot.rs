@@ -41,7 +41,7 @@ pub enum CheckpointStrategy {
     Periodic(Duration),
     /// Never by itself: only when the application asks.
     OnDemand,
-    /// Geometric spacing (the default): a snapshot when the events since the
+    /// Geometric spacing (the default before `Incremental`): a snapshot when the events since the
     /// last one reach `max(first, last_snapshot_seq * (factor - 1))`.
     ///
     /// The math: after a snapshot at seq `L` the next one comes at about
