@@ -317,6 +317,13 @@ fn format_auto_tells_the_formats_apart() {
 /// A Claude Code log of `steps` tool steps (a question, a call, its
 /// result), each record linked to the one before.
 fn claude_code_steps(steps: usize) -> String {
+    claude_code_log(steps, 2000, 4000)
+}
+
+/// A Claude Code log of `steps` tool steps: a question of `question`
+/// bytes, a call, its result of `result` bytes, each record linked to the
+/// one before.
+pub(crate) fn claude_code_log(steps: usize, question: usize, result: usize) -> String {
     let text = |n: usize| -> String { "abcdefghij".repeat(n / 10) };
     let mut lines = Vec::new();
     let mut parent = serde_json::Value::Null;
@@ -335,7 +342,7 @@ fn claude_code_steps(steps: usize) -> String {
         let id = format!("toolu_{i}");
         record(
             "user",
-            serde_json::json!({"role": "user", "content": text(2000)}),
+            serde_json::json!({"role": "user", "content": text(question)}),
         );
         record(
             "assistant",
@@ -345,7 +352,7 @@ fn claude_code_steps(steps: usize) -> String {
         record(
             "user",
             serde_json::json!({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": id, "content": text(4000)}]}),
+                {"type": "tool_result", "tool_use_id": id, "content": text(result)}]}),
         );
     }
     lines.join("\n") + "\n"

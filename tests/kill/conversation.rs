@@ -50,38 +50,6 @@ fn sessions(db: &Path) -> Result<Vec<u64>, String> {
         .collect()
 }
 
-/// A Claude Code log of `steps` steps (a question, a call, its result).
-fn claude_code_log(steps: usize) -> String {
-    let mut lines = Vec::new();
-    let mut parent = serde_json::Value::Null;
-    let mut record = |kind: &str, message: serde_json::Value| {
-        let uuid = format!("r{}", lines.len());
-        lines.push(
-            serde_json::json!({"type": kind, "uuid": uuid, "parentUuid": parent, "message": message})
-                .to_string(),
-        );
-        parent = uuid.into();
-    };
-    for i in 0..steps {
-        let id = format!("toolu_{i}");
-        record(
-            "user",
-            serde_json::json!({"role": "user", "content": format!("question {i}")}),
-        );
-        record(
-            "assistant",
-            serde_json::json!({"id": format!("msg_{i}"), "role": "assistant", "content": [
-                {"type": "tool_use", "id": id, "name": "lookup", "input": {"n": i}}]}),
-        );
-        record(
-            "user",
-            serde_json::json!({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": id, "content": format!("answer {i}")}]}),
-        );
-    }
-    lines.join("\n") + "\n"
-}
-
 #[test]
 fn a_killed_conversation_import_leaves_the_whole_conversation_or_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -98,7 +66,11 @@ fn a_killed_claude_code_import_leaves_every_log_or_nothing() {
     let logs = dir.path().join("projects");
     std::fs::create_dir_all(&logs).expect("mkdir");
     for name in ["a.jsonl", "b.jsonl"] {
-        std::fs::write(logs.join(name), claude_code_log(1_200)).expect("write");
+        std::fs::write(
+            logs.join(name),
+            crate::claude_code::claude_code_log(1_200, 20, 20),
+        )
+        .expect("write");
     }
     kill_imports(dir.path(), &logs, "claude-code", 2);
 }

@@ -51,35 +51,32 @@ fn status_byte(s: ToolStatus) -> u8 {
     }
 }
 
-/// Appends the messages section of `m` to `out`.
-pub(crate) fn write_section(m: &Messages, out: &mut Vec<u8>) -> Result<(), String> {
-    let bufs = m.bufs();
-    let mut scratch = Vec::new();
-    write_varint(out, m.len() as u64);
-    write_varint(out, m.by_eval.len() as u64);
-    for (eval, msgs) in &m.by_eval {
-        let eval = eval.id();
-        out.extend_from_slice(eval.as_bytes());
-        write_varint(out, msgs.len() as u64);
-        for (key, slot) in msgs.iter() {
-            write_varint(out, key.0);
-            out.extend_from_slice(key.1.as_bytes());
-            match slot.raw_bytes(bufs) {
-                Some(bytes) => {
-                    write_varint(out, bytes.len() as u64);
-                    out.extend_from_slice(bytes);
-                }
-                None => {
-                    scratch.clear();
-                    encode_body(slot.get(bufs, eval, *key), &mut scratch);
-                    write_varint(out, scratch.len() as u64);
-                    out.extend_from_slice(&scratch);
-                }
-            }
+/// Appends one message of a section: its key, then its body (copied if
+/// it is held as bytes, else encoded in `scratch`).
+fn write_message(
+    out: &mut Vec<u8>,
+    bufs: super::slot::Bufs<'_>,
+    eval: EvaluationId,
+    key: (u64, MessageId),
+    slot: &Slot,
+    scratch: &mut Vec<u8>,
+) {
+    write_varint(out, key.0);
+    out.extend_from_slice(key.1.as_bytes());
+    let bytes = match slot.raw_bytes(bufs) {
+        Some(bytes) => bytes,
+        None => {
+            scratch.clear();
+            encode_body(slot.get(bufs, eval, key), scratch);
+            scratch
         }
-    }
-    let mut calls: Vec<_> = m.call_slots().collect();
-    calls.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    };
+    write_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+/// Appends the calls part of a section: their count, then each call.
+fn write_calls(out: &mut Vec<u8>, calls: &[(EvaluationId, &CallId, &CallSlot)]) {
     write_varint(out, calls.len() as u64);
     for (eval, call, slot) in calls {
         out.extend_from_slice(eval.as_bytes());
@@ -92,6 +89,52 @@ pub(crate) fn write_section(m: &Messages, out: &mut Vec<u8>) -> Result<(), Strin
             out.extend_from_slice(id.as_bytes());
         }
     }
+}
+
+/// A call of a section's calls part: its evaluation, id, status and the
+/// keys of the messages that hold it.
+type CallRecord = (EvaluationId, CallId, ToolStatus, Vec<(u64, MessageId)>);
+
+/// Reads one call of a section's calls part (a pending call held by no
+/// message is refused).
+fn read_call(r: &mut Reader<'_>, len: usize) -> Result<CallRecord, String> {
+    let eval = EvaluationId::from_bytes(r.array("call.evaluation_id")?);
+    let n = r.len("call.call_id")?;
+    let call = std::str::from_utf8(r.take(n, "call.call_id")?)
+        .map_err(|e| format!("call.call_id: {e}"))?;
+    let status = *STATUSES
+        .get(usize::from(r.byte("call.status")?))
+        .ok_or("call.status: unknown status")?;
+    let n = r.len("call.holders")?;
+    let mut holders = Vec::with_capacity(n.min(len / 17));
+    for _ in 0..n {
+        let sequence = r.varint("call.holder.sequence")?;
+        let id = MessageId::from_bytes(r.array("call.holder.message_id")?);
+        holders.push((sequence, id));
+    }
+    if holders.is_empty() && status == ToolStatus::Pending {
+        return Err(format!("call {call}: pending and held by no message"));
+    }
+    Ok((eval, CallId::from(call), status, holders))
+}
+
+/// Appends the messages section of `m` to `out`.
+pub(crate) fn write_section(m: &Messages, out: &mut Vec<u8>) -> Result<(), String> {
+    let bufs = m.bufs();
+    let mut scratch = Vec::new();
+    write_varint(out, m.len() as u64);
+    write_varint(out, m.by_eval.len() as u64);
+    for (eval, msgs) in &m.by_eval {
+        let eval = eval.id();
+        out.extend_from_slice(eval.as_bytes());
+        write_varint(out, msgs.len() as u64);
+        for (key, slot) in msgs.iter() {
+            write_message(out, bufs, eval, *key, slot, &mut scratch);
+        }
+    }
+    let mut calls: Vec<_> = m.call_slots().collect();
+    calls.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    write_calls(out, &calls);
     Ok(())
 }
 
@@ -178,33 +221,18 @@ pub(crate) fn read_section(
         return Err(format!("{messages} messages where the count says {count}"));
     }
     out.index = index_of(index)?;
-    let calls = r.len("calls")?;
-    for _ in 0..calls {
-        let eval = EvaluationId::from_bytes(r.array("call.evaluation_id")?);
-        let n = r.len("call.call_id")?;
-        let call = std::str::from_utf8(r.take(n, "call.call_id")?)
-            .map_err(|e| format!("call.call_id: {e}"))?;
-        let status = *STATUSES
-            .get(usize::from(r.byte("call.status")?))
-            .ok_or("call.status: unknown status")?;
-        let n = r.len("call.holders")?;
-        let mut holders = Vec::with_capacity(n.min(len / 17));
-        for _ in 0..n {
-            let sequence = r.varint("call.holder.sequence")?;
-            let id = MessageId::from_bytes(r.array("call.holder.message_id")?);
+    for _ in 0..r.len("calls")? {
+        let (eval, call, status, holders) = read_call(&mut r, len)?;
+        for (sequence, id) in &holders {
             let held = out
                 .by_eval
                 .get(&eval.into())
-                .is_some_and(|m| m.get(&(sequence, id)).is_some());
+                .is_some_and(|m| m.get(&(*sequence, *id)).is_some());
             if !held {
                 return Err(format!("call {call}: held by unknown message {id}"));
             }
-            holders.push((sequence, id));
         }
-        if holders.is_empty() && status == ToolStatus::Pending {
-            return Err(format!("call {call}: pending and held by no message"));
-        }
-        match out.calls.entry(eval).or_default().entry(CallId::from(call)) {
+        match out.calls.entry(eval).or_default().entry(call) {
             Entry::Occupied(o) => return Err(format!("duplicate call {}", o.key())),
             Entry::Vacant(v) => {
                 v.insert(CallSlot { status, holders });
@@ -298,20 +326,7 @@ pub(crate) fn write_delta_section(
             let slot = msgs
                 .get(key)
                 .ok_or_else(|| format!("message {} is not there", key.1))?;
-            write_varint(out, key.0);
-            out.extend_from_slice(key.1.as_bytes());
-            match slot.raw_bytes(bufs) {
-                Some(bytes) => {
-                    write_varint(out, bytes.len() as u64);
-                    out.extend_from_slice(bytes);
-                }
-                None => {
-                    scratch.clear();
-                    encode_body(slot.get(bufs, eval, *key), &mut scratch);
-                    write_varint(out, scratch.len() as u64);
-                    out.extend_from_slice(&scratch);
-                }
-            }
+            write_message(out, bufs, eval, *key, slot, &mut scratch);
         }
     }
     let mut slots: Vec<(EvaluationId, &CallId, &CallSlot)> = calls
@@ -320,18 +335,7 @@ pub(crate) fn write_delta_section(
         .collect();
     slots.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
     slots.dedup_by(|a, b| (a.0, a.1) == (b.0, b.1));
-    write_varint(out, slots.len() as u64);
-    for (eval, call, slot) in slots {
-        out.extend_from_slice(eval.as_bytes());
-        write_varint(out, call.0.len() as u64);
-        out.extend_from_slice(call.0.as_bytes());
-        out.push(status_byte(slot.status));
-        write_varint(out, slot.holders.len() as u64);
-        for (sequence, id) in &slot.holders {
-            write_varint(out, *sequence);
-            out.extend_from_slice(id.as_bytes());
-        }
-    }
+    write_calls(out, &slots);
     Ok(())
 }
 
@@ -409,32 +413,18 @@ pub(crate) fn apply_delta_section(
         ..
     } = m;
     for _ in 0..r.len("calls")? {
-        let eval = EvaluationId::from_bytes(r.array("call.evaluation_id")?);
-        let n = r.len("call.call_id")?;
-        let call = std::str::from_utf8(r.take(n, "call.call_id")?)
-            .map_err(|e| format!("call.call_id: {e}"))?;
-        let status = *STATUSES
-            .get(usize::from(r.byte("call.status")?))
-            .ok_or("call.status: unknown status")?;
-        let n = r.len("call.holders")?;
-        let mut holders = Vec::with_capacity(n.min(len / 17));
-        for _ in 0..n {
-            let sequence = r.varint("call.holder.sequence")?;
-            let id = MessageId::from_bytes(r.array("call.holder.message_id")?);
-            holders.push((sequence, id));
-        }
-        if holders.is_empty() && status == ToolStatus::Pending {
-            return Err(format!("call {call}: pending and held by no message"));
-        }
-        let call_id = CallId::from(call);
+        let (eval, call_id, status, holders) = read_call(&mut r, len)?;
         let msgs = by_eval.get_mut(&eval.into());
         if !holders.is_empty() && msgs.is_none() {
-            return Err(format!("call {call}: held by messages of no evaluation"));
+            return Err(format!("call {call_id}: held by messages of no evaluation"));
         }
         if let Some(msgs) = msgs {
             for holder in &holders {
                 let Some(slot) = msgs.get_mut(holder) else {
-                    return Err(format!("call {call}: held by unknown message {}", holder.1));
+                    return Err(format!(
+                        "call {call_id}: held by unknown message {}",
+                        holder.1
+                    ));
                 };
                 if fresh.contains(&(eval, *holder)) {
                     continue;

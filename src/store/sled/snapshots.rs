@@ -11,25 +11,38 @@ use crate::store::keys::{key, split_key};
 use crate::store::snapfiles::{self, INLINE_MAX};
 
 impl SledStore {
-    pub(super) fn put_snapshot_in(
+    /// Stores a snapshot frame under its key, after the events it covers
+    /// reached sled: inline up to `inline_max` bytes, else in a file of its
+    /// own (which in a `Synced` journal survives power loss too) with a
+    /// pointer in the tree.
+    fn store_frame(
         &self,
         session: SessionId,
         seq: u64,
         frame: Vec<u8>,
+        inline_max: usize,
     ) -> Result<()> {
-        // The events a snapshot covers reach sled before it does.
         self.drain()?;
-        let k = key(session, seq);
-        let value = if frame.len() > INLINE_MAX {
-            // A `Synced` journal's snapshot files survive power loss too.
+        let value = if frame.len() > inline_max {
             self.snap_files
                 .write(session, seq, &frame, self.wal_appends)?
         } else {
             frame
         };
         self.snapshots
-            .insert(k, value)
+            .insert(key(session, seq), value)
             .map_err(|e| storage(e, "writing a snapshot"))?;
+        Ok(())
+    }
+
+    pub(super) fn put_snapshot_in(
+        &self,
+        session: SessionId,
+        seq: u64,
+        frame: Vec<u8>,
+    ) -> Result<()> {
+        let k = key(session, seq);
+        self.store_frame(session, seq, frame, INLINE_MAX)?;
         // Every other snapshot of the session goes: older ones (the chain
         // this one replaces) and any past it (left by a cut tail).
         let others: Vec<(sled::IVec, sled::IVec)> = self
@@ -75,16 +88,9 @@ impl SledStore {
         seq: u64,
         frame: Vec<u8>,
     ) -> Result<()> {
-        // The events a snapshot covers reach sled before it does.
-        self.drain()?;
         // Always a file of its own, sled holding its pointer: a chain's
         // deltas would otherwise pile up in sled's tree and log.
-        let value = self
-            .snap_files
-            .write(session, seq, &frame, self.wal_appends)?;
-        self.snapshots
-            .insert(key(session, seq), value)
-            .map_err(|e| storage(e, "writing a snapshot"))?;
+        self.store_frame(session, seq, frame, 0)?;
         // A snapshot is also a point where sled is made durable (as a
         // whole snapshot replacing a file is): the power-loss harness
         // found that fewer such points leave sled more unsynced writes to
