@@ -100,6 +100,9 @@ fn a_session_opens_from_its_chain_and_every_state_at_is_the_fold() {
     let report = j.verify(None, |_| {}).expect("verify");
     assert!(report.is_clean(), "{:?}", report.problems);
     assert_eq!(report.snapshots, u64::from(stats.snapshot_deltas) + 1);
+    // A snapshot asked for twice with nothing appended between writes one.
+    let at = s.snapshot().expect("snapshot");
+    assert_eq!(s.snapshot().expect("again"), at);
     // Appending after the open goes on with the chain.
     steps(&s, 50);
     drop((s, j));

@@ -419,6 +419,11 @@ impl Session {
         // written after a failed write.
         self.journal.inner.poison.check()?;
         let seq = core.head - 1;
+        if core.last_snapshot == Some(seq) {
+            // Nothing was appended since: the snapshot there is this state
+            // (and a delta on itself would break its chain).
+            return Ok(Some(seq));
+        }
         let config = &self.journal.inner.config;
         let store = &self.journal.inner.store;
         let deltas = self.deltas();
