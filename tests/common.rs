@@ -345,3 +345,16 @@ pub fn peak_memory(db: &std::path::Path, args: &[&str]) -> (Option<i32>, u64) {
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
 }
+
+/// Two imports' `(input bytes, peak memory)`, the second of the longer
+/// input: the memory it added must be less than the input it added (an
+/// import that holds a message at a time, not the input).
+pub fn assert_memory_grows_less_than_input(runs: &[(u64, u64)]) {
+    let (added, grew) = (runs[1].0 - runs[0].0, runs[1].1.saturating_sub(runs[0].1));
+    assert!(
+        grew < added,
+        "{} MiB more input took {} MiB more memory",
+        added >> 20,
+        grew >> 20
+    );
+}
