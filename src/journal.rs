@@ -55,6 +55,17 @@ pub struct JournalConfig {
     /// [`Journal::compact_to_with`] rewrites it the other way. Default:
     /// `false`.
     pub compress: bool,
+    /// Bytes of events the sled store packs into one compressed block.
+    /// Consecutive appends of a session go into sled together, as runs of
+    /// up to 7 KiB; once a session's runs add up to this much, a thread of
+    /// the store compresses them (zstd, level 1) into a block in a segment
+    /// file under `frames/` and sled keeps one pointer to it
+    /// (`docs/format.md`, "Runs and blocks"). Larger blocks compress
+    /// better; reading any event of a block decompresses it whole. `0`
+    /// keeps every run in sled, uncompressed. The setting applies to what
+    /// this open writes: every database reads whatever it holds. Default:
+    /// 128 KiB.
+    pub block_bytes: usize,
     /// Called after each append is durable. Default: none.
     pub after_append: Option<AfterAppend>,
     /// While this process has a sled database open, serve it read-only to
@@ -74,11 +85,15 @@ impl std::fmt::Debug for JournalConfig {
             .field("create_if_missing", &self.create_if_missing)
             .field("cache_bytes", &self.cache_bytes)
             .field("compress", &self.compress)
+            .field("block_bytes", &self.block_bytes)
             .field("after_append", &self.after_append.as_ref().map(|_| "Fn"))
             .field("serve_readers", &self.serve_readers)
             .finish()
     }
 }
+
+/// The default of [`JournalConfig::block_bytes`].
+pub const DEFAULT_BLOCK_BYTES: usize = 128 << 10;
 
 impl Default for JournalConfig {
     fn default() -> Self {
@@ -91,6 +106,7 @@ impl Default for JournalConfig {
             create_if_missing: true,
             cache_bytes: 512 << 20,
             compress: false,
+            block_bytes: DEFAULT_BLOCK_BYTES,
             after_append: None,
             serve_readers: true,
         }
@@ -238,6 +254,7 @@ impl Journal {
             config.cache_bytes,
             config.compress,
             config.durability == Durability::Synced,
+            config.block_bytes,
             poison.clone(),
         )?);
         let store: Arc<dyn Store> = store;

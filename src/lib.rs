@@ -100,7 +100,9 @@ pub use crate::event::{
     AdapterStateSnapshot, Envelope, Event, Outcome, ProviderCallRecord, ProviderOutcome, TokenUsage,
 };
 pub use crate::format::{DEFAULT_MAX_EVENT_BYTES, SharedBytes, TailDamage, TailUnit};
-pub use crate::journal::{AfterAppend, Journal, JournalConfig, SessionInfo, SessionStatus};
+pub use crate::journal::{
+    AfterAppend, DEFAULT_BLOCK_BYTES, Journal, JournalConfig, SessionInfo, SessionStatus,
+};
 pub use crate::maintenance::{
     CompactReport, SALVAGE_GAP_KIND, SalvageReport, salvage_database, salvage_database_with,
     salvage_file, salvage_file_with,

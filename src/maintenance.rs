@@ -410,7 +410,7 @@ pub fn salvage_database_with(
     match Journal::open_with(path, config) {
         Ok(journal) => journal.salvage_with(dest, Some(raw), &mut progress),
         Err(e) if e.is_corruption() => {
-            let dropped: Vec<Problem> = raw
+            let mut dropped: Vec<Problem> = raw
                 .conflicts
                 .iter()
                 .map(|(session, seq)| {
@@ -430,6 +430,30 @@ pub fn salvage_database_with(
                 .collect();
             let records = raw.events.into_values().map(|e| (None, e)).collect();
             let (sessions, _) = group(records);
+            // What the heads log says was acknowledged and no file holds:
+            // named, never dropped silently.
+            let acked = std::fs::read(path.join(crate::store::heads::FILE))
+                .map(|b| crate::store::heads::parse(&b))
+                .unwrap_or_default();
+            let mut acked: Vec<(SessionId, u64)> = acked.into_iter().collect();
+            acked.sort_unstable();
+            for (id, head) in acked {
+                let found = sessions
+                    .get(&id)
+                    .and_then(|events| events.last())
+                    .map_or(0, |e| e.seq + 1);
+                if found < head {
+                    dropped.push(problem(
+                        id,
+                        Some(found),
+                        None,
+                        format!(
+                            "events {found}..{head} were acknowledged and are missing \
+                             (no whole copy of them is left in the files)"
+                        ),
+                    ));
+                }
+            }
             let compress = crate::store::sled::compressed(path).unwrap_or(false);
             write_salvaged(dest, sessions, dropped, true, compress, &mut progress).map(|mut r| {
                 r.from_files = r.copied;

@@ -83,6 +83,7 @@ fn temporaries(dir: &Path) -> Vec<String> {
 fn damage(db: &Path, id: SessionId, seq: u64) {
     let sled = raw_sled(db);
     let events = sled.open_tree("events").expect("tree");
+    crate::common::unpack_event(db, &events, id, seq);
     let key = event_key(id, seq);
     let mut v = events.get(&key).expect("get").expect("present").to_vec();
     v[12] ^= 0x5a;

@@ -8,8 +8,8 @@
 //! - a seeded random generator ([`Rng`]), so a failing case can be replayed
 //!   from its seed;
 //! - files and raw sled, for the tests that damage a database or an export
-//!   ([`copy_dir`], [`tree`], [`raw_sled`], [`event_key`],
-//!   [`ajournal_records`]).
+//!   ([`copy_dir`], [`tree`], [`raw_sled`], [`event_key`], [`unpack_event`],
+//!   [`event_spans`], [`ajournal_records`]).
 //!
 //! Every database a test creates lives in a `tempfile::tempdir()`: take the
 //! directory from there and keep the `TempDir` alive while the test runs.
@@ -249,10 +249,85 @@ pub fn raw_sled(path: &Path) -> sled::Db {
 
 /// The key of event `seq` of session `id` in the `events` tree (and of its
 /// snapshot in `snapshots`): the session's 16 bytes, then `seq` big-endian.
+/// The journal keeps several events under one key (runs and blocks): a test
+/// that changes one event's value calls [`unpack_event`] first.
 pub fn event_key(id: SessionId, seq: u64) -> Vec<u8> {
     let mut k = id.as_bytes().to_vec();
     k.extend_from_slice(&seq.to_be_bytes());
     k
+}
+
+/// A run's event count, or a block pointer's count and `[segment, offset,
+/// stored, raw]`, read as `docs/format.md` ("Runs and blocks") says: only
+/// when the CRC checks. `None` for a value that holds one event.
+fn run_or_block(v: &[u8]) -> Option<(u32, Option<[u64; 4]>)> {
+    let u32_at = |at: usize| u32::from_le_bytes(v[at..at + 4].try_into().expect("4 bytes"));
+    let u64_at = |at: usize| u64::from_le_bytes(v[at..at + 8].try_into().expect("8 bytes"));
+    match v.first() {
+        Some(0xF9) if v.len() >= 9 && crc32fast::hash(&v[..5]) == u32_at(5) => {
+            Some((u32_at(1), None))
+        }
+        Some(0xFA) if v.len() == 41 && crc32fast::hash(&v[..37]) == u32_at(37) => Some((
+            u32_at(1),
+            Some([u64_at(5), u64_at(13), u64_at(21), u64_at(29)]),
+        )),
+        _ => None,
+    }
+}
+
+/// The values of session `id` in tree `events`, in key order: the first
+/// seq of each and the number of events it holds.
+pub fn event_spans(events: &sled::Tree, id: SessionId) -> Vec<(u64, u64)> {
+    events
+        .scan_prefix(id.as_bytes())
+        .map(|item| {
+            let (k, v) = item.expect("item");
+            let seq = u64::from_be_bytes(k[16..24].try_into().expect("seq"));
+            (seq, run_or_block(&v).map_or(1, |(n, _)| u64::from(n)))
+        })
+        .collect()
+}
+
+/// Rewrites the run or block of session `id` that holds event `seq` (in
+/// the closed database at `db`, whose tree `events` is `events`) as one
+/// value per event, a layout the journal reads as well: then the event's
+/// value can be changed, removed or swapped alone. Returns whether `seq`
+/// has a value of its own now.
+pub fn unpack_event(db: &Path, events: &sled::Tree, id: SessionId, seq: u64) -> bool {
+    let Some(item) = events
+        .range(event_key(id, 0)..=event_key(id, seq))
+        .next_back()
+    else {
+        return false;
+    };
+    let (k, v) = item.expect("item");
+    let at = u64::from_be_bytes(k[16..24].try_into().expect("seq"));
+    let Some((count, block)) = run_or_block(&v) else {
+        return at == seq;
+    };
+    if seq >= at + u64::from(count) {
+        return false;
+    }
+    let body = match block {
+        None => v[9..].to_vec(),
+        Some([segment, offset, stored, raw]) => {
+            let file = db.join("frames").join(format!("{segment:020}.seg"));
+            let bytes = std::fs::read(&file).expect("segment");
+            let stored = &bytes[offset as usize..(offset + stored) as usize];
+            zstd::block::decompress(stored, raw as usize).expect("a block decompresses")
+        }
+    };
+    events.remove(&k).expect("remove");
+    let mut pos = 0;
+    for i in 0..u64::from(count) {
+        let len = u32::from_le_bytes(body[pos..pos + 4].try_into().expect("len")) as usize;
+        let element = &body[pos + 4..pos + 4 + len];
+        events
+            .insert(event_key(id, at + i), element)
+            .expect("insert");
+        pos += 4 + len;
+    }
+    true
 }
 
 /// The records of an exported journal file as written (format 2): the

@@ -515,6 +515,7 @@ fn warnings_about_a_torn_tail_go_to_stderr_in_every_mode() {
         let sid: agent_journal::SessionId = d.id.parse().expect("id");
         let db = raw_sled(&d.db);
         let events = db.open_tree("events").expect("tree events");
+        crate::common::unpack_event(&d.db, &events, sid, 22);
         let key = crate::common::event_key(sid, 22);
         let mut v = events.get(&key).expect("get").expect("present").to_vec();
         assert!(v.len() > 12);

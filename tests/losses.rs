@@ -30,6 +30,7 @@ fn sled_loses(path: &Path, id: SessionId, from: u64, to: u64) {
     let db = raw_sled(path);
     let t = db.open_tree("events").expect("tree");
     for seq in from..to {
+        crate::common::unpack_event(path, &t, id, seq);
         t.remove(event_key(id, seq)).expect("remove");
     }
     db.flush().expect("flush");

@@ -65,8 +65,12 @@ pub fn section_cold_open(s: &Sizes, rep: &mut Report) -> Big {
         session.id()
     };
     eprintln!("    built in {}", fmt_dur(t.elapsed()));
+    // The raw baselines scan the same frames in a sled database of their
+    // own, one key per event.
+    let raw_path = dir.path().join("raw");
+    raw::journal_frames(&path, session_id, cache_bytes(), Some(&raw_path));
     // Warm-up: sled's own recovery after the build, and the OS page cache.
-    let warm = raw::sled_scan_decode(&path, cache_bytes(), session_id, false);
+    let warm = raw::sled_scan_decode(&raw_path, cache_bytes(), session_id, false);
     assert_eq!(warm.events, n);
     eprintln!("[4] timing open + fold ({} round(s))", s.rounds);
     let mut ours = (Duration::MAX, Duration::ZERO, Duration::ZERO);
@@ -104,14 +108,14 @@ pub fn section_cold_open(s: &Sizes, rep: &mut Report) -> Big {
                     drop_time = t.elapsed();
                 }
                 1 => {
-                    let b = raw::sled_scan_decode(&path, cache_bytes(), session_id, false);
+                    let b = raw::sled_scan_decode(&raw_path, cache_bytes(), session_id, false);
                     assert_eq!(b.events, n);
                     if b.open + b.scan < base.open.saturating_add(base.scan) {
                         base = b;
                     }
                 }
                 _ => {
-                    let f = raw::sled_scan_decode(&path, cache_bytes(), session_id, true);
+                    let f = raw::sled_scan_decode(&raw_path, cache_bytes(), session_id, true);
                     if f.open + f.scan < folded.open.saturating_add(folded.scan) {
                         folded = f;
                     }
@@ -349,13 +353,15 @@ fn child_peak(path: &std::path::Path, session: SessionId, cache: u64, mode: &str
 /// at 64 MiB, and the raw scan + decode + fold (no journal) of row 4's
 /// third contestant.
 fn memory_of_open(path: &std::path::Path, session_id: SessionId, n: u64, rep: &mut Report) {
-    let frames = {
-        let db = raw::open_sled(path, cache_bytes());
-        raw::tree_bytes(&db, "events").1
+    let raw_path = path.with_file_name("raw");
+    let frames = if raw_path.exists() {
+        raw::journal_frames(path, session_id, cache_bytes(), None).1
+    } else {
+        raw::journal_frames(path, session_id, cache_bytes(), Some(&raw_path)).1
     };
     let ours = child_peak(path, session_id, cache_bytes(), "journal");
     let small_cache = child_peak(path, session_id, 64 << 20, "journal");
-    let raw_fold = child_peak(path, session_id, 64 << 20, "raw");
+    let raw_fold = child_peak(&raw_path, session_id, 64 << 20, "raw");
     let ratio = ours as f64 / frames as f64;
     rep.row(Row {
         id: "4m",
@@ -442,7 +448,9 @@ pub fn section_realistic_open(s: &Sizes, rep: &mut Report) {
             stats = session.load_stats();
         }
     }
-    let fold = raw::sled_scan_decode(&path, cache_bytes(), id, true);
+    let raw_path = path.with_file_name("raw");
+    raw::journal_frames(&path, id, cache_bytes(), Some(&raw_path));
+    let fold = raw::sled_scan_decode(&raw_path, cache_bytes(), id, true);
     let fold_time = fold.open + fold.scan;
     let speedup = fold_time.as_secs_f64() / best.as_secs_f64();
     rep.row(Row {
@@ -507,10 +515,7 @@ pub fn section_realistic_open(s: &Sizes, rep: &mut Report) {
         },
     });
     // 6m: the memory of that open, in a process of its own.
-    let frames = {
-        let db = raw::open_sled(&path, cache_bytes());
-        raw::tree_bytes(&db, "events").1
-    };
+    let frames = raw::journal_frames(&path, id, cache_bytes(), None).1;
     let peak = child_peak(&path, id, cache_bytes(), "default");
     let small = child_peak(&path, id, 64 << 20, "default");
     let ratio = peak as f64 / frames as f64;

@@ -215,24 +215,59 @@ pub fn sled_scan_decode(
     }
 }
 
-/// Number of values and their total bytes in `tree`.
-pub fn tree_bytes(db: &sled::Db, tree: &str) -> (u64, u64) {
-    let t = db.open_tree(tree).expect("tree");
-    let mut count = 0;
-    let mut bytes = 0;
-    for item in t.iter() {
-        let (_, v) = item.expect("iter");
-        count += 1;
-        bytes += v.len() as u64;
+/// The frames of `session` in the journal at `path`, as the library
+/// encodes them (one per event: its events re-encoded, which gives back
+/// the bytes it stored): their count and total bytes. With `copy`, each is
+/// also inserted into a new raw sled database there under the library's
+/// key, one key per event: what the raw baselines scan (the library itself
+/// packs events into runs and compressed blocks).
+pub fn journal_frames(
+    path: &Path,
+    session: SessionId,
+    cache_bytes: u64,
+    copy: Option<&Path>,
+) -> (u64, u64) {
+    let config = agent_journal::JournalConfig {
+        durability: agent_journal::Durability::Buffered,
+        serve_readers: false,
+        ..agent_journal::JournalConfig::default()
+    };
+    let journal = agent_journal::Journal::open_with(path, config).expect("open");
+    let s = journal.session(session).expect("session");
+    let head = s.head();
+    let raw = copy.map(|p| open_sled(p, cache_bytes));
+    let tree = raw.as_ref().map(|db| db.open_tree("events").expect("tree"));
+    let mut bytes = 0u64;
+    let mut from = 0;
+    while from < head {
+        let to = (from + 100_000).min(head);
+        for e in s.events(from..to).expect("events") {
+            let f =
+                agent_journal::format::encode_frame(&e, DEFAULT_MAX_EVENT_BYTES).expect("encode");
+            bytes += f.len() as u64;
+            if let Some(t) = &tree {
+                t.insert(key(session, e.seq), f).expect("insert");
+            }
+        }
+        from = to;
     }
-    (count, bytes)
+    if let Some(db) = &raw {
+        db.flush().expect("flush");
+    }
+    (head, bytes)
 }
 
-/// The length of the frame a value of tree `snapshots` stands for: the
-/// value itself, or the file a pointer names (`docs/format.md`, "Snapshot
-/// files": `0xFE` then the frame's length, u64 LE).
-fn pointed_len(v: &[u8]) -> Option<u64> {
-    (v.len() == 9 && v[0] == 0xFE).then(|| u64::from_le_bytes(v[1..9].try_into().expect("9 bytes")))
+/// The length of the frame a value of tree `snapshots` stands for, and
+/// of the file it is kept in, if it is a pointer to one (`docs/format.md`,
+/// "Snapshot files": `0xFE` then the frame's length, u64 LE; `0xFD`, the
+/// frame's length and the (compressed) file's).
+fn pointed_len(v: &[u8]) -> Option<(u64, u64)> {
+    let n = |at: usize| u64::from_le_bytes(v[at..at + 8].try_into().expect("8 bytes"));
+    match (v.len(), v.first()) {
+        (9, Some(0xFE)) => Some((n(1), n(1))),
+        (17, Some(0xFD)) => Some((n(1), n(9))),
+        _ => None,
+    }
 }
 
 /// The latest snapshot frame of `session` in the database at `path`, read
@@ -244,25 +279,31 @@ pub fn latest_snapshot(path: &Path, db: &sled::Db, session: SessionId) -> Option
         .next_back()?
         .expect("read");
     let seq = u64::from_be_bytes(k[16..24].try_into().expect("key"));
-    if pointed_len(&v).is_some() {
+    if let Some((frame_len, _)) = pointed_len(&v) {
         let file = path
             .join("snapshots")
             .join(format!("{session}-{seq:020}.frame"));
-        return Some((seq, std::fs::read(file).expect("snapshot file")));
+        let bytes = std::fs::read(file).expect("snapshot file");
+        if v[0] == 0xFD {
+            let frame = zstd::block::decompress(&bytes, frame_len as usize).expect("zstd");
+            return Some((seq, frame));
+        }
+        return Some((seq, bytes));
     }
     Some((seq, v.to_vec()))
 }
 
-/// Number of snapshots in the database and their frames' total bytes
-/// (inline in tree `snapshots` or in files).
-pub fn snapshot_bytes(db: &sled::Db) -> (u64, u64) {
+/// Number of snapshots in the database, their frames' total bytes, and
+/// the bytes they take (inline in tree `snapshots`, or their files).
+pub fn snapshot_bytes(db: &sled::Db) -> (u64, u64, u64) {
     let t = db.open_tree("snapshots").expect("tree");
-    let mut count = 0;
-    let mut bytes = 0;
+    let (mut count, mut bytes, mut stored) = (0, 0, 0);
     for item in t.iter() {
         let (_, v) = item.expect("iter");
         count += 1;
-        bytes += pointed_len(&v).unwrap_or(v.len() as u64);
+        let (frame, file) = pointed_len(&v).unwrap_or((v.len() as u64, v.len() as u64));
+        bytes += frame;
+        stored += file;
     }
-    (count, bytes)
+    (count, bytes, stored)
 }

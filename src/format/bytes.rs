@@ -31,6 +31,34 @@ impl AsRef<[u8]> for SharedBytes {
     }
 }
 
+impl SharedBytes {
+    /// The bytes `range` of these, shared (no copy): they keep the whole
+    /// buffer alive.
+    ///
+    /// # Panics
+    /// If `range` is not within the bytes (callers slice ranges they parsed
+    /// out of these bytes).
+    pub(crate) fn slice(&self, range: std::ops::Range<usize>) -> SharedBytes {
+        assert!(range.start <= range.end && range.end <= self.len());
+        SharedBytes::new(Slice {
+            whole: self.clone(),
+            range,
+        })
+    }
+}
+
+/// Part of a shared buffer (see [`SharedBytes::slice`]).
+struct Slice {
+    whole: SharedBytes,
+    range: std::ops::Range<usize>,
+}
+
+impl AsRef<[u8]> for Slice {
+    fn as_ref(&self) -> &[u8] {
+        &self.whole[self.range.clone()]
+    }
+}
+
 impl From<Vec<u8>> for SharedBytes {
     fn from(v: Vec<u8>) -> Self {
         SharedBytes::new(v)

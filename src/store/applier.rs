@@ -14,17 +14,36 @@
 //! reaches sled before the events it covers, and a checkpoint's sled flush
 //! covers every record of the log. A crash loses the queue, and the next
 //! open puts back from the log whatever was acknowledged.
+//!
+//! The frames of a session's consecutive appends are inserted as one *run*
+//! (`runs.rs`) rather than a key each: an append's frames wait here, in a
+//! run of at most 7 KiB, until the run is full, older than [`MAX_AGE`], the
+//! thread finds no more work, or a drain. An append is always in one sled
+//! batch (all or none). Once a session has put [`Shared::block_bytes`] into
+//! sled, the sealer (`sled/seal.rs`) is asked to pack its runs into a
+//! compressed block.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::model::SessionId;
 use crate::store::frame_files::FrameFiles;
 use crate::store::keys::key;
 use crate::store::poison::Poison;
+use crate::store::runs::{self, RUN_HEADER, RUN_MAX};
 use crate::store::snapfiles::INLINE_MAX;
+
+/// Asked to pack a session's runs into a block (the sealer).
+pub(crate) type SealRequest = Arc<dyn Fn(SessionId) + Send + Sync>;
+
+/// A run that waited this long goes into sled at the thread's next look
+/// (a `Buffered` append reaches sled's buffer at most this much later than
+/// it would alone).
+const MAX_AGE: Duration = Duration::from_millis(50);
 
 /// Inserts queued beyond this many are made by the appender itself.
 const QUEUE_MAX: usize = 4096;
@@ -48,13 +67,35 @@ struct Queue {
 /// One append: a session, its first seq, its frames.
 type Insert = (SessionId, u64, Vec<Vec<u8>>);
 
+/// A session's frames waiting to go into sled as one run.
+struct Run {
+    first: u64,
+    elements: Vec<Vec<u8>>,
+    /// The run's bytes so far (header included).
+    bytes: usize,
+    since: Instant,
+}
+
+/// What the insert thread keeps between batches.
+#[derive(Default)]
+struct Held {
+    /// Runs not in sled yet, by session.
+    runs: HashMap<SessionId, Run>,
+    /// Bytes put into sled per session since the sealer was last asked.
+    unsealed: HashMap<SessionId, usize>,
+}
+
 struct Shared {
     events: sled::Tree,
     /// Where frames over [`INLINE_MAX`] go (`frame_files.rs`).
     files: Arc<FrameFiles>,
     queue: Mutex<Queue>,
     /// Held while inserting: a drain waits for the inserts in progress.
-    applying: Mutex<()>,
+    applying: Mutex<Held>,
+    /// Bytes a session puts into sled before the sealer is asked to pack
+    /// them into a block (0: never).
+    block_bytes: usize,
+    seal: Option<SealRequest>,
     wake: Condvar,
     stop: AtomicBool,
     /// The journal's: the first failed insert sets it, and later appends
@@ -73,34 +114,99 @@ fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Puts `run`'s values into `out`: runs of at most [`RUN_MAX`] bytes, an
+/// element alone as it is.
+fn close(session: SessionId, run: Run, out: &mut Vec<(SessionId, u64, Vec<u8>)>) {
+    let refs: Vec<&[u8]> = run.elements.iter().map(Vec::as_slice).collect();
+    for (i, value) in runs::pack(&refs) {
+        out.push((session, run.first + i as u64, value));
+    }
+}
+
 impl Shared {
-    /// Takes every queued insert and makes it, under `applying`.
-    fn apply_queued(&self) -> Result<()> {
-        let _applying = relock(&self.applying);
+    /// Takes every queued insert and makes it, under `applying`: the runs
+    /// that are full or old go into sled, and every run if `all`.
+    fn apply_queued(&self, all: bool) -> Result<()> {
+        let mut held = relock(&self.applying);
         let mut batch = std::mem::take(&mut relock(&self.queue).items);
         if let Err(e) = self.store_large(&mut batch) {
             self.poison.set(e.to_string());
             return Err(e);
         }
+        let now = Instant::now();
+        // (session, key seq, value), in order per session.
+        let mut out: Vec<(SessionId, u64, Vec<u8>)> = Vec::new();
         for (session, first, frames) in batch {
-            let result = match frames.as_slice() {
-                [one] => self
-                    .events
-                    .insert(key(session, first), one.as_slice())
-                    .map(|_| ()),
-                many => {
-                    let mut b = sled::Batch::default();
-                    for (i, f) in many.iter().enumerate() {
-                        b.insert(&key(session, first + i as u64)[..], f.as_slice());
-                    }
-                    self.events.apply_batch(b)
+            let add: usize = frames.iter().map(|f| runs::element_bytes(f)).sum();
+            let ends = held.runs.get(&session).is_some_and(|r| {
+                r.first + r.elements.len() as u64 != first || r.bytes + add > RUN_MAX
+            });
+            if ends && let Some(run) = held.runs.remove(&session) {
+                close(session, run, &mut out);
+            }
+            if RUN_HEADER + add > RUN_MAX {
+                // More than a run holds: this append's values go in now,
+                // in this batch.
+                close(
+                    session,
+                    Run {
+                        first,
+                        elements: frames,
+                        bytes: 0,
+                        since: now,
+                    },
+                    &mut out,
+                );
+                continue;
+            }
+            let run = held.runs.entry(session).or_insert_with(|| Run {
+                first,
+                elements: Vec::new(),
+                bytes: RUN_HEADER,
+                since: now,
+            });
+            run.bytes += add;
+            run.elements.extend(frames);
+        }
+        let done: Vec<SessionId> = held
+            .runs
+            .iter()
+            .filter(|(_, r)| all || now.duration_since(r.since) >= MAX_AGE)
+            .map(|(s, _)| *s)
+            .collect();
+        for session in done {
+            if let Some(run) = held.runs.remove(&session) {
+                close(session, run, &mut out);
+            }
+        }
+        let result = match out.as_slice() {
+            [] => return Ok(()),
+            [(session, seq, value)] => self
+                .events
+                .insert(key(*session, *seq), value.as_slice())
+                .map(|_| ()),
+            many => {
+                let mut b = sled::Batch::default();
+                for (session, seq, value) in many {
+                    b.insert(&key(*session, *seq)[..], value.as_slice());
                 }
-            };
-            if let Err(e) = result {
-                let message =
-                    format!("inserting session {session} from seq {first} into sled: {e}");
-                self.poison.set(message.clone());
-                return Err(Error::Storage(message));
+                self.events.apply_batch(b)
+            }
+        };
+        if let Err(e) = result {
+            let (session, first, _) = &out[0];
+            let message = format!("inserting session {session} from seq {first} into sled: {e}");
+            self.poison.set(message.clone());
+            return Err(Error::Storage(message));
+        }
+        if let (Some(seal), true) = (&self.seal, self.block_bytes > 0) {
+            for (session, _, value) in &out {
+                let n = held.unsealed.entry(*session).or_default();
+                *n += value.len();
+                if *n >= self.block_bytes {
+                    *n = 0;
+                    seal(*session);
+                }
             }
         }
         Ok(())
@@ -144,13 +250,17 @@ impl Applier {
     pub(crate) fn start(
         events: sled::Tree,
         files: Arc<FrameFiles>,
+        block_bytes: usize,
+        seal: Option<SealRequest>,
         poison: Poison,
     ) -> Result<Applier> {
         let shared = Arc::new(Shared {
             events,
             files,
             queue: Mutex::new(Queue::default()),
-            applying: Mutex::new(()),
+            applying: Mutex::new(Held::default()),
+            block_bytes,
+            seal,
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
             poison,
@@ -163,6 +273,8 @@ impl Applier {
                 // `POLL`, else sleep until woken.
                 let mut busy = false;
                 loop {
+                    // No more work found after some: every run goes in.
+                    let mut idle = false;
                     {
                         let mut q = relock(&s.queue);
                         while q.items.is_empty() {
@@ -175,7 +287,10 @@ impl Applier {
                                     .wait_timeout(q, POLL)
                                     .unwrap_or_else(|p| p.into_inner());
                                 q = g;
-                                busy = !(waited.timed_out() && q.items.is_empty());
+                                if waited.timed_out() && q.items.is_empty() {
+                                    idle = true;
+                                    break;
+                                }
                             } else {
                                 q.sleeping = true;
                                 q = s.wake.wait(q).unwrap_or_else(|p| p.into_inner());
@@ -183,12 +298,13 @@ impl Applier {
                             }
                         }
                     }
-                    busy = true;
+                    busy = !idle;
                     // A failure poisons the journal; the thread stops. So
                     // does a panic of sled (damaged pages): contained here,
                     // it would otherwise leave every drain waiting.
-                    let applied =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.apply_queued()));
+                    let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        s.apply_queued(idle)
+                    }));
                     match applied {
                         Ok(Ok(())) => {}
                         Ok(Err(_)) => return,
@@ -236,7 +352,7 @@ impl Applier {
     /// Returns once every insert queued so far is in sled.
     pub(crate) fn drain(&self) -> Result<()> {
         self.shared.check()?;
-        self.shared.apply_queued()
+        self.shared.apply_queued(true)
     }
 }
 
@@ -256,7 +372,7 @@ impl Applier {
         let _ = thread.join();
         // What the thread left (it stops at a failure) is made here, or
         // replayed from the log at the next open.
-        let _ = self.shared.apply_queued();
+        let _ = self.shared.apply_queued(true);
     }
 }
 
@@ -288,6 +404,35 @@ mod tests {
         ]
     }
 
+    /// The elements sled holds for `session`, runs opened, with the seq
+    /// of each; every value at most [`RUN_MAX`] bytes.
+    fn stored(events: &sled::Tree, session: SessionId) -> Vec<(u64, Vec<u8>)> {
+        let mut out = Vec::new();
+        for item in events.scan_prefix(session.as_bytes()) {
+            let (k, v) = item.expect("item");
+            let seq = u64::from_be_bytes(k[16..].try_into().expect("seq"));
+            assert!(v.len() <= RUN_MAX, "a value of {} bytes", v.len());
+            match runs::kind(&v) {
+                runs::Kind::Run(n) => {
+                    let body = &v[RUN_HEADER..];
+                    for (i, r) in runs::elements(body, n)
+                        .expect("run")
+                        .into_iter()
+                        .enumerate()
+                    {
+                        out.push((seq + i as u64, body[r].to_vec()));
+                    }
+                }
+                _ => out.push((seq, v.to_vec())),
+            }
+        }
+        out
+    }
+
+    fn start(events: &sled::Tree) -> Applier {
+        Applier::start(events.clone(), files(), 0, None, Poison::default()).expect("start")
+    }
+
     #[test]
     fn every_queued_insert_is_in_sled_after_a_drain_in_order() {
         let db = sled::Config::new()
@@ -295,9 +440,7 @@ mod tests {
             .open()
             .expect("temporary sled");
         let events = db.open_tree("events").expect("tree");
-        let applier = std::sync::Arc::new(
-            Applier::start(events.clone(), files(), Poison::default()).expect("start"),
-        );
+        let applier = std::sync::Arc::new(start(&events));
         let per = (QUEUE_MAX as u64) * 2;
         let threads: Vec<_> = (0..4u8)
             .map(|t| {
@@ -316,14 +459,17 @@ mod tests {
         applier.drain().expect("drain");
         for t in 0..4u8 {
             let session = SessionId::from_bytes([t; 16]);
-            let got: Vec<Vec<u8>> = events
-                .scan_prefix(session.as_bytes())
-                .values()
-                .map(|v| v.expect("value").to_vec())
+            let want: Vec<(u64, Vec<u8>)> = (0..per)
+                .flat_map(|seq| frames(t, seq).into_iter().map(move |f| (seq, f)))
                 .collect();
-            let want: Vec<Vec<u8>> = (0..per).flat_map(|seq| frames(t, seq)).collect();
-            assert_eq!(got, want, "session {t}");
+            assert_eq!(stored(&events, session), want, "session {t}");
         }
+        // Consecutive appends share runs: far fewer keys than events.
+        assert!(
+            events.len() < (4 * per / 10) as usize,
+            "{} keys",
+            events.len()
+        );
     }
 
     #[test]
@@ -334,15 +480,39 @@ mod tests {
             .expect("temporary sled");
         let events = db.open_tree("events").expect("tree");
         let session = SessionId::from_bytes([9; 16]);
-        let applier = Applier::start(events.clone(), files(), Poison::default()).expect("start");
+        let applier = start(&events);
         let batch: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 10]).collect();
         applier.push(session, 0, &batch).expect("push");
         applier.push(session, 5, &frames(9, 5)).expect("push");
         drop(applier);
-        assert_eq!(events.scan_prefix(session.as_bytes()).count(), 6);
-        assert_eq!(
-            events.get(key(session, 3)).expect("get").as_deref(),
-            Some(&[3u8; 10][..])
-        );
+        let got = stored(&events, session);
+        assert_eq!(got.len(), 6);
+        assert_eq!(got[3], (3, vec![3u8; 10]));
+    }
+
+    #[test]
+    fn an_append_larger_than_a_run_goes_in_as_runs_in_one_batch_and_order_holds() {
+        let db = sled::Config::new()
+            .temporary(true)
+            .open()
+            .expect("temporary sled");
+        let events = db.open_tree("events").expect("tree");
+        let session = SessionId::from_bytes([3; 16]);
+        let applier = start(&events);
+        let mut want = Vec::new();
+        let mut seq = 0u64;
+        for n in [1usize, 3, 40, 2, 100, 1] {
+            let batch: Vec<Vec<u8>> = (0..n).map(|i| vec![(seq + i as u64) as u8; 700]).collect();
+            applier.push(session, seq, &batch).expect("push");
+            want.extend(
+                batch
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, f)| (seq + i as u64, f)),
+            );
+            seq += n as u64;
+        }
+        applier.drain().expect("drain");
+        assert_eq!(stored(&events, session), want);
     }
 }

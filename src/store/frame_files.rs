@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::error::{Error, Result};
 use crate::model::SessionId;
 use crate::store::fs::sync_dir;
+use crate::store::runs::BlockPointer;
 
 /// The directory of segment files, inside the database directory.
 pub(crate) const DIR: &str = "frames";
@@ -56,6 +57,11 @@ const POINTER_LEN: usize = 33;
 
 /// The zstd level of a compressed frame.
 const LEVEL: i32 = 3;
+
+/// The zstd level of a block: level 1 compresses the benchmark's agent
+/// steps as well as level 3 does, at twice the speed, and decompression
+/// costs the same.
+const BLOCK_LEVEL: i32 = 1;
 
 /// True if a value of the `events` tree is a pointer to a segment.
 pub(crate) fn is_pointer(value: &[u8]) -> bool {
@@ -185,41 +191,18 @@ impl FrameFiles {
             .ok_or_else(|| Error::Storage("no segment to write frames to".into()))
     }
 
-    /// Appends `frames` to a segment and syncs it; returns their pointers,
-    /// in order. Once this returns, the bytes every pointer names are
-    /// durable.
-    pub(crate) fn write(&self, frames: &[&[u8]]) -> Result<Vec<Vec<u8>>> {
-        let mut stored: Vec<(u8, Vec<u8>)> = Vec::with_capacity(frames.len());
-        for f in frames {
-            if self.compress {
-                let packed = zstd::block::compress(f, LEVEL)
-                    .map_err(|e| Error::io("compressing a frame".to_owned(), e))?;
-                stored.push((MARKER_COMPRESSED, packed));
-            } else {
-                stored.push((MARKER, Vec::new()));
-            }
-        }
-        let bytes = |i: usize| -> &[u8] {
-            match stored[i].0 {
-                MARKER_COMPRESSED => &stored[i].1,
-                _ => frames[i],
-            }
-        };
-        let total: u64 = (0..frames.len()).map(|i| bytes(i).len() as u64).sum();
+    /// Appends `pieces` to a segment with one write and one sync; returns
+    /// the segment's number and each piece's offset in it. Once this
+    /// returns, the bytes are durable.
+    fn append_synced(&self, pieces: &[&[u8]]) -> Result<(u64, Vec<u64>)> {
+        let total: u64 = pieces.iter().map(|p| p.len() as u64).sum();
         let mut slot = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let w = self.writer(&mut slot, total)?;
         let mut buf = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
-        let mut pointers = Vec::with_capacity(frames.len());
-        for (i, frame) in frames.iter().enumerate() {
-            let b = bytes(i);
-            let mut p = Vec::with_capacity(POINTER_LEN);
-            p.push(stored[i].0);
-            p.extend_from_slice(&w.number.to_le_bytes());
-            p.extend_from_slice(&(w.len + buf.len() as u64).to_le_bytes());
-            p.extend_from_slice(&(b.len() as u64).to_le_bytes());
-            p.extend_from_slice(&(frame.len() as u64).to_le_bytes());
-            pointers.push(p);
-            buf.extend_from_slice(b);
+        let mut offsets = Vec::with_capacity(pieces.len());
+        for p in pieces {
+            offsets.push(w.len + buf.len() as u64);
+            buf.extend_from_slice(p);
         }
         let path = self.path(w.number);
         let written = w
@@ -230,13 +213,91 @@ impl FrameFiles {
             // What was written past `len` is named by no pointer; the next
             // write starts a new segment rather than trust this one.
             *slot = None;
-            return Err(Error::io(
-                format!("writing frames to {}", path.display()),
-                e,
-            ));
+            return Err(Error::io(format!("writing to {}", path.display()), e));
         }
         w.len += buf.len() as u64;
-        Ok(pointers)
+        Ok((w.number, offsets))
+    }
+
+    /// Appends `frames` to a segment and syncs it; returns their pointers,
+    /// in order. Once this returns, the bytes every pointer names are
+    /// durable.
+    pub(crate) fn write(&self, frames: &[&[u8]]) -> Result<Vec<Vec<u8>>> {
+        let mut packed: Vec<Option<Vec<u8>>> = Vec::with_capacity(frames.len());
+        for f in frames {
+            packed.push(if self.compress {
+                Some(
+                    zstd::block::compress(f, LEVEL)
+                        .map_err(|e| Error::io("compressing a frame".to_owned(), e))?,
+                )
+            } else {
+                None
+            });
+        }
+        let stored: Vec<&[u8]> = frames
+            .iter()
+            .zip(&packed)
+            .map(|(f, p)| p.as_deref().unwrap_or(f))
+            .collect();
+        let (number, offsets) = self.append_synced(&stored)?;
+        Ok(frames
+            .iter()
+            .zip(&packed)
+            .zip(stored.iter().zip(offsets))
+            .map(|((frame, p), (b, offset))| {
+                let mut v = Vec::with_capacity(POINTER_LEN);
+                v.push(if p.is_some() {
+                    MARKER_COMPRESSED
+                } else {
+                    MARKER
+                });
+                for n in [number, offset, b.len() as u64, frame.len() as u64] {
+                    v.extend_from_slice(&n.to_le_bytes());
+                }
+                v
+            })
+            .collect())
+    }
+
+    /// Compresses each `(count, body)` (a block of `count` events, see
+    /// `runs.rs`) as one zstd frame, appends them to a segment and syncs
+    /// it; returns their pointers, in order. Once this returns, the bytes
+    /// every pointer names are durable.
+    pub(crate) fn write_blocks(&self, blocks: &[(u32, Vec<u8>)]) -> Result<Vec<BlockPointer>> {
+        let packed = blocks
+            .iter()
+            .map(|(_, body)| {
+                zstd::block::compress(body, BLOCK_LEVEL)
+                    .map_err(|e| Error::io("compressing a block".to_owned(), e))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&[u8]> = packed.iter().map(Vec::as_slice).collect();
+        let (segment, offsets) = self.append_synced(&refs)?;
+        Ok(blocks
+            .iter()
+            .zip(packed.iter().zip(offsets))
+            .map(|((count, body), (p, offset))| BlockPointer {
+                count: *count,
+                segment,
+                offset,
+                stored: p.len() as u64,
+                raw: body.len() as u64,
+            })
+            .collect())
+    }
+
+    /// The body of the block `p` names (see `runs.rs`), decompressed.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] naming `session`, `seq` (the first event the
+    /// reader wanted from it), the segment and the offset, as [`read`](Self::read).
+    pub(crate) fn read_block(
+        &self,
+        session: SessionId,
+        seq: u64,
+        p: &BlockPointer,
+    ) -> Result<Vec<u8>> {
+        self.read_stored(session, seq, p.segment, p.offset, p.stored, Some(p.raw))
     }
 
     fn reader(&self, number: u64) -> Result<Arc<File>> {
@@ -268,12 +329,28 @@ impl FrameFiles {
     /// compressed frame does not decompress to the length it says; nothing
     /// is allocated beyond what the segment holds.
     pub(crate) fn read(&self, session: SessionId, seq: u64, pointer: &[u8]) -> Result<Vec<u8>> {
-        let (number, offset, len, frame_len) = (
+        let compressed = (pointer[0] == MARKER_COMPRESSED).then(|| u64_at(pointer, 25));
+        self.read_stored(
+            session,
+            seq,
             u64_at(pointer, 1),
             u64_at(pointer, 9),
             u64_at(pointer, 17),
-            u64_at(pointer, 25),
-        );
+            compressed,
+        )
+    }
+
+    /// The `len` bytes at `offset` of segment `number`, decompressed to
+    /// exactly `raw` bytes if `raw` is given.
+    fn read_stored(
+        &self,
+        session: SessionId,
+        seq: u64,
+        number: u64,
+        offset: u64,
+        len: u64,
+        raw: Option<u64>,
+    ) -> Result<Vec<u8>> {
         let path = self.path(number);
         let bad = |what: String| {
             Error::corruption(
@@ -296,9 +373,9 @@ impl FrameFiles {
         let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
         f.read_exact_at(&mut buf, offset)
             .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        if pointer[0] == MARKER {
+        let Some(frame_len) = raw else {
             return Ok(buf);
-        }
+        };
         let said = zstd::zstd_safe::get_frame_content_size(&buf);
         let mut frame = Vec::new();
         if said != frame_len
@@ -307,20 +384,16 @@ impl FrameFiles {
                 .is_none_or(|n| frame.try_reserve_exact(n).is_err())
         {
             return Err(bad(format!(
-                "the frame at byte {offset} holds {said} bytes compressed, its pointer says {frame_len}"
+                "the bytes at byte {offset} hold {said} bytes compressed, their pointer says {frame_len}"
             )));
         }
         zstd::stream::read::Decoder::with_buffer(&buf[..])
             .map(|d| d.single_frame())
             .and_then(|d| d.take(frame_len.saturating_add(1)).read_to_end(&mut frame))
-            .map_err(|e| {
-                bad(format!(
-                    "the frame at byte {offset} does not decompress: {e}"
-                ))
-            })?;
+            .map_err(|e| bad(format!("the bytes at byte {offset} do not decompress: {e}")))?;
         if frame.len() as u64 != frame_len {
             return Err(bad(format!(
-                "the frame at byte {offset} decompresses to {} bytes, its pointer says {frame_len}",
+                "the bytes at byte {offset} decompress to {} bytes, their pointer says {frame_len}",
                 frame.len()
             )));
         }

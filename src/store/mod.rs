@@ -27,6 +27,7 @@ pub(crate) mod poison;
 pub(crate) mod postgres;
 #[cfg(unix)]
 pub(crate) mod reader;
+pub(crate) mod runs;
 pub(crate) mod sled;
 pub(crate) mod snapfiles;
 pub(crate) mod wal;

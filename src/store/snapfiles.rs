@@ -58,7 +58,7 @@ const MARKER_COMPRESSED: u8 = 0xFD;
 const COMPRESSED_POINTER_LEN: usize = 17;
 
 /// The zstd level of a compressed snapshot file.
-const LEVEL: i32 = 3;
+const LEVEL: i32 = 1;
 
 /// The directory of snapshot files, inside the database directory.
 pub(crate) const DIR: &str = "snapshots";

@@ -18,6 +18,7 @@ fn verify_finds_a_flipped_byte_and_names_the_session_and_seq() {
         let id: agent_journal::SessionId = d.id.parse().expect("id");
         let db = raw_sled(&d.db);
         let events = db.open_tree("events").expect("tree events");
+        crate::common::unpack_event(&d.db, &events, id, 10);
         let mut key = id.as_bytes().to_vec();
         key.extend_from_slice(&10u64.to_be_bytes());
         let mut v = events.get(&key).expect("get").expect("present").to_vec();

@@ -26,6 +26,16 @@ pub enum DbDamage {
 pub fn apply(db: &Path, damages: &[DbDamage], rng: &mut Rng) {
     let raw = raw_sled(db);
     let t = raw.open_tree("events").expect("tree events");
+    // Each damage hits one event's value alone.
+    for d in damages {
+        let places = match *d {
+            DbDamage::Flip(id, seq) | DbDamage::Remove(id, seq) => vec![(id, seq)],
+            DbDamage::Swap(a, b) => vec![a, b],
+        };
+        for (id, seq) in places {
+            crate::common::unpack_event(db, &t, id, seq);
+        }
+    }
     let get = |id: SessionId, seq: u64| {
         t.get(event_key(id, seq))
             .expect("get")

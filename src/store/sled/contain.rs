@@ -66,10 +66,19 @@ impl Guarded {
         cache_bytes: u64,
         compress: bool,
         wal_appends: bool,
+        block_bytes: usize,
         poison: Poison,
     ) -> Result<Guarded> {
         let store = contained(path, "opening the database", || {
-            SledStore::open(path, create, cache_bytes, compress, wal_appends, poison)
+            SledStore::open(
+                path,
+                create,
+                cache_bytes,
+                compress,
+                wal_appends,
+                block_bytes,
+                poison,
+            )
         })?;
         Ok(Guarded {
             store,

@@ -1,11 +1,15 @@
 //! The sled store: the embedded default.
 //!
 //! Layout (see `docs/format.md`):
-//! - tree `events`: key = session id (16 B) ++ seq (u64 big-endian), value = frame;
+//! - tree `events`: key = session id (16 B) ++ seq (u64 big-endian), value =
+//!   a frame, a pointer to a large one in a segment (`frame_files.rs`), a
+//!   run of several events' frames, or a pointer to a compressed block of
+//!   them (`runs.rs`, sealed by `seal.rs`), each under its first event's seq;
 //! - tree `snapshots`: same key shape, value = frame of a `SessionState`, or
 //!   for a frame over 7 KiB a pointer to its file in `snapshots/` (see
 //!   `snapfiles.rs`);
-//! - tree `meta`: `format` = `agent-journal 1`, written when the database is created;
+//! - tree `meta`: `format` = `agent-journal 2` (`1` before runs and blocks),
+//!   written when the database is created;
 //! - file `wal`: the write-ahead log of `Synced` appends (see `wal.rs`).
 //!
 //! The head (next seq) of a session is derived from its last key and cached;
@@ -27,6 +31,7 @@ use crate::store::fs::sync_dir;
 use crate::store::group_commit::GroupCommit;
 use crate::store::heads::{Heads, Loss};
 use crate::store::keys::{key, split_key};
+use crate::store::runs::{self, Kind, RUN_HEADER};
 use crate::store::snapfiles::SnapFiles;
 use crate::store::wal::Wal;
 use crate::store::{SharedBytes, Store, Visit};
@@ -35,7 +40,10 @@ mod contain;
 mod open;
 pub(crate) mod raw;
 mod recover;
+mod seal;
 mod snapshots;
+
+use seal::Sealer;
 
 pub(crate) use contain::{Guarded, panic_message};
 pub(crate) use open::compressed;
@@ -77,6 +85,10 @@ fn storage(e: sled::Error, context: &str) -> Error {
     }
 }
 
+/// The elements of a value: the buffer holding them, each one's range in
+/// it, and the index of the first that cannot be read, if one cannot.
+type Elements = (SharedBytes, Vec<std::ops::Range<usize>>, Option<usize>);
+
 /// The sled-backed store.
 pub(crate) struct SledStore {
     path: PathBuf,
@@ -102,6 +114,8 @@ pub(crate) struct SledStore {
     /// The thread that inserts appends into sled (see `applier.rs`).
     /// Everything that reads sled drains it first.
     applier: Applier,
+    /// The thread that packs runs into blocks (`seal.rs`).
+    sealer: Arc<Sealer>,
     /// What the journal acknowledged, recorded outside sled (`heads.rs`).
     acked: Heads,
     /// Acknowledged events found missing at open, by session, until a cut
@@ -135,15 +149,162 @@ impl SledStore {
         self.drain()?;
         let last = self
             .events
-            .scan_prefix(session.as_bytes())
-            .keys()
+            .range(key(session, 0)..=key(session, u64::MAX))
             .next_back()
             .transpose()
             .map_err(|e| storage(e, "reading the head"))?;
-        Ok(match last.as_deref().and_then(split_key) {
-            Some((_, seq)) => seq + 1,
+        Ok(match last {
+            Some((k, v)) => match split_key(&k) {
+                Some((_, seq)) => seq.saturating_add(runs::span(&v)),
+                None => 0,
+            },
             None => 0,
         })
+    }
+
+    /// The value holding event `seq` if it starts before it (a run or a
+    /// block), with its first seq.
+    fn covering(&self, session: SessionId, seq: u64) -> Result<Option<(u64, sled::IVec)>> {
+        let Some(item) = self
+            .events
+            .range(key(session, 0)..=key(session, seq))
+            .next_back()
+        else {
+            return Ok(None);
+        };
+        let (at, v) = scanned(session, item)?;
+        Ok((at < seq && at.saturating_add(runs::span(&v)) > seq).then_some((at, v)))
+    }
+
+    /// The elements of a run or block value starting at `at`: the buffer
+    /// that holds them, and each one's range in it; `Err` for the first
+    /// element that cannot be read (with the ones before it).
+    fn value_elements(
+        &self,
+        session: SessionId,
+        at: u64,
+        from: u64,
+        v: &sled::IVec,
+    ) -> Result<Elements> {
+        let (whole, base, count) = match runs::kind(v) {
+            Kind::One => {
+                let all = std::iter::once(0..v.len()).collect();
+                return Ok((SharedBytes::new(v.clone()), all, None));
+            }
+            Kind::Run(n) => (SharedBytes::new(v.clone()), RUN_HEADER, n),
+            Kind::Block(p) => (
+                SharedBytes::from(self.frame_files.read_block(session, from.max(at), &p)?),
+                0,
+                p.count,
+            ),
+        };
+        let shift = |r: std::ops::Range<usize>| base + r.start..base + r.end;
+        Ok(match runs::elements(&whole[base..], count) {
+            Ok(rs) => (whole, rs.into_iter().map(shift).collect(), None),
+            Err((rs, i)) => (whole, rs.into_iter().map(shift).collect(), Some(i)),
+        })
+    }
+
+    /// Hands `out` the frames of the value starting at `at` for the events
+    /// `lo..to`.
+    fn expand(
+        &self,
+        session: SessionId,
+        at: u64,
+        v: &sled::IVec,
+        lo: u64,
+        to: u64,
+        out: &mut dyn FnMut(u64, SharedBytes) -> Result<Visit>,
+    ) -> Result<Visit> {
+        if runs::kind(v) == Kind::One {
+            if at < lo || at >= to {
+                return Ok(Visit::Continue(()));
+            }
+            let frame = if frame_files::is_pointer(v) {
+                SharedBytes::from(self.frame_files.read(session, at, v)?)
+            } else {
+                SharedBytes::new(v.clone())
+            };
+            return out(at, frame);
+        }
+        let (whole, ranges, failed) = self.value_elements(session, at, lo, v)?;
+        for (i, r) in ranges.into_iter().enumerate() {
+            let seq = at + i as u64;
+            if seq < lo {
+                continue;
+            }
+            if seq >= to {
+                return Ok(Visit::Continue(()));
+            }
+            let frame = if frame_files::is_pointer(&whole[r.clone()]) {
+                SharedBytes::from(self.frame_files.read(session, seq, &whole[r])?)
+            } else {
+                whole.slice(r)
+            };
+            if out(seq, frame)?.is_break() {
+                return Ok(Visit::Break(()));
+            }
+        }
+        match failed.map(|i| (at + i as u64).max(lo)) {
+            Some(seq) if seq < to => Err(Error::corruption(
+                Some(session),
+                Some(seq),
+                None,
+                format!(
+                    "the run or block of events from seq {at} is damaged at event {}: \
+                     it and the events after it in it cannot be read",
+                    at + failed.unwrap_or(0) as u64
+                ),
+            )),
+            _ => Ok(Visit::Continue(())),
+        }
+    }
+
+    /// Hands `out` the frames of events `from..to` of `session`, in order,
+    /// until it returns `Break` (then returns `Break`).
+    ///
+    /// A value that starts past the next event wanted, or the end of the
+    /// values before `to`, is looked at once more from that event: a seal
+    /// may have just moved the events before it into a block under an
+    /// earlier key. Then it is a gap, which the reader above reports.
+    fn read_range(
+        &self,
+        session: SessionId,
+        from: u64,
+        to: u64,
+        out: &mut dyn FnMut(u64, SharedBytes) -> Result<Visit>,
+    ) -> Result<Visit> {
+        let mut next = from;
+        let mut looked_again = None;
+        'seek: while next < to {
+            let start = self.covering(session, next)?.map_or(next, |(at, _)| at);
+            for item in self.events.range(key(session, start)..key(session, to)) {
+                let (seq, v) = scanned(session, item)?;
+                let end = seq.saturating_add(runs::span(&v));
+                if end <= next {
+                    continue;
+                }
+                if seq > next && looked_again != Some(next) {
+                    looked_again = Some(next);
+                    continue 'seek;
+                }
+                if self
+                    .expand(session, seq, &v, next.max(seq), to, out)?
+                    .is_break()
+                {
+                    return Ok(Visit::Break(()));
+                }
+                next = end;
+            }
+            // Ended short of `to`: the same look, for the events a seal
+            // may have moved behind the last value read.
+            if next < to && looked_again != Some(next) {
+                looked_again = Some(next);
+                continue 'seek;
+            }
+            break;
+        }
+        Ok(Visit::Continue(()))
     }
 
     /// fsyncs blob files sled wrote since the last call (sled writes values
@@ -179,74 +340,62 @@ impl SledStore {
         Ok(())
     }
 
-    /// Calls `visit(seq, value)` for the events `from <= seq < to` of
+    /// Calls `visit(seq, frame)` for the events `from <= seq < to` of
     /// `session`, in order, until it returns `Break`.
     ///
     /// A long scan reads sled on a thread of its own after its first
     /// [`SCAN_PIPELINE_AFTER`] events, a batch ahead of `visit`: walking
-    /// sled's tree (pulling its pages in from the file) and folding the
-    /// events then run on two cores at once.
+    /// sled's tree, reading and decompressing blocks, and folding the events
+    /// then run on two cores at once.
     fn scan_values(
         &self,
         session: SessionId,
         from: u64,
         to: u64,
-        visit: &mut dyn FnMut(u64, sled::IVec) -> Result<Visit>,
+        visit: &mut dyn FnMut(u64, SharedBytes) -> Result<Visit>,
     ) -> Result<()> {
         if from >= to {
             return Ok(());
         }
-        // A frame kept in a segment file is read from there.
-        let files = &*self.frame_files;
-        let visit = &mut |seq: u64, v: sled::IVec| {
-            if frame_files::is_pointer(&v) {
-                visit(seq, sled::IVec::from(files.read(session, seq, &v)?))
-            } else {
-                visit(seq, v)
-            }
-        };
         self.drain()?;
-        let range = self.events.range(key(session, from)..key(session, to));
-        let (mut next, mut seen) = (from, 0);
-        for item in range.take(SCAN_PIPELINE_AFTER) {
-            let (seq, v) = scanned(session, item)?;
-            (next, seen) = (seq.saturating_add(1), seen + 1);
-            if visit(seq, v)?.is_break() {
-                return Ok(());
+        let (mut next, mut seen, mut handed_on) = (from, 0, false);
+        // (`Break`: the visitor stopped, or the rest is handed on.)
+        let _ = self.read_range(session, from, to, &mut |seq, frame| {
+            if seen == SCAN_PIPELINE_AFTER {
+                handed_on = true;
+                return Ok(Visit::Break(()));
             }
-        }
-        // Fewer than that: the range has no more.
-        if seen < SCAN_PIPELINE_AFTER || next >= to {
+            (next, seen) = (seq.saturating_add(1), seen + 1);
+            visit(seq, frame)
+        })?;
+        if !handed_on {
             return Ok(());
         }
-        let events = &self.events;
         let path = self.path.as_path();
         std::thread::scope(|scope| {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<(u64, sled::IVec)>>>(4);
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<(u64, SharedBytes)>>>(4);
             let reader = move || {
                 // A panic of sled on this thread is reported to the caller.
                 let guarded_tx = tx.clone();
                 let read = move || {
                     let mut batch = Vec::with_capacity(SCAN_BATCH);
-                    for item in events.range(key(session, next)..key(session, to)) {
-                        match scanned(session, item) {
-                            Ok(pair) => batch.push(pair),
-                            Err(e) => {
-                                let _ = tx.send(Err(e));
-                                return;
-                            }
-                        }
+                    let read = self.read_range(session, next, to, &mut |seq, frame| {
+                        batch.push((seq, frame));
                         if batch.len() == SCAN_BATCH {
                             let full =
                                 std::mem::replace(&mut batch, Vec::with_capacity(SCAN_BATCH));
                             // Err: the visitor stopped (the receiver is gone).
                             if tx.send(Ok(full)).is_err() {
-                                return;
+                                return Ok(Visit::Break(()));
                             }
                         }
-                    }
+                        Ok(Visit::Continue(()))
+                    });
                     if !batch.is_empty() {
                         let _ = tx.send(Ok(batch));
+                    }
+                    if let Err(e) = read {
+                        let _ = tx.send(Err(e));
                     }
                 };
                 if let Err(p) = catch_unwind(AssertUnwindSafe(read)) {
@@ -259,8 +408,8 @@ impl SledStore {
                 .spawn_scoped(scope, reader)
                 .map_err(|e| Error::io("starting a scan thread", e))?;
             for batch in rx {
-                for (seq, v) in batch? {
-                    if visit(seq, v)?.is_break() {
+                for (seq, frame) in batch? {
+                    if visit(seq, frame)?.is_break() {
                         return Ok(());
                     }
                 }
@@ -366,7 +515,7 @@ impl Store for SledStore {
         to: u64,
         visit: &mut dyn FnMut(u64, &[u8]) -> Result<Visit>,
     ) -> Result<()> {
-        self.scan_values(session, from, to, &mut |seq, v| visit(seq, &v))
+        self.scan_values(session, from, to, &mut |seq, frame| visit(seq, &frame))
     }
 
     fn scan_shared(
@@ -376,10 +525,8 @@ impl Store for SledStore {
         to: u64,
         visit: &mut dyn FnMut(u64, SharedBytes) -> Result<Visit>,
     ) -> Result<()> {
-        // The values sled holds, shared: no copy.
-        self.scan_values(session, from, to, &mut |seq, v| {
-            visit(seq, SharedBytes::new(v))
-        })
+        // The values sled holds (or the blocks read), shared: no copy.
+        self.scan_values(session, from, to, visit)
     }
 
     fn sessions(&self) -> Result<Vec<SessionId>> {
@@ -432,6 +579,8 @@ impl Store for SledStore {
     fn truncate(&self, session: SessionId, from: u64) -> Result<()> {
         let lock = self.head_lock(session);
         let mut head = lock.lock().unwrap_or_else(|p| p.into_inner());
+        // No seal may put back what this removes.
+        let _sealing = self.sealer.hold();
         // The log must hold none of the events about to go (a replay would
         // bring them back), and the cut must be durable before the log is
         // written again: a checkpoint before and after.
@@ -456,6 +605,28 @@ impl Store for SledStore {
         let mut batch = sled::Batch::default();
         for k in keys {
             batch.remove(k);
+        }
+        // A run or block that holds events on both sides of the cut keeps
+        // those before it, as runs.
+        if let Some((at, v)) = self.covering(session, from)? {
+            let (whole, ranges, failed) = self.value_elements(session, at, at, &v)?;
+            let keep = usize::try_from(from - at).unwrap_or(usize::MAX);
+            if failed.is_some_and(|i| i < keep) {
+                return Err(Error::corruption(
+                    Some(session),
+                    Some(at),
+                    None,
+                    format!(
+                        "cannot cut events from seq {from}: the run or block of events \
+                         from seq {at} before the cut is damaged"
+                    ),
+                ));
+            }
+            let elements: Vec<&[u8]> = ranges[..keep].iter().map(|r| &whole[r.clone()]).collect();
+            batch.remove(&key(session, at)[..]);
+            for (i, value) in runs::pack(&elements) {
+                batch.insert(&key(session, at + i as u64)[..], value);
+            }
         }
         self.events
             .apply_batch(batch)
@@ -550,6 +721,8 @@ impl Drop for SledStore {
         let _ = contain::contained(&self.path.clone(), "closing", || {
             // Stops the insert thread; what it had queued is inserted.
             self.applier.stop();
+            // The seals asked for are made (before the checkpoint below).
+            self.sealer.stop();
             if self.wal_appends {
                 self.wal.checkpoint(&|| self.sled_durable())?;
                 self.wal.release()?;

@@ -7,7 +7,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::{SledStore, storage};
+use super::{Sealer, SledStore, storage};
 use crate::error::{Error, Result};
 use crate::store::applier::Applier;
 use crate::store::frame_files::FrameFiles;
@@ -21,7 +21,11 @@ use crate::store::snapfiles::SnapFiles;
 use crate::store::wal::Wal;
 
 const FORMAT_KEY: &[u8] = b"format";
-const FORMAT_VALUE: &[u8] = b"agent-journal 1";
+const FORMAT_VALUE: &[u8] = b"agent-journal 2";
+
+/// The marker of a database written before runs and blocks: read as it
+/// is, and marked as the current format at its first writable open.
+const FORMAT_VALUE_1: &[u8] = b"agent-journal 1";
 
 /// The zstd level of a compressed database's pages. Level 1: sled
 /// compresses every log write on its own (a new zstd context each time),
@@ -169,6 +173,7 @@ impl SledStore {
         cache_bytes: u64,
         compress: bool,
         wal_appends: bool,
+        block_bytes: usize,
         poison: Poison,
     ) -> Result<Self> {
         let existed = path.exists();
@@ -280,6 +285,14 @@ impl SledStore {
             .map_err(|e| storage(e, "reading meta"))?
         {
             Some(v) if v.as_ref() == FORMAT_VALUE => {}
+            // Runs and blocks may be written from now on: a build that
+            // does not know them must refuse the database, not misread it.
+            Some(v) if v.as_ref() == FORMAT_VALUE_1 => {
+                meta.insert(FORMAT_KEY, FORMAT_VALUE)
+                    .map_err(|e| storage(e, "writing meta"))?;
+                db.flush()
+                    .map_err(|e| storage(e, "flushing the format marker"))?;
+            }
             Some(v) => {
                 return Err(foreign(format!(
                     "unknown format marker {:?}",
@@ -323,13 +336,27 @@ impl SledStore {
         // As sled's pages are (its `conf` now says).
         let compressed = compressed(path).unwrap_or(compress);
         let frame_files = Arc::new(FrameFiles::new(path, compressed));
-        let applier = Applier::start(events.clone(), frame_files.clone(), poison.clone())?;
+        let sealer = Arc::new(Sealer::start(
+            events.clone(),
+            frame_files.clone(),
+            block_bytes,
+            poison.clone(),
+        )?);
+        let asks = sealer.clone();
+        let applier = Applier::start(
+            events.clone(),
+            frame_files.clone(),
+            block_bytes,
+            Some(Arc::new(move |session| asks.request(session))),
+            poison.clone(),
+        )?;
         let store = Self {
             path: path.to_owned(),
             db,
             events,
             snapshots,
-            snap_files: SnapFiles::new(path, compressed),
+            // Always compressed: a snapshot of messages is mostly text.
+            snap_files: SnapFiles::new(path, true),
             frame_files,
             heads: RwLock::new(HashMap::new()),
             db_file,
@@ -339,6 +366,7 @@ impl SledStore {
             wal,
             wal_appends,
             applier,
+            sealer,
             acked,
             losses: Mutex::new(HashMap::new()),
         };

@@ -40,14 +40,19 @@ impl SledStore {
                     .get(k)
                     .map_err(|e| storage(e, "replaying the write-ahead log"))?;
                 // A pointer to a segment that lost or damaged the frame is
-                // no frame.
-                let present = held.is_some_and(|v| {
-                    !frame_files::is_pointer(&v)
-                        || self
-                            .frame_files
-                            .read(r.session, seq, &v)
-                            .is_ok_and(|f| f == frame)
-                });
+                // no frame. An event inside a run or a block is held (a
+                // block is sealed from runs sled already had, and its bytes
+                // were synced before its pointer went in).
+                let present = match held {
+                    Some(v) => {
+                        !frame_files::is_pointer(&v)
+                            || self
+                                .frame_files
+                                .read(r.session, seq, &v)
+                                .is_ok_and(|f| f == frame)
+                    }
+                    None => self.covering(r.session, seq)?.is_some(),
+                };
                 if !present {
                     let value = if frame.len() > INLINE_MAX {
                         self.frame_files.write(&[&frame])?.remove(0)

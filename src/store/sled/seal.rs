@@ -1,0 +1,241 @@
+//! The sealer: a thread that packs a session's runs into compressed blocks
+//! (`runs.rs`, `docs/format.md` "Runs and blocks").
+//!
+//! The insert thread asks for a session once it has put the configured
+//! block size into sled. A seal reads the session's values after its last
+//! block (newest first, while they follow one another with no gap, at most
+//! [`SEAL_MAX_BLOCKS`] blocks' worth), cuts them into blocks of at least
+//! the block size at value boundaries (what is left over waits for the next
+//! seal), writes the blocks compressed to a segment and syncs it, and only
+//! then replaces their values with the block pointers in one sled batch.
+//! So no sync of sled makes a pointer durable before its bytes, and a crash
+//! at any point leaves the runs or the block, never neither: unsealed bytes
+//! in a segment are named by no pointer, and the next append goes after
+//! them.
+//!
+//! A value that does not read as a run or a single event (damage) ends the
+//! values sealed: it stays as it is, and so do the ones before it. A cut
+//! (`truncate`) holds [`Sealer::hold`] so that no seal puts back what it
+//! removes.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use super::{scanned, storage};
+use crate::error::{Error, Result};
+use crate::model::SessionId;
+use crate::store::frame_files::FrameFiles;
+use crate::store::keys::key;
+use crate::store::poison::Poison;
+use crate::store::runs::{self, Kind, RUN_HEADER};
+
+/// The most blocks one seal writes (a session whose runs go back further,
+/// as in a database written before blocks existed, keeps its older values
+/// as they are until `compact`).
+const SEAL_MAX_BLOCKS: usize = 16;
+
+fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[derive(Default)]
+struct Requests {
+    sessions: VecDeque<SessionId>,
+    stop: bool,
+}
+
+struct Shared {
+    events: sled::Tree,
+    files: Arc<FrameFiles>,
+    block_bytes: usize,
+    /// Held while a seal reads and replaces values, and by a cut.
+    lock: Mutex<()>,
+    requests: Mutex<Requests>,
+    wake: Condvar,
+    poison: Poison,
+}
+
+/// The sealer thread and its requests.
+pub(crate) struct Sealer {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A block being put together: its first seq, its count, its body, and the
+/// keys of the values it replaces.
+struct Pack {
+    first: u64,
+    count: u32,
+    body: Vec<u8>,
+    keys: Vec<u64>,
+}
+
+impl Shared {
+    /// Packs `session`'s runs after its last block into blocks.
+    fn seal(&self, session: SessionId) -> Result<usize> {
+        let _sealing = relock(&self.lock);
+        let budget = self.block_bytes.saturating_mul(SEAL_MAX_BLOCKS);
+        let mut values: Vec<(u64, sled::IVec)> = Vec::new();
+        let (mut bytes, mut end) = (0usize, None::<u64>);
+        let all = self.events.range(key(session, 0)..=key(session, u64::MAX));
+        for item in all.rev() {
+            let (seq, v) = scanned(session, item)?;
+            let n = match runs::kind(&v) {
+                Kind::Block(_) => break,
+                Kind::Run(n) if runs::elements(&v[RUN_HEADER..], n).is_err() => break,
+                Kind::Run(n) => u64::from(n),
+                Kind::One => 1,
+            };
+            if end.is_some_and(|e| seq.checked_add(n) != Some(e)) {
+                break;
+            }
+            end = Some(seq);
+            bytes += v.len();
+            values.push((seq, v));
+            if bytes >= budget {
+                break;
+            }
+        }
+        values.reverse();
+        let mut packs: Vec<Pack> = Vec::new();
+        let mut open: Option<Pack> = None;
+        for (seq, v) in &values {
+            let p = open.get_or_insert_with(|| Pack {
+                first: *seq,
+                count: 0,
+                body: Vec::with_capacity(self.block_bytes + runs::RUN_MAX),
+                keys: Vec::new(),
+            });
+            match runs::kind(v) {
+                Kind::Run(n) => {
+                    let body = &v[RUN_HEADER..];
+                    for r in runs::elements(body, n).unwrap_or_default() {
+                        runs::push_element(&mut p.body, &body[r]);
+                    }
+                    p.count += n;
+                }
+                _ => {
+                    runs::push_element(&mut p.body, v);
+                    p.count += 1;
+                }
+            }
+            p.keys.push(*seq);
+            if p.body.len() >= self.block_bytes
+                && let Some(full) = open.take()
+            {
+                packs.push(full);
+            }
+        }
+        if packs.is_empty() {
+            return Ok(0);
+        }
+        let bodies: Vec<(u32, Vec<u8>)> = packs
+            .iter_mut()
+            .map(|p| (p.count, std::mem::take(&mut p.body)))
+            .collect();
+        let pointers = self.files.write_blocks(&bodies)?;
+        let mut batch = sled::Batch::default();
+        for (p, pointer) in packs.iter().zip(&pointers) {
+            for k in &p.keys[1..] {
+                batch.remove(&key(session, *k)[..]);
+            }
+            batch.insert(&key(session, p.first)[..], pointer.encode());
+        }
+        self.events
+            .apply_batch(batch)
+            .map_err(|e| storage(e, "sealing runs into blocks"))?;
+        Ok(packs.len())
+    }
+}
+
+impl Sealer {
+    /// Starts the thread that seals `events`' runs into blocks of about
+    /// `block_bytes` in `files`; a failure poisons `poison`.
+    pub(crate) fn start(
+        events: sled::Tree,
+        files: Arc<FrameFiles>,
+        block_bytes: usize,
+        poison: Poison,
+    ) -> Result<Sealer> {
+        let shared = Arc::new(Shared {
+            events,
+            files,
+            block_bytes,
+            lock: Mutex::new(()),
+            requests: Mutex::new(Requests::default()),
+            wake: Condvar::new(),
+            poison,
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("agent-journal-seal".into())
+            .spawn(move || {
+                loop {
+                    let session = {
+                        let mut q = relock(&s.requests);
+                        loop {
+                            if let Some(session) = q.sessions.pop_front() {
+                                break session;
+                            }
+                            if q.stop {
+                                return;
+                            }
+                            q = s.wake.wait(q).unwrap_or_else(|p| p.into_inner());
+                        }
+                    };
+                    // A failure poisons the journal and stops the thread (the
+                    // runs stay as they are); so does a panic of sled.
+                    let sealed =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.seal(session)));
+                    let failed = match sealed {
+                        Ok(Ok(_)) => continue,
+                        Ok(Err(e)) => e.to_string(),
+                        Err(p) => format!(
+                            "sled failed while sealing ({})",
+                            crate::store::sled::panic_message(&*p)
+                        ),
+                    };
+                    s.poison
+                        .set(format!("sealing session {session} into blocks: {failed}"));
+                    return;
+                }
+            })
+            .map_err(|e| Error::io("starting the sealer thread".to_owned(), e))?;
+        Ok(Sealer {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Asks for `session` to be sealed (once, however often asked before
+    /// the thread gets to it).
+    pub(crate) fn request(&self, session: SessionId) {
+        let mut q = relock(&self.shared.requests);
+        if !q.sessions.contains(&session) {
+            q.sessions.push_back(session);
+            self.shared.wake.notify_one();
+        }
+    }
+
+    /// Holds off seals while the guard lives (a cut takes it).
+    pub(crate) fn hold(&self) -> MutexGuard<'_, ()> {
+        relock(&self.shared.lock)
+    }
+
+    /// Seals what was asked for, then stops the thread; idempotent.
+    pub(crate) fn stop(&self) {
+        let Some(thread) = relock(&self.thread).take() else {
+            return;
+        };
+        relock(&self.shared.requests).stop = true;
+        self.shared.wake.notify_all();
+        let _ = thread.join();
+    }
+}
+
+impl Drop for Sealer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
