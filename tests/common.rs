@@ -260,7 +260,7 @@ pub fn event_key(id: SessionId, seq: u64) -> Vec<u8> {
 /// A run's event count, or a block pointer's count and `[segment, offset,
 /// stored, raw]`, read as `docs/format.md` ("Runs and blocks") says: only
 /// when the CRC checks. `None` for a value that holds one event.
-fn run_or_block(v: &[u8]) -> Option<(u32, Option<[u64; 4]>)> {
+pub fn run_or_block(v: &[u8]) -> Option<(u32, Option<[u64; 4]>)> {
     let u32_at = |at: usize| u32::from_le_bytes(v[at..at + 4].try_into().expect("4 bytes"));
     let u64_at = |at: usize| u64::from_le_bytes(v[at..at + 8].try_into().expect("8 bytes"));
     match v.first() {

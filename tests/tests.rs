@@ -4,6 +4,7 @@ mod common;
 
 mod atomic;
 mod bad_input;
+mod blocks;
 mod claude_code;
 mod cli;
 mod cli_json;

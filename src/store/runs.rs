@@ -221,6 +221,59 @@ pub(crate) fn pack(elements: &[&[u8]]) -> Vec<(usize, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any elements packed read back in order, each value within
+        /// [`RUN_MAX`]; a block body of them reads back too.
+        #[test]
+        fn packed_elements_read_back(sizes in proptest::collection::vec(0usize..9000, 0..60)) {
+            let elems: Vec<Vec<u8>> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| vec![i as u8; (*n).min(RUN_MAX - RUN_HEADER - 4)])
+                .collect();
+            let refs: Vec<&[u8]> = elems.iter().map(Vec::as_slice).collect();
+            let mut got = Vec::new();
+            for (first, v) in pack(&refs) {
+                prop_assert_eq!(first, got.len());
+                prop_assert!(v.len() <= RUN_MAX);
+                match kind(&v) {
+                    Kind::Run(n) => {
+                        let body = &v[RUN_HEADER..];
+                        for r in elements(body, n).expect("a run") {
+                            got.push(body[r].to_vec());
+                        }
+                    }
+                    _ => got.push(v),
+                }
+            }
+            prop_assert_eq!(&got, &elems);
+            let mut body = Vec::new();
+            for e in &refs {
+                push_element(&mut body, e);
+            }
+            let ranges = elements(&body, refs.len() as u32).expect("a body");
+            prop_assert_eq!(ranges.len(), refs.len());
+        }
+
+        /// Any bytes and any count: no panic, and the ranges found lie
+        /// within the bytes.
+        #[test]
+        fn any_bytes_parse_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), count in any::<u32>()) {
+            let ranges = match elements(&bytes, count) {
+                Ok(r) => r,
+                Err((r, i)) => {
+                    prop_assert!(i as u64 <= u64::from(count));
+                    r
+                }
+            };
+            for r in ranges {
+                prop_assert!(r.start <= r.end && r.end <= bytes.len());
+            }
+            let _ = (kind(&bytes), span(&bytes));
+        }
+    }
 
     #[test]
     fn a_run_reads_back_its_elements_and_its_count_only_with_its_crc() {

@@ -157,6 +157,8 @@ impl Fixture {
         let config = || JournalConfig {
             durability: Durability::Buffered,
             compress,
+            // Small blocks: the fixture's events live in runs and blocks.
+            block_bytes: 4 << 10,
             ..JournalConfig::default()
         };
         let runs = RUNS;

@@ -46,6 +46,12 @@ pub fn run(db: &str) {
         // from recovered chains.
         checkpoint: CheckpointStrategy::Incremental { every: 200 },
         compress: env_u64("AJ_KILL_CHILD_COMPRESS", 0) == 1,
+        // Every other round seals blocks of 2 KiB: kills land in seals.
+        block_bytes: if seed % 2 == 0 {
+            2 << 10
+        } else {
+            agent_journal::DEFAULT_BLOCK_BYTES
+        },
         ..JournalConfig::default()
     };
     // libtest has printed "test kill::child ... " without a newline.

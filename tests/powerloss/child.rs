@@ -69,6 +69,12 @@ pub fn run(db: &str, mark: &str) {
             every: env_u64("AJ_PL_CHILD_SNAPSHOT_EVERY", 100),
         },
         compress: env_u64("AJ_PL_CHILD_COMPRESS", 0) == 1,
+        // Every other run seals blocks of 2 KiB: cuts land in seals.
+        block_bytes: if seed % 2 == 0 {
+            2 << 10
+        } else {
+            agent_journal::DEFAULT_BLOCK_BYTES
+        },
         ..JournalConfig::default()
     };
     let marks = Marks(Mutex::new(File::create(mark).expect("child: mark file")));
