@@ -47,6 +47,16 @@ pub(crate) fn zeroed(len: usize) -> Vec<u8> {
     buf
 }
 
+/// An empty byte vector with room for `capacity` bytes, backed by huge
+/// pages if that room is big; `None` if the room cannot be had (an error
+/// for the caller, not an abort).
+pub(crate) fn try_with_capacity(capacity: usize) -> Option<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(capacity).ok()?;
+    advise(v.as_ptr(), v.capacity());
+    Some(v)
+}
+
 /// An empty vector with room for `capacity` items, backed by huge pages if
 /// that room is big.
 pub(crate) fn with_capacity<T>(capacity: usize) -> Vec<T> {

@@ -8,54 +8,53 @@ use std::sync::Arc;
 /// store holds it (a sled value, a `Vec`, an `Arc<[u8]>`). A decoded state
 /// keeps its message bodies in it, so a snapshot of hundreds of MiB is
 /// neither copied when read nor decoded before a message is looked at.
+///
+/// A part of a buffer ([`slice`](SharedBytes::slice)) shares the buffer:
+/// it costs no allocation, and the buffer lives while any part of it does.
 #[derive(Clone)]
-pub struct SharedBytes(Arc<dyn AsRef<[u8]> + Send + Sync>);
+pub struct SharedBytes {
+    buf: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    start: usize,
+    end: usize,
+}
 
 impl SharedBytes {
     /// Shares `bytes` (moved in, not copied).
     pub fn new(bytes: impl AsRef<[u8]> + Send + Sync + 'static) -> Self {
-        SharedBytes(Arc::new(bytes))
+        let end = bytes.as_ref().len();
+        SharedBytes {
+            buf: Arc::new(bytes),
+            start: 0,
+            end,
+        }
     }
-}
 
-impl Deref for SharedBytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        (*self.0).as_ref()
-    }
-}
-
-impl AsRef<[u8]> for SharedBytes {
-    fn as_ref(&self) -> &[u8] {
-        self
-    }
-}
-
-impl SharedBytes {
-    /// The bytes `range` of these, shared (no copy): they keep the whole
-    /// buffer alive.
+    /// The bytes `range` of these, shared (no copy, no allocation): they
+    /// keep the whole buffer alive.
     ///
     /// # Panics
     /// If `range` is not within the bytes (callers slice ranges they parsed
     /// out of these bytes).
     pub(crate) fn slice(&self, range: std::ops::Range<usize>) -> SharedBytes {
         assert!(range.start <= range.end && range.end <= self.len());
-        SharedBytes::new(Slice {
-            whole: self.clone(),
-            range,
-        })
+        SharedBytes {
+            buf: self.buf.clone(),
+            start: self.start + range.start,
+            end: self.start + range.end,
+        }
     }
 }
 
-/// Part of a shared buffer (see [`SharedBytes::slice`]).
-struct Slice {
-    whole: SharedBytes,
-    range: std::ops::Range<usize>,
+impl Deref for SharedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &(*self.buf).as_ref()[self.start..self.end]
+    }
 }
 
-impl AsRef<[u8]> for Slice {
+impl AsRef<[u8]> for SharedBytes {
     fn as_ref(&self) -> &[u8] {
-        &self.whole[self.range.clone()]
+        self
     }
 }
 

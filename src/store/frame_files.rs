@@ -23,10 +23,12 @@
 //! the next append goes after them. The bytes of a deleted or cut session
 //! stay in their segment until `compact` writes a new database.
 //!
-//! In a database whose pages are compressed, each frame is stored as one
-//! zstd frame (level 3), which the salvage scan finds as it finds sled's
-//! compressed pages. A raw scan finds the plain ones as it finds frames in
-//! sled's file: a frame checks itself.
+//! The store writes each frame as one zstd frame (level 1), which the
+//! salvage scan finds as it finds sled's compressed pages; frames stored
+//! as they are (by builds before the sled layout 2) are found as frames in
+//! sled's file are: a frame checks itself. Segments also hold the
+//! compressed blocks of events (`runs.rs`), written by the sealer with one
+//! sync per seal.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -55,13 +57,10 @@ const MARKER_COMPRESSED: u8 = 0xFB;
 /// Length of a pointer: the marker and four u64.
 const POINTER_LEN: usize = 33;
 
-/// The zstd level of a compressed frame.
-const LEVEL: i32 = 3;
-
-/// The zstd level of a block: level 1 compresses the benchmark's agent
-/// steps as well as level 3 does, at twice the speed, and decompression
-/// costs the same.
-const BLOCK_LEVEL: i32 = 1;
+/// The zstd level of a compressed frame and of a block: level 1
+/// compresses the benchmark's agent steps as well as level 3 does, at
+/// twice the speed, and decompression costs the same.
+const LEVEL: i32 = 1;
 
 /// True if a value of the `events` tree is a pointer to a segment.
 pub(crate) fn is_pointer(value: &[u8]) -> bool {
@@ -267,7 +266,7 @@ impl FrameFiles {
         let packed = blocks
             .iter()
             .map(|(_, body)| {
-                zstd::block::compress(body, BLOCK_LEVEL)
+                zstd::block::compress(body, LEVEL)
                     .map_err(|e| Error::io("compressing a block".to_owned(), e))
             })
             .collect::<Result<Vec<_>>>()?;

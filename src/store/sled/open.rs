@@ -333,9 +333,8 @@ impl SledStore {
         for r in &records {
             acked.raise(r.session, r.first_seq.saturating_add(r.frames.len() as u64));
         }
-        // As sled's pages are (its `conf` now says).
-        let compressed = compressed(path).unwrap_or(compress);
-        let frame_files = Arc::new(FrameFiles::new(path, compressed));
+        // Large frames compressed too, whatever sled's pages are.
+        let frame_files = Arc::new(FrameFiles::new(path, true));
         let sealer = Arc::new(Sealer::start(
             events.clone(),
             frame_files.clone(),

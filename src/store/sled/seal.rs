@@ -14,7 +14,9 @@
 //! them.
 //!
 //! A value that does not read as a run or a single event (damage) ends the
-//! values sealed: it stays as it is, and so do the ones before it. A cut
+//! values sealed: it stays as it is, and so do the ones before it. So does
+//! the session's first value (the one holding seq 0): opening a session
+//! reads its first event, which then costs no decompression. A cut
 //! (`truncate`) holds [`Sealer::hold`] so that no seal puts back what it
 //! removes.
 
@@ -81,6 +83,12 @@ impl Shared {
         let all = self.events.range(key(session, 0)..=key(session, u64::MAX));
         for item in all.rev() {
             let (seq, v) = scanned(session, item)?;
+            // The session's first value stays as it is: every open of the
+            // session reads its first event (is it a fork?), and one event
+            // should not cost a block's decompression.
+            if seq == 0 {
+                break;
+            }
             let n = match runs::kind(&v) {
                 Kind::Block(_) => break,
                 Kind::Run(n) if runs::elements(&v[RUN_HEADER..], n).is_err() => break,
