@@ -200,3 +200,53 @@ fn compact_keeps_the_chain() {
     assert!(*s.state() == fold(&s));
     assert!(c.verify(None, |_| {}).expect("verify").is_clean());
 }
+
+#[test]
+fn an_append_after_lost_events_drops_the_snapshots_that_counted_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let (id, last) = {
+        let j = Journal::open_with(&path, config(100)).expect("open");
+        let s = j.create_session().expect("create");
+        steps(&s, 60);
+        // A delta at the head; then sled loses the last three events (as a
+        // rollback of its log would): the delta is past what is left.
+        let last = s.snapshot().expect("snapshot").expect("a delta");
+        assert_eq!(last, s.head() - 1);
+        (s.id(), last)
+    };
+    {
+        let db = crate::common::raw_sled(&path);
+        let events = db.open_tree("events").expect("tree");
+        for seq in last - 2..=last {
+            assert!(crate::common::unpack_event(&path, &events, id, seq));
+            events
+                .remove(crate::common::event_key(id, seq))
+                .expect("remove");
+        }
+        db.flush().expect("flush");
+    }
+    let j = Journal::open_with(&path, config(100)).expect("reopen");
+    let s = j.session(id).expect("the session opens");
+    assert_eq!(s.head(), last - 2);
+    // (Before the cut, `verify` names the delta past the stream's end.)
+    assert!(!j.verify(None, |_| {}).expect("verify").is_clean());
+    // The next append drops the delta past the end: else, once new events
+    // went past its seq, an open would take it for their state.
+    s.append(agent_journal::Event::Custom {
+        kind: "after".into(),
+        payload: Vec::new(),
+    })
+    .expect("append over the tail");
+    // New events take the lost ones' seqs and go past the old delta's.
+    steps(&s, 3);
+    assert!(s.head() > last + 1);
+    let report = j.verify(None, |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+    drop(s);
+    drop(j);
+    let j = Journal::open_with(&path, config(100)).expect("reopen");
+    let s = j.session(id).expect("session");
+    assert!(s.load_stats().snapshot_seq.is_some_and(|seq| seq < last));
+    assert!(*s.state() == fold(&s));
+}

@@ -524,7 +524,9 @@ fn a_full_disk_is_a_typed_error_and_every_acknowledged_event_survives() {
         ) && enospc(&failure),
         "a typed error that says the disk is full: {failure:?}"
     );
-    assert!(acknowledged.len() > 10, "some events fit");
+    // (The write-ahead log takes most of the 2 MiB as it is preallocated;
+    // the first events fit beside it.)
+    assert!(acknowledged.len() >= 5, "some events fit");
     assert!(
         matches!(&after, Err(e @ (Error::Io { .. } | Error::Poisoned(_))) if enospc(e)),
         "the writer refuses to go on after a failed write, saying why: {after:?}"

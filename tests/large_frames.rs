@@ -125,27 +125,25 @@ fn a_damaged_segment_is_reported_at_its_seq_and_salvage_keeps_the_rest() {
         "{:?}",
         report.problems
     );
-    // Salvage copies every event it can read, the damaged ones marked lost.
+    // Salvage copies every event it can read, from the store or from
+    // other copies whole in the files (sled's older pages hold the small
+    // events of the cut block); every other one is reported.
     let dest = dir.path().join("salvaged");
     let r = j.salvage_to(&dest).expect("salvage");
-    for seq in &damaged {
-        assert!(
-            r.dropped.iter().any(|p| p.seq == Some(*seq)),
-            "{:?}",
-            r.dropped
-        );
-    }
-    assert_eq!(r.copied as usize, events.len() - damaged.len());
+    assert!(
+        r.dropped.iter().any(|p| p.seq == Some(4)),
+        "{:?}",
+        r.dropped
+    );
     drop(j);
     let s = Journal::open(&dest).expect("open the salvaged copy");
     let kept = s.session(id).expect("session").events(..).expect("events");
     for e in &events {
-        if !damaged.contains(&e.seq) {
-            assert!(
-                kept.iter().any(|k| k.event == e.event),
-                "seq {} was lost",
-                e.seq
-            );
-        }
+        assert!(
+            kept.iter().any(|k| k.event == e.event)
+                || r.dropped.iter().any(|p| p.seq == Some(e.seq)),
+            "seq {} was lost and not reported",
+            e.seq
+        );
     }
 }

@@ -65,6 +65,24 @@ pub fn section_cold_open(s: &Sizes, rep: &mut Report) -> Big {
         session.id()
     };
     eprintln!("    built in {}", fmt_dur(t.elapsed()));
+    // For profiling an open: `AJ_BENCH_KEEP=DIR` keeps a copy of the
+    // database (and prints its session) for the child of row 4m.
+    if let Some(keep) = std::env::var_os("AJ_BENCH_KEEP") {
+        let to = std::path::Path::new(&keep);
+        std::fs::create_dir_all(to).expect("keep dir");
+        for e in std::fs::read_dir(&path).expect("db dir").flatten() {
+            if e.path().is_file() {
+                std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
+            } else {
+                let sub = to.join(e.file_name());
+                std::fs::create_dir_all(&sub).expect("sub dir");
+                for f in std::fs::read_dir(e.path()).expect("sub").flatten() {
+                    std::fs::copy(f.path(), sub.join(f.file_name())).expect("copy");
+                }
+            }
+        }
+        eprintln!("    kept in {} (session {session_id})", to.display());
+    }
     // The raw baselines scan the same frames in a sled database of their
     // own, one key per event.
     let raw_path = dir.path().join("raw");

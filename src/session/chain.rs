@@ -20,6 +20,9 @@ pub(crate) struct Chain {
     pub(crate) deltas: u32,
     /// Why a later snapshot was not used, if one was not.
     pub(crate) rejected: Option<String>,
+    /// A snapshot is kept at `below` or later: past the stream's end (its
+    /// events were lost or cut), and wrong once the stream grows past it.
+    pub(crate) past_end: bool,
 }
 
 /// The links of the chain ending at the snapshot taken after `top`, from
@@ -113,6 +116,7 @@ pub(crate) fn read_chain(
         last_len: 0,
         deltas: 0,
         rejected: None,
+        past_end: false,
     };
     let mut seqs = match journal.inner.store.snapshot_seqs(id) {
         Ok(s) => s,
@@ -127,6 +131,7 @@ pub(crate) fn read_chain(
         // Inside a fork's prefix: not a snapshot of the fork's own.
         chain.rejected = Some(format!("snapshot at seq {s} is inside the fork's prefix"));
     }
+    chain.past_end = seqs.last().is_some_and(|s| *s >= below);
     seqs.retain(|s| (min..below).contains(s));
     // From the latest down: a chain that cannot be read at some link is
     // tried again below that link.

@@ -41,7 +41,9 @@ impl Base {
 pub(crate) fn base_of(journal: &Journal, id: SessionId) -> Result<Option<Base>> {
     let limit = journal.inner.config.max_event_bytes;
     let mut base = None;
-    journal.scan_frames(id, 0, 1, &mut |seq, frame| {
+    // A first event the store cannot hand over (its block damaged) is no
+    // fork point: whoever reads the stream meets the damage at seq 0.
+    let scanned = journal.scan_frames(id, 0, 1, &mut |seq, frame| {
         // A damaged first frame is reported by whoever reads the stream.
         if let Ok(env) = format::decode_frame::<Envelope>(frame, limit)
             && seq == 0
@@ -52,8 +54,11 @@ pub(crate) fn base_of(journal: &Journal, id: SessionId) -> Result<Option<Base>> 
             base = Some(Base { parent, at });
         }
         Ok(Visit::Break(()))
-    })?;
-    Ok(base)
+    });
+    match scanned {
+        Err(e) if e.is_corruption() => Ok(None),
+        other => other.map(|()| base),
+    }
 }
 
 impl Journal {

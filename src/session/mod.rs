@@ -56,6 +56,10 @@ pub(crate) struct Core {
     chain: u32,
     /// A torn tail found at load, cut off at the next append.
     tail: Option<TailDamage>,
+    /// Snapshots past the head were found at load (their events were lost
+    /// or cut): dropped at the next append, before new events take their
+    /// seqs.
+    stale_snapshots: bool,
     load: LoadStats,
     checkpoint_error: Option<String>,
     /// The lease this handle's appends are made under, if it took one.
@@ -145,6 +149,7 @@ impl Session {
                     last_snapshot_len: 0,
                     chain: 0,
                     tail: None,
+                    stale_snapshots: false,
                     load: LoadStats::default(),
                     checkpoint_error: None,
                     lease: None,
@@ -178,6 +183,7 @@ impl Session {
             // chain is used up to its last good link.
             let found = chain::read_chain(&session.journal, id, offset, len + offset, len + offset);
             core.load.snapshot_rejected = found.rejected;
+            core.stale_snapshots = found.past_end;
             if let Some((mut state, seq)) = found.state {
                 if session.deltas() {
                     // Changes from here on go into the next delta.
@@ -348,6 +354,13 @@ impl Session {
                     // cut it off before writing over its seqs.
                     store.truncate(id, stored)?;
                     core.tail = None;
+                    core.stale_snapshots = true;
+                }
+                if core.stale_snapshots {
+                    // Snapshots that counted events no longer there (their
+                    // seqs are as read) would be taken for the new ones'.
+                    store.drop_snapshots_from(id, first)?;
+                    core.stale_snapshots = false;
                 }
                 store.append_leased(id, stored, &frames, core.lease.as_ref())
             });

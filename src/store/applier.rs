@@ -83,6 +83,8 @@ struct Held {
     runs: HashMap<SessionId, Run>,
     /// Bytes put into sled per session since the sealer was last asked.
     unsealed: HashMap<SessionId, usize>,
+    /// Sessions put into sled since the last checkpoint's seal.
+    touched: std::collections::HashSet<SessionId>,
 }
 
 struct Shared {
@@ -199,6 +201,7 @@ impl Shared {
             self.poison.set(message.clone());
             return Err(Error::Storage(message));
         }
+        held.touched.extend(out.iter().map(|(s, _, _)| *s));
         if let (Some(seal), true) = (&self.seal, self.block_bytes > 0) {
             for (session, _, value) in &out {
                 let n = held.unsealed.entry(*session).or_default();
@@ -347,6 +350,22 @@ impl Applier {
             self.shared.wake.notify_one();
         }
         Ok(())
+    }
+
+    /// Drains the queue; returns the sessions put into sled since the last
+    /// call (or [`touch`](Self::touch)ed), forgetting them.
+    pub(crate) fn take_touched(&self) -> Result<Vec<SessionId>> {
+        self.drain()?;
+        let mut held = relock(&self.shared.applying);
+        let mut v: Vec<SessionId> = held.touched.drain().collect();
+        v.sort_unstable();
+        Ok(v)
+    }
+
+    /// Counts `session` as put into sled (by a write that did not go
+    /// through the queue: a replay of the log, a cut).
+    pub(crate) fn touch(&self, session: SessionId) {
+        relock(&self.shared.applying).touched.insert(session);
     }
 
     /// Returns once every insert queued so far is in sled.

@@ -251,6 +251,17 @@ pub trait Store: Send + Sync + 'static {
     /// Removes every snapshot of a session (used when one is found damaged).
     fn drop_snapshots(&self, session: SessionId) -> Result<()>;
 
+    /// Removes the session's snapshots taken after event `seq` or later:
+    /// a cut at `seq` made them describe events that are gone. Default:
+    /// every snapshot, if any is that late (a cache lost, never a wrong
+    /// one kept).
+    fn drop_snapshots_from(&self, session: SessionId, seq: u64) -> Result<()> {
+        if self.snapshot_seqs(session)?.iter().any(|s| *s >= seq) {
+            self.drop_snapshots(session)?;
+        }
+        Ok(())
+    }
+
     /// Makes everything appended so far durable at `level`. Concurrent callers
     /// share one flush (group commit).
     ///

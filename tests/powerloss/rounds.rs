@@ -28,6 +28,11 @@ pub const KNOWN_BUGS: &[(&str, &[Policy], &str)] = &[
         &[Policy::PerOp, Policy::PerSector],
         "sled cannot recover its log when a power cut keeps a later unsynced write and drops an earlier one (reported at open; salvage must give every acknowledged event back)",
     ),
+    (
+        "sled snapshot",
+        &[Policy::PerOp, Policy::PerSector],
+        "sled renames its snapshot file (written at a clean close) without syncing the directory, then removes the older one: a power cut right after can leave it unreadable, and sled refuses the database (reported at open; salvage must give every acknowledged event back)",
+    ),
     // Not a class of files: snapshots rejected in a state that lacks the
     // whole `snapshots/` directory (see `run`).
     (

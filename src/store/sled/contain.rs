@@ -205,6 +205,12 @@ impl Store for Guarded {
         self.run("dropping snapshots", |s| s.drop_snapshots(session))
     }
 
+    fn drop_snapshots_from(&self, session: SessionId, seq: u64) -> Result<()> {
+        self.run("dropping snapshots", |s| {
+            s.drop_snapshots_from(session, seq)
+        })
+    }
+
     fn flush(&self, level: Durability) -> Result<()> {
         self.run("flushing", |s| s.flush(level))
     }

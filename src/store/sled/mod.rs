@@ -425,6 +425,11 @@ impl SledStore {
         // queued before, so the flush below covers it.
         let heads = self.acked.take_dirty();
         let durable = (|| {
+            // Every session written to since the last time is sealed whole:
+            // what this makes durable then has a copy outside sled's file.
+            for session in self.applier.take_touched()? {
+                self.sealer.seal_all(session)?;
+            }
             // (The flush drains the insert queue first.)
             self.flush_sled()?;
             self.db_file
@@ -579,8 +584,6 @@ impl Store for SledStore {
     fn truncate(&self, session: SessionId, from: u64) -> Result<()> {
         let lock = self.head_lock(session);
         let mut head = lock.lock().unwrap_or_else(|p| p.into_inner());
-        // No seal may put back what this removes.
-        let _sealing = self.sealer.hold();
         // The log must hold none of the events about to go (a replay would
         // bring them back), and the cut must be durable before the log is
         // written again: a checkpoint before and after.
@@ -588,6 +591,9 @@ impl Store for SledStore {
             self.wal.checkpoint(&|| self.sled_durable())?;
         }
         self.drain()?;
+        // No seal may put back what this removes (released before the
+        // checkpoint below, which seals).
+        let sealing = self.sealer.hold();
         // The cut is recorded before it is made: a crash between the two
         // leaves more events than recorded, never fewer.
         let held = self.read_head(session)?;
@@ -631,6 +637,9 @@ impl Store for SledStore {
         self.events
             .apply_batch(batch)
             .map_err(|e| storage(e, "cutting a tail"))?;
+        drop(sealing);
+        // What the cut left in runs is sealed at the next checkpoint.
+        self.applier.touch(session);
         *head = Some(from.min(self.read_head(session)?));
         if self.wal_appends {
             self.wal.checkpoint(&|| self.sled_durable())?;
@@ -668,7 +677,11 @@ impl Store for SledStore {
     }
 
     fn drop_snapshots(&self, session: SessionId) -> Result<()> {
-        self.drop_snapshots_in(session)
+        self.drop_snapshots_in(session, 0)
+    }
+
+    fn drop_snapshots_from(&self, session: SessionId, seq: u64) -> Result<()> {
+        self.drop_snapshots_in(session, seq)
     }
 
     fn flush(&self, level: Durability) -> Result<()> {

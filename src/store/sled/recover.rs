@@ -54,6 +54,7 @@ impl SledStore {
                     None => self.covering(r.session, seq)?.is_some(),
                 };
                 if !present {
+                    self.applier.touch(r.session);
                     let value = if frame.len() > INLINE_MAX {
                         self.frame_files.write(&[&frame])?.remove(0)
                     } else {

@@ -13,6 +13,12 @@
 //! in a segment are named by no pointer, and the next append goes after
 //! them.
 //!
+//! A checkpoint (`sled_durable`) seals every session written to since the
+//! last one whole ([`Sealer::seal_all`]): what is left over and the first
+//! value too. So every event a checkpoint makes durable has a copy outside
+//! sled's own file (a segment, or the write-ahead log until then), which
+//! `salvage` reads if sled's file is damaged past opening.
+//!
 //! A value that does not read as a run or a single event (damage) ends the
 //! values sealed: it stays as it is, and so do the ones before it. So does
 //! the session's first value (the one holding seq 0): opening a session
@@ -74,14 +80,19 @@ struct Pack {
 }
 
 impl Shared {
-    /// Packs `session`'s runs after its last block into blocks.
-    fn seal(&self, session: SessionId) -> Result<usize> {
+    /// Packs `session`'s runs after its last block into blocks; with
+    /// `all`, what is left over too, and the session's first value into a
+    /// block of its own if it is not in one.
+    fn seal(&self, session: SessionId, all: bool) -> Result<usize> {
+        if self.block_bytes == 0 {
+            return Ok(0);
+        }
         let _sealing = relock(&self.lock);
         let budget = self.block_bytes.saturating_mul(SEAL_MAX_BLOCKS);
         let mut values: Vec<(u64, sled::IVec)> = Vec::new();
         let (mut bytes, mut end) = (0usize, None::<u64>);
-        let all = self.events.range(key(session, 0)..=key(session, u64::MAX));
-        for item in all.rev() {
+        let values_of_session = self.events.range(key(session, 0)..=key(session, u64::MAX));
+        for item in values_of_session.rev() {
             let (seq, v) = scanned(session, item)?;
             // The session's first value stays as it is: every open of the
             // session reads its first event (is it a fork?), and one event
@@ -135,6 +146,12 @@ impl Shared {
                 packs.push(full);
             }
         }
+        if all {
+            packs.extend(open.take());
+            if let Some(first) = self.first_value(session)? {
+                packs.push(first);
+            }
+        }
         if packs.is_empty() {
             return Ok(0);
         }
@@ -154,6 +171,42 @@ impl Shared {
             .apply_batch(batch)
             .map_err(|e| storage(e, "sealing runs into blocks"))?;
         Ok(packs.len())
+    }
+}
+
+impl Shared {
+    /// The session's first value as a pack of its own, if it is a run or
+    /// an event alone (not a block, and readable).
+    fn first_value(&self, session: SessionId) -> Result<Option<Pack>> {
+        let v = self
+            .events
+            .get(key(session, 0))
+            .map_err(|e| storage(e, "reading a session's first value"))?;
+        let Some(v) = v else { return Ok(None) };
+        let mut body = Vec::with_capacity(v.len());
+        let count = match runs::kind(&v) {
+            Kind::Block(_) => return Ok(None),
+            Kind::Run(n) => {
+                let b = &v[RUN_HEADER..];
+                let Ok(ranges) = runs::elements(b, n) else {
+                    return Ok(None);
+                };
+                for r in ranges {
+                    runs::push_element(&mut body, &b[r]);
+                }
+                n
+            }
+            Kind::One => {
+                runs::push_element(&mut body, &v);
+                1
+            }
+        };
+        Ok(Some(Pack {
+            first: 0,
+            count,
+            body,
+            keys: vec![0],
+        }))
     }
 }
 
@@ -194,8 +247,9 @@ impl Sealer {
                     };
                     // A failure poisons the journal and stops the thread (the
                     // runs stay as they are); so does a panic of sled.
-                    let sealed =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.seal(session)));
+                    let sealed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        s.seal(session, false)
+                    }));
                     let failed = match sealed {
                         Ok(Ok(_)) => continue,
                         Ok(Err(e)) => e.to_string(),
@@ -224,6 +278,13 @@ impl Sealer {
             q.sessions.push_back(session);
             self.shared.wake.notify_one();
         }
+    }
+
+    /// Seals every value of `session` after its last block, and its first
+    /// value, on this thread (a checkpoint does, so that every event it
+    /// makes durable has a copy outside sled's file).
+    pub(crate) fn seal_all(&self, session: SessionId) -> Result<usize> {
+        self.shared.seal(session, true)
     }
 
     /// Holds off seals while the guard lives (a cut takes it).

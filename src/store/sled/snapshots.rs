@@ -153,10 +153,10 @@ impl SledStore {
         Ok(Some((seq, frame)))
     }
 
-    pub(super) fn drop_snapshots_in(&self, session: SessionId) -> Result<()> {
+    pub(super) fn drop_snapshots_in(&self, session: SessionId, from: u64) -> Result<()> {
         let entries: Vec<(sled::IVec, sled::IVec)> = self
             .snapshots
-            .scan_prefix(session.as_bytes())
+            .range(key(session, from)..=key(session, u64::MAX))
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| storage(e, "listing snapshots"))?;
         for (k, v) in entries {
