@@ -32,7 +32,6 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -386,9 +385,14 @@ impl FrameFiles {
                 "the bytes at byte {offset} hold {said} bytes compressed, their pointer says {frame_len}"
             )));
         }
-        zstd::stream::read::Decoder::with_buffer(&buf[..])
-            .map(|d| d.single_frame())
-            .and_then(|d| d.take(frame_len.saturating_add(1)).read_to_end(&mut frame))
+        // One zstd context per thread, kept: making one costs more than
+        // decompressing a small block.
+        thread_local! {
+            static CONTEXT: std::cell::RefCell<zstd::block::Decompressor> =
+                std::cell::RefCell::new(zstd::block::Decompressor::new());
+        }
+        CONTEXT
+            .with(|c| c.borrow_mut().decompress_to_buffer(&buf, &mut frame))
             .map_err(|e| bad(format!("the bytes at byte {offset} do not decompress: {e}")))?;
         if frame.len() as u64 != frame_len {
             return Err(bad(format!(

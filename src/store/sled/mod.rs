@@ -425,11 +425,16 @@ impl SledStore {
         // queued before, so the flush below covers it.
         let heads = self.acked.take_dirty();
         let durable = (|| {
-            // Every session written to since the last time is sealed whole:
-            // what this makes durable then has a copy outside sled's file.
-            for session in self.applier.take_touched()? {
-                self.sealer.seal_all(session)?;
-            }
+            // Every session written to since the last time is sealed whole
+            // (by the sealer while it runs; here at a clean close): what
+            // this makes durable gets a copy outside sled's file.
+            let here: Vec<SessionId> = self
+                .applier
+                .take_touched()?
+                .into_iter()
+                .filter(|s| !self.sealer.request_all(*s))
+                .collect();
+            self.sealer.seal_all(&here)?;
             // (The flush drains the insert queue first.)
             self.flush_sled()?;
             self.db_file

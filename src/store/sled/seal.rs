@@ -13,11 +13,14 @@
 //! in a segment are named by no pointer, and the next append goes after
 //! them.
 //!
-//! A checkpoint (`sled_durable`) seals every session written to since the
-//! last one whole ([`Sealer::seal_all`]): what is left over and the first
-//! value too. So every event a checkpoint makes durable has a copy outside
-//! sled's own file (a segment, or the write-ahead log until then), which
-//! `salvage` reads if sled's file is damaged past opening.
+//! A checkpoint (`sled_durable`) has every session written to since the
+//! last one sealed whole ([`Sealer::seal_all`]): what is left over and the
+//! first value too; by this thread while it runs (appenders do not wait
+//! for it), at once by the checkpoint of a clean close. So what a closed
+//! database holds has a copy outside sled's own file (a segment), and
+//! what a running one made durable has one there moments after its
+//! checkpoint; `salvage` reads them if sled's file is damaged past
+//! opening.
 //!
 //! A value that does not read as a run or a single event (damage) ends the
 //! values sealed: it stays as it is, and so do the ones before it. So does
@@ -49,7 +52,8 @@ fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[derive(Default)]
 struct Requests {
-    sessions: VecDeque<SessionId>,
+    /// Sessions to seal, each with whether to seal it whole.
+    sessions: VecDeque<(SessionId, bool)>,
     stop: bool,
 }
 
@@ -80,14 +84,44 @@ struct Pack {
 }
 
 impl Shared {
-    /// Packs `session`'s runs after its last block into blocks; with
-    /// `all`, what is left over too, and the session's first value into a
-    /// block of its own if it is not in one.
-    fn seal(&self, session: SessionId, all: bool) -> Result<usize> {
+    /// Seals each `(session, all)`: its runs after its last block packed
+    /// into blocks; with `all`, what is left over too, and the session's
+    /// first value into a block of its own if it is not in one. One write
+    /// and one sync of a segment for them all, then one sled batch.
+    fn seal(&self, sessions: &[(SessionId, bool)]) -> Result<usize> {
         if self.block_bytes == 0 {
             return Ok(0);
         }
         let _sealing = relock(&self.lock);
+        let mut packs: Vec<(SessionId, Pack)> = Vec::new();
+        for (session, all) in sessions {
+            for p in self.packs(*session, *all)? {
+                packs.push((*session, p));
+            }
+        }
+        if packs.is_empty() {
+            return Ok(0);
+        }
+        let bodies: Vec<(u32, Vec<u8>)> = packs
+            .iter_mut()
+            .map(|(_, p)| (p.count, std::mem::take(&mut p.body)))
+            .collect();
+        let pointers = self.files.write_blocks(&bodies)?;
+        let mut batch = sled::Batch::default();
+        for ((session, p), pointer) in packs.iter().zip(&pointers) {
+            for k in &p.keys[1..] {
+                batch.remove(&key(*session, *k)[..]);
+            }
+            batch.insert(&key(*session, p.first)[..], pointer.encode());
+        }
+        self.events
+            .apply_batch(batch)
+            .map_err(|e| storage(e, "sealing runs into blocks"))?;
+        Ok(packs.len())
+    }
+
+    /// The blocks a seal of `session` writes (see [`seal`](Self::seal)).
+    fn packs(&self, session: SessionId, all: bool) -> Result<Vec<Pack>> {
         let budget = self.block_bytes.saturating_mul(SEAL_MAX_BLOCKS);
         let mut values: Vec<(u64, sled::IVec)> = Vec::new();
         let (mut bytes, mut end) = (0usize, None::<u64>);
@@ -152,25 +186,7 @@ impl Shared {
                 packs.push(first);
             }
         }
-        if packs.is_empty() {
-            return Ok(0);
-        }
-        let bodies: Vec<(u32, Vec<u8>)> = packs
-            .iter_mut()
-            .map(|p| (p.count, std::mem::take(&mut p.body)))
-            .collect();
-        let pointers = self.files.write_blocks(&bodies)?;
-        let mut batch = sled::Batch::default();
-        for (p, pointer) in packs.iter().zip(&pointers) {
-            for k in &p.keys[1..] {
-                batch.remove(&key(session, *k)[..]);
-            }
-            batch.insert(&key(session, p.first)[..], pointer.encode());
-        }
-        self.events
-            .apply_batch(batch)
-            .map_err(|e| storage(e, "sealing runs into blocks"))?;
-        Ok(packs.len())
+        Ok(packs)
     }
 }
 
@@ -233,11 +249,12 @@ impl Sealer {
             .name("agent-journal-seal".into())
             .spawn(move || {
                 loop {
-                    let session = {
+                    // Every request queued, sealed together.
+                    let asked: Vec<(SessionId, bool)> = {
                         let mut q = relock(&s.requests);
                         loop {
-                            if let Some(session) = q.sessions.pop_front() {
-                                break session;
+                            if !q.sessions.is_empty() {
+                                break q.sessions.drain(..).collect();
                             }
                             if q.stop {
                                 return;
@@ -247,9 +264,8 @@ impl Sealer {
                     };
                     // A failure poisons the journal and stops the thread (the
                     // runs stay as they are); so does a panic of sled.
-                    let sealed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        s.seal(session, false)
-                    }));
+                    let sealed =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.seal(&asked)));
                     let failed = match sealed {
                         Ok(Ok(_)) => continue,
                         Ok(Err(e)) => e.to_string(),
@@ -258,8 +274,11 @@ impl Sealer {
                             crate::store::sled::panic_message(&*p)
                         ),
                     };
-                    s.poison
-                        .set(format!("sealing session {session} into blocks: {failed}"));
+                    let first = asked.first().map(|(id, _)| *id);
+                    s.poison.set(format!(
+                        "sealing runs into blocks (session {}): {failed}",
+                        first.map_or_else(String::new, |id| id.to_string())
+                    ));
                     return;
                 }
             })
@@ -273,18 +292,36 @@ impl Sealer {
     /// Asks for `session` to be sealed (once, however often asked before
     /// the thread gets to it).
     pub(crate) fn request(&self, session: SessionId) {
+        self.ask(session, false);
+    }
+
+    /// Asks for `session` to be sealed whole ([`seal_all`](Self::seal_all))
+    /// by the thread; false if the thread has stopped (seal it here then).
+    pub(crate) fn request_all(&self, session: SessionId) -> bool {
+        self.ask(session, true)
+    }
+
+    fn ask(&self, session: SessionId, all: bool) -> bool {
         let mut q = relock(&self.shared.requests);
-        if !q.sessions.contains(&session) {
-            q.sessions.push_back(session);
-            self.shared.wake.notify_one();
+        if q.stop {
+            return false;
         }
+        match q.sessions.iter_mut().find(|(s, _)| *s == session) {
+            Some(queued) => queued.1 |= all,
+            None => {
+                q.sessions.push_back((session, all));
+                self.shared.wake.notify_one();
+            }
+        }
+        true
     }
 
     /// Seals every value of `session` after its last block, and its first
     /// value, on this thread (a checkpoint does, so that every event it
     /// makes durable has a copy outside sled's file).
-    pub(crate) fn seal_all(&self, session: SessionId) -> Result<usize> {
-        self.shared.seal(session, true)
+    pub(crate) fn seal_all(&self, sessions: &[SessionId]) -> Result<usize> {
+        let asked: Vec<(SessionId, bool)> = sessions.iter().map(|s| (*s, true)).collect();
+        self.shared.seal(&asked)
     }
 
     /// Holds off seals while the guard lives (a cut takes it).
