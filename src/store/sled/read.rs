@@ -111,19 +111,21 @@ impl SledStore {
                 return Ok(Visit::Break(()));
             }
         }
-        match failed.map(|i| (at + i as u64).max(lo)) {
-            Some(seq) if seq < to => Err(Error::corruption(
-                Some(session),
-                Some(seq),
-                None,
-                format!(
-                    "the run or block of events from seq {at} is damaged at event {}: \
-                     it and the events after it in it cannot be read",
-                    at + failed.unwrap_or(0) as u64
-                ),
-            )),
-            _ => Ok(Visit::Continue(())),
+        let Some(bad) = failed.map(|i| at + i as u64) else {
+            return Ok(Visit::Continue(()));
+        };
+        if bad.max(lo) >= to {
+            return Ok(Visit::Continue(()));
         }
+        Err(Error::corruption(
+            Some(session),
+            Some(bad.max(lo)),
+            None,
+            format!(
+                "the run or block of events from seq {at} is damaged at event {bad}: \
+                 it and the events after it in it cannot be read"
+            ),
+        ))
     }
 
     /// Hands `out` the frames of events `from..to` of `session`, in order,

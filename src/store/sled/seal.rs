@@ -161,11 +161,10 @@ impl Shared {
                 keys: Vec::new(),
             });
             match runs::kind(v) {
+                // A run's body is its elements as a block holds them (each
+                // checked to read, above): copied as it is.
                 Kind::Run(n) => {
-                    let body = &v[RUN_HEADER..];
-                    for r in runs::elements(body, n).unwrap_or_default() {
-                        runs::push_element(&mut p.body, &body[r]);
-                    }
+                    p.body.extend_from_slice(&v[RUN_HEADER..]);
                     p.count += n;
                 }
                 _ => {
@@ -204,12 +203,10 @@ impl Shared {
             Kind::Block(_) => return Ok(None),
             Kind::Run(n) => {
                 let b = &v[RUN_HEADER..];
-                let Ok(ranges) = runs::elements(b, n) else {
+                if runs::elements(b, n).is_err() {
                     return Ok(None);
-                };
-                for r in ranges {
-                    runs::push_element(&mut body, &b[r]);
                 }
+                body.extend_from_slice(b);
                 n
             }
             Kind::One => {
