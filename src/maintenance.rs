@@ -408,60 +408,80 @@ pub fn salvage_database_with(
         ..JournalConfig::default()
     };
     match Journal::open_with(path, config) {
-        Ok(journal) => journal.salvage_with(dest, Some(raw), &mut progress),
-        Err(e) if e.is_corruption() => {
-            let mut dropped: Vec<Problem> = raw
-                .conflicts
-                .iter()
-                .map(|(session, seq)| {
-                    problem(
-                        *session,
-                        Some(*seq),
-                        None,
-                        "another copy of this event was found with other contents; the first was kept".into(),
-                    )
-                })
-                .chain(std::iter::once(problem(
-                    SessionId::from_bytes([0; 16]),
-                    None,
-                    None,
-                    format!("the database does not open ({e}): copied from the bytes of its files"),
-                )))
-                .collect();
-            let records = raw.events.into_values().map(|e| (None, e)).collect();
-            let (sessions, _) = group(records);
-            // What the heads log says was acknowledged and no file holds:
-            // named, never dropped silently.
-            let acked = std::fs::read(path.join(crate::store::heads::FILE))
-                .map(|b| crate::store::heads::parse(&b))
-                .unwrap_or_default();
-            let mut acked: Vec<(SessionId, u64)> = acked.into_iter().collect();
-            acked.sort_unstable();
-            for (id, head) in acked {
-                let found = sessions
-                    .get(&id)
-                    .and_then(|events| events.last())
-                    .map_or(0, |e| e.seq + 1);
-                if found < head {
-                    dropped.push(problem(
-                        id,
-                        Some(found),
-                        None,
-                        format!(
-                            "events {found}..{head} were acknowledged and are missing \
-                             (no whole copy of them is left in the files)"
-                        ),
-                    ));
-                }
+        // sled opens it, yet its tree may be damaged past listing its
+        // sessions (a key that is not one of ours, after sled lost a write
+        // of its log): then the files are read as when sled refuses it.
+        Ok(journal) => match journal.sessions() {
+            Err(e) if e.is_corruption() => {
+                drop(journal);
+                from_files(path, dest, raw, &e, &mut progress)
             }
-            let compress = crate::store::sled::compressed(path).unwrap_or(false);
-            write_salvaged(dest, sessions, dropped, true, compress, &mut progress).map(|mut r| {
-                r.from_files = r.copied;
-                r
-            })
-        }
+            _ => journal.salvage_with(dest, Some(raw), &mut progress),
+        },
+        Err(e) if e.is_corruption() => from_files(path, dest, raw, &e, &mut progress),
         Err(e) => Err(e),
     }
+}
+
+/// A salvage of the database at `path` from the bytes of its files alone
+/// (`raw`), when sled cannot give them (`e` says why).
+fn from_files(
+    path: &Path,
+    dest: &Path,
+    raw: raw::RawScan,
+    e: &Error,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<SalvageReport> {
+    let mut dropped: Vec<Problem> = raw
+        .conflicts
+        .iter()
+        .map(|(session, seq)| {
+            problem(
+                *session,
+                Some(*seq),
+                None,
+                "another copy of this event was found with other contents; the first was kept"
+                    .into(),
+            )
+        })
+        .chain(std::iter::once(problem(
+            SessionId::from_bytes([0; 16]),
+            None,
+            None,
+            format!("the database cannot be read ({e}): copied from the bytes of its files"),
+        )))
+        .collect();
+    let records = raw.events.into_values().map(|e| (None, e)).collect();
+    let (sessions, _) = group(records);
+    // What the heads log says was acknowledged and no file holds:
+    // named, never dropped silently.
+    let acked = std::fs::read(path.join(crate::store::heads::FILE))
+        .map(|b| crate::store::heads::parse(&b))
+        .unwrap_or_default();
+    let mut acked: Vec<(SessionId, u64)> = acked.into_iter().collect();
+    acked.sort_unstable();
+    for (id, head) in acked {
+        let found = sessions
+            .get(&id)
+            .and_then(|events| events.last())
+            .map_or(0, |e| e.seq + 1);
+        if found < head {
+            dropped.push(problem(
+                id,
+                Some(found),
+                None,
+                format!(
+                    "events {found}..{head} were acknowledged and are missing \
+                     (no whole copy of them is left in the files)"
+                ),
+            ));
+        }
+    }
+    let compress = crate::store::sled::compressed(path).unwrap_or(false);
+    write_salvaged(dest, sessions, dropped, true, compress, progress).map(|mut r| {
+        r.from_files = r.copied;
+        r
+    })
 }
 
 /// Groups readable records by their own session and seq, in order; a second

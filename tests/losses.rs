@@ -272,3 +272,37 @@ fn salvage_recovers_every_event(compress: bool) {
     }
     assert!(refused > 0, "no case made sled refuse the database");
 }
+
+/// sled opens a database whose tree holds a key that is not one of ours
+/// (as after it lost a write of its log): listing its sessions fails, and
+/// salvage reads the files instead, giving back every event.
+#[test]
+fn salvage_of_a_database_whose_tree_cannot_be_listed_reads_the_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let made = closed_db(&path, 2, 20);
+    {
+        let db = crate::common::raw_sled(&path);
+        db.open_tree("events")
+            .expect("tree")
+            .insert(b"bad", b"x")
+            .expect("insert");
+        db.flush().expect("flush");
+    }
+    assert!(
+        Journal::open(&path)
+            .expect("sled opens it")
+            .sessions()
+            .is_err()
+    );
+    let dest = dir.path().join("salvaged");
+    let r = agent_journal::salvage_database(&path, &dest, agent_journal::DEFAULT_MAX_EVENT_BYTES)
+        .expect("salvage");
+    let total: u64 = made.iter().map(|m| m.1).sum();
+    assert_eq!((r.copied, r.from_files), (total, total), "{:?}", r.dropped);
+    let j = Journal::open(&dest).expect("the salvaged database opens");
+    for (id, head) in made {
+        assert_eq!(j.stream_len(id).expect("len"), Some(head));
+    }
+    assert!(j.verify(None, |_| {}).expect("verify").is_clean());
+}

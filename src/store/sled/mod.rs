@@ -193,16 +193,11 @@ impl SledStore {
         // queued before, so the flush below covers it.
         let heads = self.acked.take_dirty();
         let durable = (|| {
-            // Every session written to since the last time is sealed whole
-            // (by the sealer while it runs; here at a clean close): what
-            // this makes durable gets a copy outside sled's file.
-            let here: Vec<SessionId> = self
-                .applier
-                .take_touched()?
-                .into_iter()
-                .filter(|s| !self.sealer.request_all(*s))
-                .collect();
-            self.sealer.seal_all(&here)?;
+            // Every session written to since the last time is sealed whole,
+            // at once, all with one segment write and sync: the log is
+            // emptied after this, and sled's file must not be the only
+            // place left that holds what it held.
+            self.sealer.seal_all(&self.applier.take_touched()?)?;
             // (The flush drains the insert queue first.)
             self.flush_sled()?;
             self.db_file

@@ -13,14 +13,14 @@
 //! in a segment are named by no pointer, and the next append goes after
 //! them.
 //!
-//! A checkpoint (`sled_durable`) has every session written to since the
-//! last one sealed whole ([`Sealer::seal_all`]): what is left over and the
-//! first value too; by this thread while it runs (appenders do not wait
-//! for it), at once by the checkpoint of a clean close. So what a closed
-//! database holds has a copy outside sled's own file (a segment), and
-//! what a running one made durable has one there moments after its
-//! checkpoint; `salvage` reads them if sled's file is damaged past
-//! opening.
+//! A checkpoint (`sled_durable`) seals every session written to since the
+//! last one whole ([`Sealer::seal_all`]: what is left over and the first
+//! value too), all with one segment write and sync, before the write-ahead
+//! log is emptied: what it made durable then has a copy outside sled's own
+//! file (a segment), which `salvage` reads if sled's file is damaged past
+//! opening. (Sealed by this thread instead, a power cut that cost sled one
+//! write could find the log emptied and the runs only in sled's file: the
+//! power-loss harness found such states.)
 //!
 //! A value that does not read as a run or a single event (damage) ends the
 //! values sealed: it stays as it is, and so do the ones before it. So does
@@ -290,12 +290,6 @@ impl Sealer {
     /// the thread gets to it).
     pub(crate) fn request(&self, session: SessionId) {
         self.ask(session, false);
-    }
-
-    /// Asks for `session` to be sealed whole ([`seal_all`](Self::seal_all))
-    /// by the thread; false if the thread has stopped (seal it here then).
-    pub(crate) fn request_all(&self, session: SessionId) -> bool {
-        self.ask(session, true)
     }
 
     fn ask(&self, session: SessionId, all: bool) -> bool {
