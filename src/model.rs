@@ -79,6 +79,14 @@ uuid_id!(
 #[serde(transparent)]
 pub struct CallId(pub String);
 
+/// Maps keyed by `CallId` can be searched with a `&str` (the derived
+/// `Hash`, `Eq` and `Ord` are the string's).
+impl std::borrow::Borrow<str> for CallId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl CallId {
     /// The id as a string slice.
     pub fn as_str(&self) -> &str {

@@ -354,6 +354,36 @@ fn read(r: &mut Reader<'_>) -> Result<BodyIds, Bad> {
     })
 }
 
+/// The status bytes of the tool-call records of `body` (a message's
+/// bincode that [`check_body`] accepts) that differ from what `status_of`
+/// gives for their call: `(offset, byte)` pairs to write for the bytes
+/// [`encode_body`] makes of the message with those statuses (a status is
+/// one byte). Empty when the bytes are up to date.
+pub(crate) fn stale_statuses(
+    body: &[u8],
+    status_of: impl Fn(&str) -> Option<ToolStatus>,
+) -> Result<Vec<(usize, u8)>, Bad> {
+    let mut r = Reader::new(body);
+    r.byte("role")?;
+    r.skip_string("content")?;
+    r.uuid("evaluation_id")?;
+    r.varint("sequence")?;
+    let mut out = Vec::new();
+    for _ in 0..r.len("tool_calls")? {
+        let call_id = r.str("tool_calls.call_id")?;
+        r.skip_string("tool_calls.name")?;
+        r.skip_string("tool_calls.arguments")?;
+        let at = r.pos();
+        let byte = r.byte("tool_calls.status")?;
+        if let Some(status) = status_of(call_id).map(status_index)
+            && status != byte
+        {
+            out.push((at, status));
+        }
+    }
+    Ok(out)
+}
+
 /// The role and turn of a body that [`check_body`] accepts (for any other,
 /// what it returns does not matter): read by skipping, unchecked, what
 /// comes before them.
@@ -398,14 +428,8 @@ const MESSAGE_VARIANT: u64 = 2;
 /// if so. `None` for anything else (another event, a message with tool
 /// calls, bytes bincode would refuse): decode it as usual.
 pub(crate) fn peek_message(body: &[u8]) -> Option<PeekedMessage<'_>> {
-    let mut r = Reader::new(body);
-    let session = SessionId::from_bytes(r.uuid("session").ok()?);
-    let seq = r.varint("seq").ok()?;
-    timestamp(&mut r).ok()?;
-    if r.varint("event").ok()? != MESSAGE_VARIANT {
-        return None;
-    }
-    let start = r.pos();
+    let (session, seq, start) = envelope_head(body)?;
+    let mut r = Reader::new(body.get(start..)?);
     let ids = read(&mut r).ok()?;
     ids.plain.then(|| PeekedMessage {
         session,
@@ -414,6 +438,28 @@ pub(crate) fn peek_message(body: &[u8]) -> Option<PeekedMessage<'_>> {
         start,
         ids,
     })
+}
+
+/// The session and seq of an envelope's frame body, and where its
+/// message's bincode starts: `None` unless the event is a `Message` (read
+/// as far as the event's variant; the message itself is not looked at).
+fn envelope_head(body: &[u8]) -> Option<(SessionId, u64, usize)> {
+    let mut r = Reader::new(body);
+    let session = SessionId::from_bytes(r.uuid("session").ok()?);
+    let seq = r.varint("seq").ok()?;
+    timestamp(&mut r).ok()?;
+    if r.varint("event").ok()? != MESSAGE_VARIANT {
+        return None;
+    }
+    Some((session, seq, r.pos()))
+}
+
+/// Where the message of an envelope's frame body starts, if the envelope
+/// holds a `Message` event. For a body that decoded as an envelope, the
+/// bytes from there to the end are that message's bincode (the message
+/// is the envelope's last field, and a decode refuses trailing bytes).
+pub(crate) fn message_start(body: &[u8]) -> Option<usize> {
+    envelope_head(body).map(|(_, _, start)| start)
 }
 
 /// A timestamp in microseconds, within what the decoder accepts.

@@ -151,9 +151,19 @@ pub(crate) fn replay(
         if env.session != id || env.seq != seq {
             return Err(misplaced(id, seq, &env));
         }
-        let mut env = env;
-        env.seq += offset;
-        state.apply_owned(env);
+        // A message (one with tool calls, or one a plain fold left to the
+        // decode) is kept as the bytes of its frame all the same: decoded
+        // messages would take twice the memory of the frames they came in.
+        match format::message::message_start(&frame[format::FRAME_HEADER_LEN..]) {
+            Some(start) if offset == 0 => {
+                state.apply_framed(env, &shared, format::FRAME_HEADER_LEN + start)
+            }
+            _ => {
+                let mut env = env;
+                env.seq += offset;
+                state.apply_owned(env);
+            }
+        }
         *count += 1;
         expect += 1;
         Ok(Visit::Continue(()))

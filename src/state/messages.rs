@@ -99,17 +99,19 @@ impl Messages {
         let bufs = self.bufs();
         self.by_eval.iter().flat_map(move |(eval, m)| {
             let eval = eval.id();
-            m.iter().map(move |(k, s)| s.get(bufs, eval, *k))
+            let calls = self.calls.get(&eval);
+            m.iter().map(move |(k, s)| s.get(bufs, calls, eval, *k))
         })
     }
 
     /// The messages of one evaluation, by `(sequence, message_id)`.
     pub fn for_evaluation(&self, eval: EvaluationId) -> impl Iterator<Item = &InnerMessage> + '_ {
         let bufs = self.bufs();
+        let calls = self.calls.get(&eval);
         self.by_eval
             .get(&eval.into())
             .into_iter()
-            .flat_map(move |m| m.iter().map(move |(k, s)| s.get(bufs, eval, *k)))
+            .flat_map(move |m| m.iter().map(move |(k, s)| s.get(bufs, calls, eval, *k)))
     }
 
     /// The message with this id.
@@ -121,7 +123,7 @@ impl Messages {
     /// The last message of an evaluation (highest sequence).
     pub fn last_for(&self, eval: EvaluationId) -> Option<&InnerMessage> {
         let (k, s) = self.by_eval.get(&eval.into())?.last()?;
-        Some(s.get(self.bufs(), eval, *k))
+        Some(s.get(self.bufs(), self.calls.get(&eval), eval, *k))
     }
 
     /// The evaluations that have messages, in id order.
@@ -137,7 +139,7 @@ impl Messages {
     ) -> Option<&InnerMessage> {
         let key = (sequence, message_id);
         let s = self.by_eval.get(&eval.into())?.get(&key)?;
-        Some(s.get(self.bufs(), eval, key))
+        Some(s.get(self.bufs(), self.calls.get(&eval), eval, key))
     }
 
     /// The buffers the slots held as bytes point into.
@@ -201,11 +203,47 @@ impl Messages {
 
     /// Inserts a message whose id was just [`claim`](Self::claim)ed.
     pub(crate) fn insert_claimed(&mut self, mut message: InnerMessage) {
+        let (eval, key) = self.join_calls(&message);
+        if let Some(calls) = self.calls.get(&eval) {
+            for record in &mut message.tool_calls {
+                if let Some(slot) = calls.get(&record.call_id) {
+                    record.status = slot.status;
+                }
+            }
+        }
+        self.by_eval
+            .entry(eval.into())
+            .or_default()
+            .insert(key, Slot::owned(message));
+    }
+
+    /// Inserts a message whose id was just [`claim`](Self::claim)ed, decoded
+    /// from `frame` (a whole envelope's frame) where its bincode runs from
+    /// `start` to the end: the same as [`insert_claimed`](Self::insert_claimed),
+    /// but the message is kept as those bytes (shared, not copied) and
+    /// decoded again on first access.
+    pub(crate) fn insert_claimed_framed(
+        &mut self,
+        message: &InnerMessage,
+        frame: &SharedBytes,
+        start: usize,
+    ) {
+        let (eval, key) = self.join_calls(message);
+        self.by_eval
+            .entry(eval.into())
+            .or_default()
+            .insert(key, Slot::frame(frame.clone(), start));
+    }
+
+    /// Joins the statuses of the tool calls `message` makes into their
+    /// slots (the older messages holding a call whose status rose take it),
+    /// and records `message` as a holder of each: what inserting it takes
+    /// besides its slot. Returns its evaluation and key.
+    fn join_calls(&mut self, message: &InnerMessage) -> (EvaluationId, (u64, MessageId)) {
         let eval = message.evaluation_id;
         let key = (message.sequence, message.message_id);
-        let bufs: Bufs<'_> = &self.bufs;
-        let msgs = self.by_eval.entry(eval.into()).or_default();
         if !message.tool_calls.is_empty() {
+            let msgs = self.by_eval.entry(eval.into()).or_default();
             let calls = self.calls.entry(eval).or_default();
             for record in &message.tool_calls {
                 let Some(slot) = slot_mut(calls, &record.call_id) else {
@@ -214,19 +252,14 @@ impl Messages {
                 let status = join(slot.status, record.status);
                 if status != slot.status {
                     slot.status = status;
-                    propagate(msgs, bufs, eval, slot, &record.call_id);
+                    propagate(msgs, slot, &record.call_id);
                 }
                 if slot.holders.last() != Some(&key) {
                     slot.holders.push(key);
                 }
             }
-            for record in &mut message.tool_calls {
-                if let Some(slot) = calls.get(&record.call_id) {
-                    record.status = slot.status;
-                }
-            }
         }
-        msgs.insert(key, Slot::owned(message));
+        (eval, key)
     }
 
     /// Folds a `ToolStatus` event.
@@ -241,7 +274,7 @@ impl Messages {
         if status.rank() > slot.status.rank() {
             slot.status = status;
             if let Some(msgs) = self.by_eval.get_mut(&eval.into()) {
-                propagate(msgs, &self.bufs, eval, slot, call_id);
+                propagate(msgs, slot, call_id);
             }
         }
     }
@@ -293,21 +326,12 @@ fn slot_mut<'a>(calls: &'a mut FastMap<CallId, CallSlot>, id: &CallId) -> Option
     calls.get_mut(id)
 }
 
-fn propagate(
-    msgs: &mut EvalMessages,
-    bufs: Bufs<'_>,
-    eval: EvaluationId,
-    slot: &CallSlot,
-    call_id: &CallId,
-) {
+/// Gives the messages holding call `call_id` its new status (see
+/// [`Slot::forget`]).
+fn propagate(msgs: &mut EvalMessages, slot: &CallSlot, call_id: &CallId) {
     for holder in &slot.holders {
-        let m = msgs
-            .get_mut(holder)
-            .and_then(|s| s.get_mut(bufs, eval, *holder));
-        if let Some(m) = m {
-            for r in m.tool_calls.iter_mut().filter(|r| &r.call_id == call_id) {
-                r.status = slot.status;
-            }
+        if let Some(s) = msgs.get_mut(holder) {
+            s.forget(call_id, slot.status);
         }
     }
 }
@@ -320,7 +344,8 @@ impl PartialEq for Messages {
         let (a, b) = (self.bufs(), other.bufs());
         let same = |eval: EvaluationId, k: (u64, MessageId), x: &Slot, y: &Slot| {
             matches!((x.raw_bytes(a), y.raw_bytes(b)), (Some(p), Some(q)) if p == q)
-                || x.get(a, eval, k) == y.get(b, eval, k)
+                || x.get(a, self.calls.get(&eval), eval, k)
+                    == y.get(b, other.calls.get(&eval), eval, k)
         };
         self.index.len() == other.index.len()
             && self.by_eval.len() == other.by_eval.len()

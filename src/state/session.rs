@@ -160,6 +160,28 @@ impl SessionState {
         }
     }
 
+    /// [`apply_owned`](Self::apply_owned) of an envelope decoded from
+    /// `frame`, in which its message's bincode (if the event is a
+    /// `Message`) runs from `start` to the end
+    /// ([`message_start`](crate::format::message::message_start)): a new
+    /// message is kept as those bytes of the frame (shared, not copied) and
+    /// decoded again on first access, instead of staying decoded. The state
+    /// is the same.
+    pub(crate) fn apply_framed(
+        &mut self,
+        envelope: Envelope,
+        frame: &crate::SharedBytes,
+        start: usize,
+    ) {
+        if self.fold(&envelope) {
+            if let Event::Message(m) = &envelope.event {
+                self.marks
+                    .message(m.evaluation_id, (m.sequence, m.message_id));
+                self.messages.insert_claimed_framed(m, frame, start);
+            }
+        }
+    }
+
     /// Folds a plain message found in a frame body by
     /// [`peek_message`](crate::state::messages::peek_message) without
     /// decoding it: it is kept as its bytes, decoded on first access. The

@@ -25,7 +25,9 @@ use super::index::Index;
 use super::run::EvalMessages;
 use super::slot::{Slot, Span};
 use super::{CallSlot, Messages};
-use crate::format::message::{Bad, Reader, check_body, encode_body, role_and_turn, write_varint};
+use crate::format::message::{
+    Bad, Reader, check_body, encode_body, role_and_turn, stale_statuses, write_varint,
+};
 use crate::model::{CallId, EvaluationId, MessageId, ToolStatus};
 use crate::state::Conversation;
 
@@ -56,6 +58,7 @@ fn status_byte(s: ToolStatus) -> u8 {
 fn write_message(
     out: &mut Vec<u8>,
     bufs: super::slot::Bufs<'_>,
+    calls: super::slot::Calls<'_>,
     eval: EvaluationId,
     key: (u64, MessageId),
     slot: &Slot,
@@ -64,10 +67,25 @@ fn write_message(
     write_varint(out, key.0);
     out.extend_from_slice(key.1.as_bytes());
     let bytes = match slot.raw_bytes(bufs) {
-        Some(bytes) => bytes,
+        // The statuses of its calls may have moved since the bytes were
+        // written: patched in a copy, so that a snapshot's bytes depend
+        // only on the state.
+        Some(bytes) => match calls.map(|c| stale_statuses(bytes, |id| Some(c.get(id)?.status))) {
+            Some(Ok(patches)) if !patches.is_empty() => {
+                scratch.clear();
+                scratch.extend_from_slice(bytes);
+                for (at, byte) in patches {
+                    if let Some(b) = scratch.get_mut(at) {
+                        *b = byte;
+                    }
+                }
+                scratch
+            }
+            _ => bytes,
+        },
         None => {
             scratch.clear();
-            encode_body(slot.get(bufs, eval, key), scratch);
+            encode_body(slot.get(bufs, calls, eval, key), scratch);
             scratch
         }
     };
@@ -128,8 +146,9 @@ pub(crate) fn write_section(m: &Messages, out: &mut Vec<u8>) -> Result<(), Strin
         let eval = eval.id();
         out.extend_from_slice(eval.as_bytes());
         write_varint(out, msgs.len() as u64);
+        let calls = m.calls.get(&eval);
         for (key, slot) in msgs.iter() {
-            write_message(out, bufs, eval, *key, slot, &mut scratch);
+            write_message(out, bufs, calls, eval, *key, slot, &mut scratch);
         }
     }
     let mut calls: Vec<_> = m.call_slots().collect();
@@ -326,7 +345,15 @@ pub(crate) fn write_delta_section(
             let slot = msgs
                 .get(key)
                 .ok_or_else(|| format!("message {} is not there", key.1))?;
-            write_message(out, bufs, eval, *key, slot, &mut scratch);
+            write_message(
+                out,
+                bufs,
+                m.calls.get(&eval),
+                eval,
+                *key,
+                slot,
+                &mut scratch,
+            );
         }
     }
     let mut slots: Vec<(EvaluationId, &CallId, &CallSlot)> = calls
@@ -409,7 +436,6 @@ pub(crate) fn apply_delta_section(
     let Messages {
         by_eval,
         calls: slots,
-        bufs,
         ..
     } = m;
     for _ in 0..r.len("calls")? {
@@ -430,15 +456,7 @@ pub(crate) fn apply_delta_section(
                     continue;
                 }
                 // Written before the status changed: give it the status.
-                if let Some(message) = slot.get_mut(bufs, eval, *holder) {
-                    for record in message
-                        .tool_calls
-                        .iter_mut()
-                        .filter(|c| c.call_id == call_id)
-                    {
-                        record.status = status;
-                    }
-                }
+                slot.forget(&call_id, status);
             }
         }
         slots

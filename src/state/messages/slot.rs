@@ -6,9 +6,11 @@ use std::sync::OnceLock;
 use bincode::Options;
 use chrono::{DateTime, Utc};
 
+use super::CallSlot;
 use crate::format::SharedBytes;
 use crate::format::codec;
-use crate::model::{EvaluationId, InnerMessage, MessageId, Role};
+use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, Role};
+use crate::state::hash::FastMap;
 
 /// Where a message's bincode bytes are: in buffer `buf` of its
 /// [`Messages`](super::Messages) (a binary snapshot's, or a delta's).
@@ -23,6 +25,11 @@ pub(super) struct Span {
 /// point into.
 pub(super) type Bufs<'a> = &'a [SharedBytes];
 
+/// The call slots of a message's evaluation, whose statuses a message's
+/// tool-call records take when it is decoded (the bytes may hold older
+/// ones: a status changes without the bytes being rewritten).
+pub(super) type Calls<'a> = Option<&'a FastMap<CallId, CallSlot>>;
+
 /// The bytes of `span` in `bufs`.
 fn span_bytes<'b>(bufs: Bufs<'b>, span: &Span) -> Option<&'b [u8]> {
     bufs.get(span.buf as usize)?.get(span.start..span.end)
@@ -30,9 +37,12 @@ fn span_bytes<'b>(bufs: Bufs<'b>, span: &Span) -> Option<&'b [u8]> {
 
 /// A message: decoded, or held as bytes and decoded on first access.
 ///
-/// `Raw` bytes passed [`check_body`](super::check::check_body) when the slot was made, so decoding
-/// them cannot fail. Mutation goes through [`Slot::get_mut`], which turns the
-/// slot into `Owned` (the bytes would be stale).
+/// The bytes of a slot decoded when it was made (a `check_body` or a whole
+/// envelope's decode), so decoding them again cannot fail. The statuses of
+/// the tool calls in the bytes may be older than the message's: a decode
+/// gives each record the status of its call's [`CallSlot`], and a status
+/// change forgets the decoded message ([`Slot::forget`]), so the bytes
+/// stay the message's whatever happens to its calls.
 #[derive(Clone, Debug)]
 pub(super) enum Slot {
     /// A decoded message (appended since the state was decoded, or changed).
@@ -102,62 +112,57 @@ impl Slot {
     pub(super) fn get(
         &self,
         bufs: Bufs<'_>,
+        calls: Calls<'_>,
         eval: EvaluationId,
         key: (u64, MessageId),
     ) -> &InnerMessage {
         match self {
             Slot::Owned(m) => m,
             Slot::Raw(_, cell) | Slot::Bytes(_, cell) | Slot::Frame(_, _, cell) => {
-                cell.get_or_init(|| Box::new(decode(self.raw_bytes(bufs), eval, key)))
+                cell.get_or_init(|| Box::new(decode(self.raw_bytes(bufs), calls, eval, key)))
             }
         }
     }
 
-    /// The message for mutation: decoded if it was not, and no longer held
-    /// as bytes (they would be stale). Always `Some`.
-    pub(super) fn get_mut(
-        &mut self,
-        bufs: Bufs<'_>,
-        eval: EvaluationId,
-        key: (u64, MessageId),
-    ) -> Option<&mut InnerMessage> {
-        let decoded = match self {
-            Slot::Owned(_) => None,
-            Slot::Raw(span, cell) => {
-                let bytes = span_bytes(bufs, span);
-                Some(
-                    cell.take()
-                        .unwrap_or_else(|| Box::new(decode(bytes, eval, key))),
-                )
-            }
-            Slot::Bytes(bytes, cell) => Some(
-                cell.take()
-                    .unwrap_or_else(|| Box::new(decode(Some(bytes), eval, key))),
-            ),
-            Slot::Frame(frame, start, cell) => {
-                let bytes = frame.get(*start..);
-                Some(
-                    cell.take()
-                        .unwrap_or_else(|| Box::new(decode(bytes, eval, key))),
-                )
-            }
-        };
-        if let Some(m) = decoded {
-            *self = Slot::Owned(m);
-        }
+    /// After a status change of one of its calls: a message held as bytes
+    /// forgets its decoded form (the next read decodes it with the new
+    /// status); an `Owned` one gives the call's records `status`.
+    pub(super) fn forget(&mut self, call_id: &CallId, status: crate::model::ToolStatus) {
         match self {
-            Slot::Owned(m) => Some(m),
-            Slot::Raw(..) | Slot::Bytes(..) | Slot::Frame(..) => None,
+            Slot::Owned(m) => {
+                for r in m.tool_calls.iter_mut().filter(|r| &r.call_id == call_id) {
+                    r.status = status;
+                }
+            }
+            Slot::Raw(_, cell) | Slot::Bytes(_, cell) | Slot::Frame(_, _, cell) => {
+                cell.take();
+            }
         }
     }
 }
 
-/// Decodes a body that passed [`check_body`](super::check::check_body). Should that ever fail, the
-/// result is a placeholder with the slot's ids whose content says so (no
-/// panic, and the error is visible where the message is shown).
-fn decode(bytes: Option<&[u8]>, eval: EvaluationId, key: (u64, MessageId)) -> InnerMessage {
+/// Decodes a body that passed [`check_body`](super::check::check_body),
+/// its tool-call records given their calls' statuses from `calls`. Should
+/// that ever fail, the result is a placeholder with the slot's ids whose
+/// content says so (no panic, and the error is visible where the message
+/// is shown).
+fn decode(
+    bytes: Option<&[u8]>,
+    calls: Calls<'_>,
+    eval: EvaluationId,
+    key: (u64, MessageId),
+) -> InnerMessage {
     let err = match bytes.map(|b| body_codec().deserialize::<InnerMessage>(b)) {
-        Some(Ok(m)) => return m,
+        Some(Ok(mut m)) => {
+            if let Some(calls) = calls {
+                for r in &mut m.tool_calls {
+                    if let Some(slot) = calls.get(&r.call_id) {
+                        r.status = slot.status;
+                    }
+                }
+            }
+            return m;
+        }
         Some(Err(e)) => e.to_string(),
         None => "no bytes".to_owned(),
     };
@@ -199,7 +204,7 @@ mod tests {
             start: 0,
             end: 3,
         });
-        let m = slot.get(&[SharedBytes::from(vec![1, 2, 3])], eval, (4, id));
+        let m = slot.get(&[SharedBytes::from(vec![1, 2, 3])], None, eval, (4, id));
         assert_eq!((m.evaluation_id, m.sequence, m.message_id), (eval, 4, id));
         assert!(m.content.starts_with("<undecodable snapshot message"));
         let slot = Slot::raw(Span {
@@ -207,11 +212,15 @@ mod tests {
             start: 0,
             end: 9,
         });
-        assert!(slot.get(&[], eval, (4, id)).content.contains("no bytes"));
+        assert!(
+            slot.get(&[], None, eval, (4, id))
+                .content
+                .contains("no bytes")
+        );
     }
 
     #[test]
-    fn mutation_decodes_and_drops_the_bytes() {
+    fn a_decode_takes_the_statuses_of_the_calls_and_forget_drops_it() {
         let m = sample();
         let mut body = Vec::new();
         encode_body(&m, &mut body);
@@ -221,15 +230,28 @@ mod tests {
             end: body.len(),
         });
         let body = [SharedBytes::from(body)];
-        assert!(slot.decoded().is_none());
         let key = (m.sequence, m.message_id);
-        assert_eq!(slot.get(&body, m.evaluation_id, key), &m);
+        assert!(slot.decoded().is_none());
+        assert_eq!(slot.get(&body, None, m.evaluation_id, key), &m);
         assert_eq!(slot.decoded(), Some(&m));
-        if let Some(x) = slot.get_mut(&body, m.evaluation_id, key) {
-            x.turn = 9;
-        }
-        assert!(matches!(slot, Slot::Owned(_)));
-        assert!(slot.raw_bytes(&body).is_none());
-        assert_eq!(slot.decoded().map(|x| x.turn), Some(9));
+        // c1 moved to Completed since the bytes were written: forgotten,
+        // decoded again with the call's status; c2 has no slot: as written.
+        let mut calls = FastMap::default();
+        let done = CallSlot {
+            status: ToolStatus::Completed,
+            holders: vec![key],
+        };
+        calls.insert(CallId::from("c1"), done);
+        slot.forget(&CallId::from("c1"), ToolStatus::Completed);
+        assert!(slot.decoded().is_none());
+        let got = slot.get(&body, Some(&calls), m.evaluation_id, key);
+        let statuses: Vec<ToolStatus> = got.tool_calls.iter().map(|r| r.status).collect();
+        assert_eq!(statuses, [ToolStatus::Completed, ToolStatus::Failed]);
+        assert_eq!(slot.raw_bytes(&body), Some(&body[0][..]));
+        // An owned message takes the status in place.
+        let mut owned = Slot::owned(m.clone());
+        owned.forget(&CallId::from("c2"), ToolStatus::Completed);
+        let got = owned.get(&body, None, m.evaluation_id, key);
+        assert_eq!(got.tool_calls[1].status, ToolStatus::Completed);
     }
 }
