@@ -142,7 +142,7 @@ fn conversation_items(c: &Conversation) -> Vec<ConversationItem> {
             evaluation_id: eval,
             system_message_id: e.system.as_ref().map(id),
             user_message_ids: e.users.iter().map(id).collect(),
-            turns: e.turns.values().map(turn_item).collect(),
+            turns: e.turns.iter().map(turn_item).collect(),
         })
         .collect()
 }

@@ -1,6 +1,6 @@
 //! The `Conversation` slice: the conversation-state spec's view, by message id.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -18,11 +18,19 @@ pub struct TurnIds {
     /// `(sequence, message_id)` of the assistant message (the lowest, if a turn
     /// has several).
     pub assistant: Option<(u64, MessageId)>,
-    /// `(sequence, message_id)` of the tool-role messages of the turn, ordered.
-    pub tools: BTreeSet<(u64, MessageId)>,
+    /// `(sequence, message_id)` of the tool-role messages of the turn,
+    /// sorted, distinct.
+    pub tools: Vec<(u64, MessageId)>,
 }
 
 impl TurnIds {
+    fn numbered(turn_number: u32) -> Self {
+        TurnIds {
+            turn_number,
+            ..TurnIds::default()
+        }
+    }
+
     /// The assistant message's id.
     pub fn assistant_id(&self) -> Option<MessageId> {
         self.assistant.map(|(_, id)| id)
@@ -35,14 +43,28 @@ impl TurnIds {
 }
 
 /// One evaluation's conversation, by message id.
+///
+/// Sorted vectors, not trees: messages nearly always come in order, so an
+/// insert is a push, and a tree's node per turn took more memory than the
+/// messages' own index (a third of the frames' bytes).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ConversationIds {
     /// The system message (the lowest sequence, if several).
     pub(crate) system: Option<(u64, MessageId)>,
-    /// The user messages, ordered.
-    pub(crate) users: BTreeSet<(u64, MessageId)>,
-    /// The turns, by number.
-    pub(crate) turns: BTreeMap<u32, TurnIds>,
+    /// The user messages, sorted, distinct.
+    pub(crate) users: Vec<(u64, MessageId)>,
+    /// The turns, sorted by number, distinct.
+    pub(crate) turns: Vec<TurnIds>,
+}
+
+/// Inserts `x` into the sorted, distinct `v` unless it is there (a push
+/// when it sorts last, as nearly always).
+fn insert_sorted<T: Ord>(v: &mut Vec<T>, x: T) {
+    if v.last().is_none_or(|last| *last < x) {
+        v.push(x);
+    } else if let Err(i) = v.binary_search(&x) {
+        v.insert(i, x);
+    }
 }
 
 /// The conversation-state spec's view of every evaluation: its system
@@ -104,7 +126,7 @@ impl Conversation {
         self.evals
             .get(&eval.into())
             .into_iter()
-            .flat_map(|c| c.turns.values())
+            .flat_map(|c| c.turns.iter())
     }
 
     /// The system message id of an evaluation.
@@ -138,7 +160,7 @@ impl Conversation {
         let user_messages: Vec<&InnerMessage> = c.users.iter().filter_map(look).collect();
         let turns: Vec<TurnView<'a>> = c
             .turns
-            .values()
+            .iter()
             .map(|t| {
                 let assistant_message = t.assistant.as_ref().and_then(look);
                 TurnView {
@@ -187,13 +209,9 @@ impl Conversation {
         };
         match role {
             Role::System => lowest(&mut c.system),
-            Role::User => {
-                c.users.insert(key);
-            }
+            Role::User => insert_sorted(&mut c.users, key),
             Role::Assistant => lowest(&mut turn(c, turn_number).assistant),
-            Role::Tool => {
-                turn(c, turn_number).tools.insert(key);
-            }
+            Role::Tool => insert_sorted(&mut turn(c, turn_number).tools, key),
         }
     }
 
@@ -242,12 +260,11 @@ impl Conversation {
                     .filter(|(_, role, _)| *role == Role::Tool)
                     .map(|(k, ..)| *k)
                     .collect();
-                let ids = TurnIds {
+                Some(TurnIds {
                     turn_number,
                     assistant,
                     tools,
-                };
-                Some((turn_number, ids))
+                })
             })
             .collect();
         self.evals.insert(eval.into(), c);
@@ -263,11 +280,26 @@ impl Conversation {
     }
 }
 
+/// The turn `number` of `c`, made if it is not there (at the end, nearly
+/// always: turns come in order).
 fn turn(c: &mut ConversationIds, number: u32) -> &mut TurnIds {
-    c.turns.entry(number).or_insert_with(|| TurnIds {
-        turn_number: number,
-        ..TurnIds::default()
-    })
+    let i = match c.turns.last() {
+        Some(t) if t.turn_number == number => c.turns.len() - 1,
+        Some(t) if t.turn_number > number => {
+            match c.turns.binary_search_by_key(&number, |t| t.turn_number) {
+                Ok(i) => i,
+                Err(i) => {
+                    c.turns.insert(i, TurnIds::numbered(number));
+                    i
+                }
+            }
+        }
+        _ => {
+            c.turns.push(TurnIds::numbered(number));
+            c.turns.len() - 1
+        }
+    };
+    &mut c.turns[i]
 }
 
 #[cfg(test)]
