@@ -45,6 +45,14 @@ impl SharedBytes {
     }
 }
 
+impl SharedBytes {
+    /// The bytes `range` of these, shared as [`slice`](SharedBytes::slice)
+    /// shares them; `None` if `range` is not within them.
+    pub(crate) fn try_slice(&self, range: std::ops::Range<usize>) -> Option<SharedBytes> {
+        (range.start <= range.end && range.end <= self.len()).then(|| self.slice(range))
+    }
+}
+
 impl Deref for SharedBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

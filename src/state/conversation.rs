@@ -270,6 +270,15 @@ impl Conversation {
         self.evals.insert(eval.into(), c);
     }
 
+    /// Gives back the room kept for more messages of `eval` (a finished
+    /// evaluation's). A message that still comes is inserted as usual.
+    pub(crate) fn shrink(&mut self, eval: EvaluationId) {
+        if let Some(c) = self.evals.get_mut(&eval.into()) {
+            c.users.shrink_to_fit();
+            c.turns.shrink_to_fit();
+        }
+    }
+
     /// Moves in the evaluations of `other`, which this one does not have.
     pub(crate) fn append(&mut self, other: &mut Conversation) {
         self.evals.append(&mut other.evals);

@@ -22,14 +22,14 @@ pub(crate) use section::{
     apply_delta_section, read_derived, read_section, section_evaluations, write_delta_section,
     write_section,
 };
-use slot::{Bufs, Slot};
+use slot::Slot;
 
 /// Where the bytes of a plain message come from.
 pub(crate) enum PlainBytes<'a> {
     /// Bytes to copy.
     Copy(&'a [u8]),
-    /// The end of a shared frame, from the offset on: kept, not copied.
-    Frame(&'a SharedBytes, usize),
+    /// A part of a shared frame: kept, not copied.
+    Shared(SharedBytes),
 }
 
 /// The status of one tool call, as joined from everything known about it.
@@ -68,9 +68,6 @@ pub struct Messages {
     by_eval: BTreeMap<EvalKey, EvalMessages>,
     index: Index,
     calls: FastMap<EvaluationId, FastMap<CallId, CallSlot>>,
-    /// The buffers (a binary snapshot's, then each delta's) the slots held
-    /// as bytes point into.
-    bufs: Vec<SharedBytes>,
 }
 
 fn join(a: ToolStatus, b: ToolStatus) -> ToolStatus {
@@ -96,22 +93,20 @@ impl Messages {
 
     /// All messages, by evaluation then `(sequence, message_id)`.
     pub fn iter(&self) -> impl Iterator<Item = &InnerMessage> + '_ {
-        let bufs = self.bufs();
         self.by_eval.iter().flat_map(move |(eval, m)| {
             let eval = eval.id();
             let calls = self.calls.get(&eval);
-            m.iter().map(move |(k, s)| s.get(bufs, calls, eval, *k))
+            m.iter().map(move |(k, s)| s.get(calls, eval, *k))
         })
     }
 
     /// The messages of one evaluation, by `(sequence, message_id)`.
     pub fn for_evaluation(&self, eval: EvaluationId) -> impl Iterator<Item = &InnerMessage> + '_ {
-        let bufs = self.bufs();
         let calls = self.calls.get(&eval);
         self.by_eval
             .get(&eval.into())
             .into_iter()
-            .flat_map(move |m| m.iter().map(move |(k, s)| s.get(bufs, calls, eval, *k)))
+            .flat_map(move |m| m.iter().map(move |(k, s)| s.get(calls, eval, *k)))
     }
 
     /// The message with this id.
@@ -123,7 +118,7 @@ impl Messages {
     /// The last message of an evaluation (highest sequence).
     pub fn last_for(&self, eval: EvaluationId) -> Option<&InnerMessage> {
         let (k, s) = self.by_eval.get(&eval.into())?.last()?;
-        Some(s.get(self.bufs(), self.calls.get(&eval), eval, *k))
+        Some(s.get(self.calls.get(&eval), eval, *k))
     }
 
     /// The evaluations that have messages, in id order.
@@ -139,12 +134,7 @@ impl Messages {
     ) -> Option<&InnerMessage> {
         let key = (sequence, message_id);
         let s = self.by_eval.get(&eval.into())?.get(&key)?;
-        Some(s.get(self.bufs(), self.calls.get(&eval), eval, key))
-    }
-
-    /// The buffers the slots held as bytes point into.
-    fn bufs(&self) -> Bufs<'_> {
-        &self.bufs
+        Some(s.get(self.calls.get(&eval), eval, key))
     }
 
     /// Inserts a copy of a message; returns false (and changes nothing) when
@@ -192,8 +182,8 @@ impl Messages {
         bytes: PlainBytes<'_>,
     ) {
         let slot = match bytes {
-            PlainBytes::Copy(b) => Slot::bytes(Box::from(b)),
-            PlainBytes::Frame(frame, start) => Slot::frame(frame.clone(), start),
+            PlainBytes::Copy(b) => Slot::shared(SharedBytes::from(b.to_vec())),
+            PlainBytes::Shared(bytes) => Slot::shared(bytes),
         };
         self.by_eval
             .entry(eval.into())
@@ -229,10 +219,15 @@ impl Messages {
         start: usize,
     ) {
         let (eval, key) = self.join_calls(message);
+        let slot = match frame.try_slice(start..frame.len()) {
+            Some(bytes) => Slot::shared(bytes),
+            // (Not from the envelope's frame: kept decoded.)
+            None => Slot::owned(message.clone()),
+        };
         self.by_eval
             .entry(eval.into())
             .or_default()
-            .insert(key, Slot::frame(frame.clone(), start));
+            .insert(key, slot);
     }
 
     /// Joins the statuses of the tool calls `message` makes into their
@@ -260,6 +255,14 @@ impl Messages {
             }
         }
         (eval, key)
+    }
+
+    /// Gives back the room kept for more messages of `eval` (a finished
+    /// evaluation's). A message that still comes is inserted as usual.
+    pub(crate) fn shrink(&mut self, eval: EvaluationId) {
+        if let Some(m) = self.by_eval.get_mut(&eval.into()) {
+            m.shrink();
+        }
     }
 
     /// Folds a `ToolStatus` event.
@@ -341,11 +344,9 @@ impl PartialEq for Messages {
     /// them). Two messages both held as the same bytes are equal without
     /// being decoded.
     fn eq(&self, other: &Self) -> bool {
-        let (a, b) = (self.bufs(), other.bufs());
         let same = |eval: EvaluationId, k: (u64, MessageId), x: &Slot, y: &Slot| {
-            matches!((x.raw_bytes(a), y.raw_bytes(b)), (Some(p), Some(q)) if p == q)
-                || x.get(a, self.calls.get(&eval), eval, k)
-                    == y.get(b, other.calls.get(&eval), eval, k)
+            matches!((x.raw_bytes(), y.raw_bytes()), (Some(p), Some(q)) if p == q)
+                || x.get(self.calls.get(&eval), eval, k) == y.get(other.calls.get(&eval), eval, k)
         };
         self.index.len() == other.index.len()
             && self.by_eval.len() == other.by_eval.len()

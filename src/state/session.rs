@@ -211,8 +211,9 @@ impl SessionState {
             self.marks.message(eval, key);
             self.evaluations.on_turn(eval, ids.turn, m.seq);
             self.conversation.on_parts(eval, key, ids.role, ids.turn);
-            let bytes = match frame {
-                Some((frame, at)) => PlainBytes::Frame(frame, at + m.start),
+            let shared = frame.and_then(|(f, at)| f.try_slice(at + m.start..f.len()));
+            let bytes = match shared {
+                Some(bytes) => PlainBytes::Shared(bytes),
                 None => PlainBytes::Copy(m.body),
             };
             self.messages.insert_claimed_plain(eval, key, bytes);
@@ -295,7 +296,10 @@ impl SessionState {
             } => {
                 self.marks.evaluation(*evaluation_id);
                 self.evaluations
-                    .on_finished(*evaluation_id, outcome, envelope.at)
+                    .on_finished(*evaluation_id, outcome, envelope.at);
+                // Its messages are in: no room kept for more.
+                self.messages.shrink(*evaluation_id);
+                self.conversation.shrink(*evaluation_id);
             }
             // Only the fork's own marker (seq 1): a fork of a fork also holds a
             // copy of its parent's marker, which must not win.

@@ -35,6 +35,11 @@ impl EvalMessages {
         self.run.len() + self.rest.len()
     }
 
+    /// Gives back the room kept for more messages.
+    pub(super) fn shrink(&mut self) {
+        self.run.shrink_to_fit();
+    }
+
     /// Inserts a message whose key is not there (its id is new).
     pub(super) fn insert(&mut self, key: Key, slot: Slot) {
         match self.run.last() {
@@ -115,18 +120,12 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::messages::slot::Span;
+    use crate::format::SharedBytes;
 
     #[test]
     fn in_and_out_of_order_inserts_read_back_sorted() {
         let id = MessageId::new();
-        let slot = |n: usize| {
-            Slot::raw(Span {
-                buf: 0,
-                start: n,
-                end: n,
-            })
-        };
+        let slot = |n: usize| Slot::shared(SharedBytes::from(vec![n as u8]));
         let mut m = EvalMessages::default();
         for seq in [3u64, 5, 1, 9, 4, 10, 0] {
             m.insert((seq, id), slot(seq as usize));
@@ -151,13 +150,7 @@ mod tests {
     #[test]
     fn lookups_find_messages_whose_sequence_is_not_their_place() {
         let (a, b) = (MessageId::new(), MessageId::new());
-        let slot = |n: usize| {
-            Slot::raw(Span {
-                buf: 0,
-                start: n,
-                end: n,
-            })
-        };
+        let slot = |n: usize| Slot::shared(SharedBytes::from(vec![n as u8]));
         // Gaps, a start past 0, and two ids at one sequence: the probe at
         // `run[sequence]` finds another message or nothing.
         let keys = [(2u64, a), (2, b), (3, a), (7, a), (u64::MAX, b)];
@@ -171,11 +164,11 @@ mod tests {
             v
         });
         for (i, k) in keys.iter().enumerate() {
-            // Each slot's span starts at its key's place in `keys`.
-            let at = match m.get(k) {
-                Some(Slot::Raw(span, _)) => Some(span.start),
-                _ => None,
-            };
+            // Each slot's byte is its key's place in `keys`.
+            let at = m
+                .get(k)
+                .and_then(|s| s.raw_bytes())
+                .map(|b| usize::from(b[0]));
             assert_eq!(at, Some(i), "{k:?}");
         }
         assert!(m.get(&(0, a)).is_none() && m.get(&(3, b)).is_none());

@@ -23,7 +23,7 @@ use std::collections::hash_map::Entry;
 
 use super::index::Index;
 use super::run::EvalMessages;
-use super::slot::{Slot, Span};
+use super::slot::Slot;
 use super::{CallSlot, Messages};
 use crate::format::message::{
     Bad, Reader, check_body, encode_body, role_and_turn, stale_statuses, write_varint,
@@ -57,7 +57,6 @@ fn status_byte(s: ToolStatus) -> u8 {
 /// it is held as bytes, else encoded in `scratch`).
 fn write_message(
     out: &mut Vec<u8>,
-    bufs: super::slot::Bufs<'_>,
     calls: super::slot::Calls<'_>,
     eval: EvaluationId,
     key: (u64, MessageId),
@@ -66,7 +65,7 @@ fn write_message(
 ) {
     write_varint(out, key.0);
     out.extend_from_slice(key.1.as_bytes());
-    let bytes = match slot.raw_bytes(bufs) {
+    let bytes = match slot.raw_bytes() {
         // The statuses of its calls may have moved since the bytes were
         // written: patched in a copy, so that a snapshot's bytes depend
         // only on the state.
@@ -85,7 +84,7 @@ fn write_message(
         },
         None => {
             scratch.clear();
-            encode_body(slot.get(bufs, calls, eval, key), scratch);
+            encode_body(slot.get(calls, eval, key), scratch);
             scratch
         }
     };
@@ -138,7 +137,6 @@ fn read_call(r: &mut Reader<'_>, len: usize) -> Result<CallRecord, String> {
 
 /// Appends the messages section of `m` to `out`.
 pub(crate) fn write_section(m: &Messages, out: &mut Vec<u8>) -> Result<(), String> {
-    let bufs = m.bufs();
     let mut scratch = Vec::new();
     write_varint(out, m.len() as u64);
     write_varint(out, m.by_eval.len() as u64);
@@ -148,7 +146,7 @@ pub(crate) fn write_section(m: &Messages, out: &mut Vec<u8>) -> Result<(), Strin
         write_varint(out, msgs.len() as u64);
         let calls = m.calls.get(&eval);
         for (key, slot) in msgs.iter() {
-            write_message(out, bufs, calls, eval, *key, slot, &mut scratch);
+            write_message(out, calls, eval, *key, slot, &mut scratch);
         }
     }
     let mut calls: Vec<_> = m.call_slots().collect();
@@ -174,10 +172,7 @@ pub(crate) fn read_section(
         .ok_or("the messages section is out of bounds")?;
     let mut r = Reader::new(section);
     let count = r.varint("count")?;
-    let mut out = Messages {
-        bufs: vec![buf.clone()],
-        ..Messages::default()
-    };
+    let mut out = Messages::default();
     // A message takes more than 32 bytes: never reserve more than the
     // section could hold, whatever the count says.
     let cap = usize::try_from(count).unwrap_or(usize::MAX);
@@ -219,12 +214,10 @@ pub(crate) fn read_section(
             }
             index.push((id, (eval, sequence)));
             messages += 1;
-            let span = Span {
-                buf: 0,
-                start,
-                end: start + body_len,
-            };
-            run.push((key, Slot::raw(span)));
+            let bytes = buf
+                .try_slice(start..start + body_len)
+                .ok_or("a message body is out of bounds")?;
+            run.push((key, Slot::shared(bytes)));
             if with_derived {
                 conv.push((key, ids.role, ids.turn));
             }
@@ -325,7 +318,6 @@ pub(crate) fn write_delta_section(
     calls: &[(EvaluationId, &CallId)],
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
-    let bufs = m.bufs();
     let mut fresh = fresh.to_vec();
     fresh.sort_unstable();
     fresh.dedup();
@@ -345,15 +337,7 @@ pub(crate) fn write_delta_section(
             let slot = msgs
                 .get(key)
                 .ok_or_else(|| format!("message {} is not there", key.1))?;
-            write_message(
-                out,
-                bufs,
-                m.calls.get(&eval),
-                eval,
-                *key,
-                slot,
-                &mut scratch,
-            );
+            write_message(out, m.calls.get(&eval), eval, *key, slot, &mut scratch);
         }
     }
     let mut slots: Vec<(EvaluationId, &CallId, &CallSlot)> = calls
@@ -385,7 +369,6 @@ pub(crate) fn apply_delta_section(
         .ok_or("the messages section is out of bounds")?;
     let mut r = Reader::new(section);
     let count = r.varint("count")?;
-    let index = u32::try_from(m.bufs.len()).map_err(|_| "too many snapshot buffers")?;
     let mut fresh: std::collections::HashSet<FreshKey> = std::collections::HashSet::new();
     let mut last: Option<FreshKey> = None;
     let mut messages = 0u64;
@@ -413,15 +396,13 @@ pub(crate) fn apply_delta_section(
             if !m.index.claim(id, (eval, sequence)) {
                 return Err(format!("message {id} is there already"));
             }
-            let span = Span {
-                buf: index,
-                start,
-                end: start + body_len,
-            };
+            let bytes = buf
+                .try_slice(start..start + body_len)
+                .ok_or("a message body is out of bounds")?;
             m.by_eval
                 .entry(eval.into())
                 .or_default()
-                .insert(key, Slot::raw(span));
+                .insert(key, Slot::shared(bytes));
             conversation.on_parts(eval, key, ids.role, ids.turn);
             fresh.insert((eval, key));
             messages += 1;
@@ -429,9 +410,6 @@ pub(crate) fn apply_delta_section(
     }
     if messages != count {
         return Err(format!("{messages} messages where the count says {count}"));
-    }
-    if messages > 0 {
-        m.bufs.push(buf.clone());
     }
     let Messages {
         by_eval,

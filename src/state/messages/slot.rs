@@ -12,49 +12,31 @@ use crate::format::codec;
 use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, Role};
 use crate::state::hash::FastMap;
 
-/// Where a message's bincode bytes are: in buffer `buf` of its
-/// [`Messages`](super::Messages) (a binary snapshot's, or a delta's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Span {
-    pub(super) buf: u32,
-    pub(super) start: usize,
-    pub(super) end: usize,
-}
-
-/// The buffers of a [`Messages`](super::Messages) that its slots' spans
-/// point into.
-pub(super) type Bufs<'a> = &'a [SharedBytes];
-
 /// The call slots of a message's evaluation, whose statuses a message's
 /// tool-call records take when it is decoded (the bytes may hold older
 /// ones: a status changes without the bytes being rewritten).
 pub(super) type Calls<'a> = Option<&'a FastMap<CallId, CallSlot>>;
 
-/// The bytes of `span` in `bufs`.
-fn span_bytes<'b>(bufs: Bufs<'b>, span: &Span) -> Option<&'b [u8]> {
-    bufs.get(span.buf as usize)?.get(span.start..span.end)
-}
-
-/// A message: decoded, or held as bytes and decoded on first access.
+/// A message: its bincode bytes, shared (the end of the frame that
+/// carried it, or a part of a binary snapshot's buffer), decoded on first
+/// access and kept; or a decoded message alone (appended since the state
+/// was decoded, or built).
 ///
-/// The bytes of a slot decoded when it was made (a `check_body` or a whole
-/// envelope's decode), so decoding them again cannot fail. The statuses of
-/// the tool calls in the bytes may be older than the message's: a decode
-/// gives each record the status of its call's [`CallSlot`], and a status
-/// change forgets the decoded message ([`Slot::forget`]), so the bytes
-/// stay the message's whatever happens to its calls.
+/// The bytes were decoded when the slot was made (a `check_body`, or a
+/// whole envelope's decode), so decoding them again cannot fail. The
+/// statuses of the tool calls in the bytes may be older than the
+/// message's: a decode gives each record the status of its call's
+/// [`CallSlot`], and a status change forgets the decoded message
+/// ([`Slot::forget`]), so the bytes stay the message's whatever happens to
+/// its calls.
+///
+/// 48 bytes: a million messages' slots are a fifth of their frames' bytes.
 #[derive(Clone, Debug)]
-pub(super) enum Slot {
-    /// A decoded message (appended since the state was decoded, or changed).
-    Owned(Box<InnerMessage>),
-    /// The message's bytes in the buffer, and the message once decoded.
-    Raw(Span, OnceLock<Box<InnerMessage>>),
-    /// The message's bytes of its own (copied from the event that carried
-    /// it, when a stream is replayed), and the message once decoded.
-    Bytes(Box<[u8]>, OnceLock<Box<InnerMessage>>),
-    /// The message's bytes: the end of the frame that carried it (from
-    /// `start` on), shared with the store, and the message once decoded.
-    Frame(SharedBytes, usize, OnceLock<Box<InnerMessage>>),
+pub(super) struct Slot {
+    /// The message's bincode; `None` for a message held decoded only.
+    bytes: Option<SharedBytes>,
+    /// The message once decoded (always set when `bytes` is `None`).
+    cell: OnceLock<Box<InnerMessage>>,
 }
 
 /// The options of a message body: the crate's codec with no limit (a body
@@ -66,76 +48,54 @@ fn body_codec() -> impl Options + Copy {
 impl Slot {
     /// A decoded message.
     pub(super) fn owned(m: InnerMessage) -> Slot {
-        Slot::Owned(Box::new(m))
-    }
-
-    /// A message held as bytes that passed [`check_body`](super::check::check_body).
-    pub(super) fn raw(span: Span) -> Slot {
-        Slot::Raw(span, OnceLock::new())
-    }
-
-    /// A message held as bytes of its own that passed [`check_body`](super::check::check_body).
-    pub(super) fn bytes(bytes: Box<[u8]>) -> Slot {
-        Slot::Bytes(bytes, OnceLock::new())
-    }
-
-    /// A message held as the end of its frame, from `start` on, that passed
-    /// [`check_body`](super::check::check_body).
-    pub(super) fn frame(frame: SharedBytes, start: usize) -> Slot {
-        Slot::Frame(frame, start, OnceLock::new())
-    }
-
-    /// The message's bytes (in `bufs`, or its own), if it is held as bytes.
-    pub(super) fn raw_bytes<'b>(&'b self, bufs: Bufs<'b>) -> Option<&'b [u8]> {
-        match self {
-            Slot::Owned(_) => None,
-            Slot::Raw(s, _) => span_bytes(bufs, s),
-            Slot::Bytes(b, _) => Some(b),
-            Slot::Frame(f, start, _) => f.get(*start..),
+        Slot {
+            bytes: None,
+            cell: OnceLock::from(Box::new(m)),
         }
+    }
+
+    /// A message held as bytes that decoded (see the type's doc).
+    pub(super) fn shared(bytes: SharedBytes) -> Slot {
+        Slot {
+            bytes: Some(bytes),
+            cell: OnceLock::new(),
+        }
+    }
+
+    /// The message's bytes, if it is held as bytes.
+    pub(super) fn raw_bytes(&self) -> Option<&[u8]> {
+        self.bytes.as_deref()
     }
 
     /// The decoded message, if it was decoded.
     #[cfg(test)]
     pub(super) fn decoded(&self) -> Option<&InnerMessage> {
-        match self {
-            Slot::Owned(m) => Some(m),
-            Slot::Raw(_, cell) | Slot::Bytes(_, cell) | Slot::Frame(_, _, cell) => {
-                cell.get().map(|b| &**b)
-            }
-        }
+        self.cell.get().map(|b| &**b)
     }
 
-    /// The message, decoded from `bufs` on first access. `eval` and `key`
-    /// are where the slot is (used only if the bytes were unreadable, which
-    /// [`check_body`](super::check::check_body) rules out).
+    /// The message, decoded on first access. `eval` and `key` are where
+    /// the slot is (used only if the bytes were unreadable, which the
+    /// decode at the slot's making rules out); `calls` gives its tool calls
+    /// their statuses.
     pub(super) fn get(
         &self,
-        bufs: Bufs<'_>,
         calls: Calls<'_>,
         eval: EvaluationId,
         key: (u64, MessageId),
     ) -> &InnerMessage {
-        match self {
-            Slot::Owned(m) => m,
-            Slot::Raw(_, cell) | Slot::Bytes(_, cell) | Slot::Frame(_, _, cell) => {
-                cell.get_or_init(|| Box::new(decode(self.raw_bytes(bufs), calls, eval, key)))
-            }
-        }
+        self.cell
+            .get_or_init(|| Box::new(decode(self.raw_bytes(), calls, eval, key)))
     }
 
     /// After a status change of one of its calls: a message held as bytes
     /// forgets its decoded form (the next read decodes it with the new
-    /// status); an `Owned` one gives the call's records `status`.
+    /// status); one held decoded only gives the call's records `status`.
     pub(super) fn forget(&mut self, call_id: &CallId, status: crate::model::ToolStatus) {
-        match self {
-            Slot::Owned(m) => {
-                for r in m.tool_calls.iter_mut().filter(|r| &r.call_id == call_id) {
-                    r.status = status;
-                }
-            }
-            Slot::Raw(_, cell) | Slot::Bytes(_, cell) | Slot::Frame(_, _, cell) => {
-                cell.take();
+        if self.bytes.is_some() {
+            self.cell.take();
+        } else if let Some(m) = self.cell.get_mut() {
+            for r in m.tool_calls.iter_mut().filter(|r| &r.call_id == call_id) {
+                r.status = status;
             }
         }
     }
@@ -199,24 +159,15 @@ mod tests {
     fn undecodable_bytes_give_a_placeholder_not_a_panic() {
         let eval = EvaluationId::new();
         let id = MessageId::new();
-        let slot = Slot::raw(Span {
-            buf: 0,
-            start: 0,
-            end: 3,
-        });
-        let m = slot.get(&[SharedBytes::from(vec![1, 2, 3])], None, eval, (4, id));
+        let slot = Slot::shared(SharedBytes::from(vec![1, 2, 3]));
+        let m = slot.get(None, eval, (4, id));
         assert_eq!((m.evaluation_id, m.sequence, m.message_id), (eval, 4, id));
         assert!(m.content.starts_with("<undecodable snapshot message"));
-        let slot = Slot::raw(Span {
-            buf: 0,
-            start: 0,
-            end: 9,
-        });
-        assert!(
-            slot.get(&[], None, eval, (4, id))
-                .content
-                .contains("no bytes")
-        );
+    }
+
+    #[test]
+    fn a_slot_is_48_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 48);
     }
 
     #[test]
@@ -224,15 +175,11 @@ mod tests {
         let m = sample();
         let mut body = Vec::new();
         encode_body(&m, &mut body);
-        let mut slot = Slot::raw(Span {
-            buf: 0,
-            start: 0,
-            end: body.len(),
-        });
-        let body = [SharedBytes::from(body)];
+        let bytes = SharedBytes::from(body.clone());
+        let mut slot = Slot::shared(bytes.slice(0..body.len()));
         let key = (m.sequence, m.message_id);
         assert!(slot.decoded().is_none());
-        assert_eq!(slot.get(&body, None, m.evaluation_id, key), &m);
+        assert_eq!(slot.get(None, m.evaluation_id, key), &m);
         assert_eq!(slot.decoded(), Some(&m));
         // c1 moved to Completed since the bytes were written: forgotten,
         // decoded again with the call's status; c2 has no slot: as written.
@@ -244,14 +191,15 @@ mod tests {
         calls.insert(CallId::from("c1"), done);
         slot.forget(&CallId::from("c1"), ToolStatus::Completed);
         assert!(slot.decoded().is_none());
-        let got = slot.get(&body, Some(&calls), m.evaluation_id, key);
+        let got = slot.get(Some(&calls), m.evaluation_id, key);
         let statuses: Vec<ToolStatus> = got.tool_calls.iter().map(|r| r.status).collect();
         assert_eq!(statuses, [ToolStatus::Completed, ToolStatus::Failed]);
-        assert_eq!(slot.raw_bytes(&body), Some(&body[0][..]));
-        // An owned message takes the status in place.
+        assert_eq!(slot.raw_bytes(), Some(&body[..]));
+        // A message held decoded only takes the status in place.
         let mut owned = Slot::owned(m.clone());
+        assert!(owned.raw_bytes().is_none());
         owned.forget(&CallId::from("c2"), ToolStatus::Completed);
-        let got = owned.get(&body, None, m.evaluation_id, key);
+        let got = owned.get(None, m.evaluation_id, key);
         assert_eq!(got.tool_calls[1].status, ToolStatus::Completed);
     }
 }
