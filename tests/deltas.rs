@@ -124,7 +124,7 @@ fn a_damaged_delta_ends_the_chain_before_it_and_verify_names_it() {
     // Flip a byte in the middle of a delta's frame, in sled, through a raw
     // open of the database's tree.
     let (seqs, bad) = {
-        let db = sled::open(&path).expect("raw sled");
+        let db = crate::common::raw_sled(&path);
         let tree = db.open_tree("snapshots").expect("tree");
         let seqs: Vec<u64> = tree
             .scan_prefix(id.as_bytes())

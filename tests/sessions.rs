@@ -399,3 +399,78 @@ fn the_wink_json_writes_a_started_call_as_pending_and_reads_it_back_started() {
         .expect("assistant");
     assert_eq!(m.tool_calls[0].status, ToolStatus::Started);
 }
+
+/// A session read back keeps its messages as the bytes of their frames,
+/// those with tool calls included (not decoded copies): their calls'
+/// statuses still come out as the fold's, whichever event came last,
+/// across a reopen, a status after it, a snapshot, time travel and a fork
+/// of the reopened session.
+#[test]
+fn tool_call_statuses_read_right_from_messages_kept_as_bytes() {
+    use agent_journal::{CallId, EvaluationId};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let config = || JournalConfig {
+        checkpoint: CheckpointStrategy::OnDemand,
+        ..JournalConfig::default()
+    };
+    let statuses = |s: &SessionState, eval: EvaluationId| -> Vec<ToolStatus> {
+        s.messages()
+            .for_evaluation(eval)
+            .flat_map(|m| m.tool_calls.iter().map(|c| c.status))
+            .collect()
+    };
+    let status = |eval: EvaluationId, call: &str, status: ToolStatus| Event::ToolStatus {
+        evaluation_id: eval,
+        call_id: CallId::from(call),
+        status,
+        error: None,
+    };
+    let fold = |s: &agent_journal::Session| {
+        let mut state = SessionState::new();
+        for e in s.events(..).expect("events") {
+            state.apply(&e);
+        }
+        state
+    };
+    use ToolStatus::{Completed, Failed, Pending, Started};
+    let (id, eval, asked) = {
+        let j = Journal::open_with(&path, config()).expect("open");
+        let s = j.create_session().expect("session");
+        let e = s.start_evaluation("ns", "key").expect("start");
+        e.system("sys").expect("system");
+        let calls = vec![
+            ToolCallRecord::new("c1", "read", "{}"),
+            ToolCallRecord::new("c2", "write", "{}"),
+        ];
+        e.assistant("calling", calls).expect("assistant");
+        let asked = s.head() - 1;
+        e.tool_started("c1").expect("started");
+        (s.id(), e.id(), asked)
+    };
+    let j = Journal::open_with(&path, config()).expect("reopen");
+    let s = j.session(id).expect("session");
+    assert_eq!(statuses(&s.state(), eval), [Started, Pending]);
+    // A status after the open reaches the message read back as bytes,
+    // read once already.
+    s.append(status(eval, "c1", Completed)).expect("append");
+    assert_eq!(statuses(&s.state(), eval), [Completed, Pending]);
+    assert_eq!(s.snapshot().expect("snapshot"), Some(s.head() - 1));
+    s.append(status(eval, "c2", Failed)).expect("append");
+    assert_eq!(statuses(&s.state(), eval), [Completed, Failed]);
+    assert!(s.state_cloned() == fold(&s));
+    // Before the statuses, as they were then: time travel, and a fork.
+    let then = s.state_at(asked).expect("state_at");
+    assert_eq!(statuses(&then, eval), [Pending, Pending]);
+    let fork = s.fork(asked + 1).expect("fork");
+    assert_eq!(statuses(&fork.state(), eval), [Started, Pending]);
+    fork.append(status(eval, "c2", Completed)).expect("append");
+    assert_eq!(statuses(&fork.state(), eval), [Started, Completed]);
+    drop((s, fork, j));
+    // Reopened from the snapshot and the events after it.
+    let j = Journal::open_with(&path, config()).expect("reopen");
+    let s = j.session(id).expect("session");
+    assert!(s.load_stats().snapshot_seq.is_some());
+    assert_eq!(statuses(&s.state(), eval), [Completed, Failed]);
+    assert!(s.state_cloned() == fold(&s));
+}

@@ -154,15 +154,12 @@ pub(crate) fn replay(
         // A message (one with tool calls, or one a plain fold left to the
         // decode) is kept as the bytes of its frame all the same: decoded
         // messages would take twice the memory of the frames they came in.
+        // (Its bytes hold no seq: a fork's offset changes nothing in them.)
+        let mut env = env;
+        env.seq += offset;
         match format::message::message_start(&frame[format::FRAME_HEADER_LEN..]) {
-            Some(start) if offset == 0 => {
-                state.apply_framed(env, &shared, format::FRAME_HEADER_LEN + start)
-            }
-            _ => {
-                let mut env = env;
-                env.seq += offset;
-                state.apply_owned(env);
-            }
+            Some(start) => state.apply_framed(env, &shared, format::FRAME_HEADER_LEN + start),
+            None => state.apply_owned(env),
         }
         *count += 1;
         expect += 1;
