@@ -115,7 +115,7 @@ pub fn section_buffered(s: &Sizes, rep: &mut Report) {
     rep.row(Row {
         id: "1",
         what: format!(
-            "`Buffered` append, {} Message events (200-byte content, {}-byte frame), default config (geometric snapshots)",
+            "`Buffered` append, {} Message events (200-byte content, {}-byte frame), default config (incremental snapshots)",
             thousands(n),
             frame.len()
         ),

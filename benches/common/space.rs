@@ -5,7 +5,7 @@
 //! tool call, and the tool's result, each recorded as an OpenAI adapter
 //! records it (the neutral fields and the provider's message as JSON).
 //! The journal appends them with the default configuration (`Synced`,
-//! geometric snapshots) and is closed; SQLite stores each provider message
+//! incremental snapshots) and is closed; SQLite stores each provider message
 //! as the OpenAI Agents SDK's `SQLiteSession` does (a row of
 //! `agent_messages` with the message's JSON), in WAL mode, then
 //! checkpoints (`wal_checkpoint(TRUNCATE)`). Both sizes are the bytes of
