@@ -321,6 +321,22 @@ pub fn open_memory_child(spec: &str) {
     let cache: u64 = cache.parse().expect("cache bytes");
     if mode == "raw" {
         std::hint::black_box(raw::sled_scan_decode(path, cache, session, true));
+    } else if let Some(n) = mode.strip_prefix("live:") {
+        // A fresh journal at `path` whose session takes `n` events live
+        // (the state folded as they are appended), held open.
+        let n: u64 = n.parse().expect("live: events");
+        let journal = Journal::open_with(
+            path,
+            JournalConfig {
+                cache_bytes: cache,
+                ..on_demand()
+            },
+        )
+        .expect("open");
+        let s = journal.create_session().expect("session");
+        fill(&s, &mut AgentRun::new(500), n);
+        journal.flush().expect("flush");
+        std::hint::black_box(s.head());
     } else {
         let config = if mode == "default" {
             buffered()
@@ -380,6 +396,13 @@ fn memory_of_open(path: &std::path::Path, session_id: SessionId, n: u64, rep: &m
     let ours = child_peak(path, session_id, cache_bytes(), "journal");
     let small_cache = child_peak(path, session_id, 64 << 20, "journal");
     let raw_fold = child_peak(&raw_path, session_id, 64 << 20, "raw");
+    let live_dir = tempdir();
+    let live = child_peak(
+        &live_dir.path().join("db"),
+        session_id,
+        cache_bytes(),
+        &format!("live:{n}"),
+    );
     let ratio = ours as f64 / frames as f64;
     rep.row(Row {
         id: "4m",
@@ -395,11 +418,15 @@ fn memory_of_open(path: &std::path::Path, session_id: SessionId, n: u64, rep: &m
     });
     rep.note(format!(
         "row 4m: with sled's cache at 64 MiB the process peaks at {} ({}); raw scan + decode + \
-         fold into a `SessionState` (64 MiB cache, no journal) at {} ({})",
+         fold into a `SessionState` (64 MiB cache, no journal) at {} ({}); a process that \
+         appends the same events live (`OnDemand`, batches of 1,000, the session held open) \
+         at {} ({})",
         fmt_bytes(small_cache),
         fmt_ratio(small_cache as f64 / frames as f64),
         fmt_bytes(raw_fold),
         fmt_ratio(raw_fold as f64 / frames as f64),
+        fmt_bytes(live),
+        fmt_ratio(live as f64 / frames as f64),
     ));
 }
 

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::event::{Envelope, Event};
-use crate::format::{self, TailDamage};
+use crate::format::{self, SharedBytes, TailDamage};
 use crate::journal::{Journal, SessionInfo, SessionStatus};
 use crate::model::{SessionId, now};
 use crate::session::recorder::Evaluation;
@@ -407,8 +407,19 @@ impl Session {
             // before these events, and the next append (a `Conflict` with
             // the store) would replay them.
             let state = Arc::make_mut(&mut core.state);
-            for mut env in envelopes.drain(..) {
+            for (mut env, frame) in envelopes.drain(..).zip(frames) {
                 env.seq += offset;
+                // A message is kept as the bytes of its frame, as a replay
+                // keeps it (a decoded message takes about twice its frame's
+                // memory); decoded again on first access.
+                if matches!(env.event, Event::Message(_)) {
+                    let frame = SharedBytes::new(frame.into_boxed_slice());
+                    let body = frame.get(format::FRAME_HEADER_LEN..).unwrap_or_default();
+                    if let Some(start) = format::message::message_start(body) {
+                        state.apply_framed(env, &frame, format::FRAME_HEADER_LEN + start);
+                        continue;
+                    }
+                }
                 state.apply_owned(env);
             }
             core.head = head;
