@@ -605,3 +605,68 @@ fn the_conversation_engine_runs_under_a_lease_and_a_second_worker_is_refused() {
         other => panic!("expected LeaseHeld, got {other:?}"),
     }
 }
+
+/// A lease names a worker instance, not a name: while worker A's lease is
+/// live, a second process started with the same `--lease-owner` is refused
+/// at start (exit 4, saying so) and runs no tool; through the library, a
+/// second handle taking the lease under the same name is `LeaseHeld`, and
+/// the holder's own handle renews it.
+#[test]
+fn a_second_process_with_the_same_lease_owner_is_refused_before_any_tool_runs() {
+    let Some(url) = fresh_url() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sb = dir.path().join("sb");
+    // Worker A is killed after event 9 (a tool call in doubt) holding a
+    // lease of 60 s: the lease stays live.
+    let out = demo_as_worker_a(&url, &sb, "60")
+        .args(["--crash-after", "9", "--crash-with", "kill"])
+        .output()
+        .expect("demo");
+    assert!(out.status.code().is_none(), "killed: {out:?}");
+    let id = only_session(&url);
+    let ran = executions(&sb);
+    let folder = std::fs::read_dir(&sb)
+        .expect("sandbox root")
+        .flatten()
+        .find(|e| e.path().is_dir())
+        .expect("the demo's folder")
+        .path();
+    for continue_it in [true, false] {
+        let mut c = cli_command(Path::new(&url));
+        c.args(["resume", &id.to_string(), "--sandbox", path_str(&folder)])
+            .args(["--lease-owner", "worker-a", "--lease-ttl", "60"]);
+        if continue_it {
+            c.arg("--continue");
+        }
+        let out = c.output().expect("resume");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{stderr}");
+        assert!(
+            stderr.contains("another process started with that name"),
+            "{stderr}"
+        );
+        assert_eq!(executions(&sb), ran, "no tool ran in the refused process");
+    }
+    assert_eq!(open(&url).sessions().expect("sessions"), vec![id]);
+
+    // The library: one instance per handle that takes the lease.
+    let (j1, j2) = (open(&url), open(&url));
+    let s1 = j1.create_session().expect("session");
+    let l1 = s1
+        .acquire_lease("worker-c", Duration::from_secs(30))
+        .expect("lease");
+    let s2 = j2.session(s1.id()).expect("session");
+    match s2.acquire_lease("worker-c", Duration::from_secs(30)) {
+        Err(Error::LeaseHeld { owner, .. }) => {
+            assert!(owner.starts_with("worker-c"), "{owner}")
+        }
+        other => panic!("expected LeaseHeld, got {other:?}"),
+    }
+    assert!(matches!(s2.append(custom(1)), Err(Error::LeaseHeld { .. })));
+    let again = s1
+        .acquire_lease("worker-c", Duration::from_secs(30))
+        .expect("the holder's own handle renews");
+    assert_eq!((again.epoch, again.instance), (l1.epoch, l1.instance));
+    s1.append(custom(2)).expect("append under the lease");
+    assert_eq!(s1.head(), 2);
+}

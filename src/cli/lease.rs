@@ -87,15 +87,23 @@ pub(crate) fn hold(session: &Session, args: &LeaseArgs) -> Result<Option<Held>, 
     }))
 }
 
-/// Refuses to drive session `id` while another worker's lease on it is
-/// live (the holder and expiry named), unless this run is that worker.
+/// Refuses to drive session `id` while any worker's lease on it is live
+/// (the holder and expiry named): this run is a new process, so never the
+/// instance that holds it, even under the same `--lease-owner` name.
 pub(crate) fn check_free(journal: &Journal, id: SessionId, args: &LeaseArgs) -> Result<(), Error> {
     match journal.lease_of(id)? {
-        Some(l) if args.lease_owner.as_deref() != Some(l.owner.as_str()) => Err(Error::LeaseHeld {
-            session: id,
-            owner: l.owner,
-            expires_at: l.expires_at,
-        }),
-        _ => Ok(()),
+        Some(l) => {
+            let owner = if args.lease_owner.as_deref() == Some(l.owner.as_str()) {
+                format!("{} (another process started with that name)", l.owner)
+            } else {
+                l.owner
+            };
+            Err(Error::LeaseHeld {
+                session: id,
+                owner,
+                expires_at: l.expires_at,
+            })
+        }
+        None => Ok(()),
     }
 }

@@ -11,20 +11,32 @@ use crate::model::SessionId;
 use crate::store::Lease;
 
 impl Session {
-    /// Takes the session's lease for `owner` (a name unique to the worker)
-    /// for `ttl`: a new lease, a renewal of `owner`'s own, or the takeover
-    /// of an expired one (its epoch + 1). From then on every append of this
-    /// handle (and its clones) is made under the lease, checked in the same
-    /// transaction as the insert. The handle then catches up with events
-    /// the previous holder appended after it was loaded.
+    /// Takes the session's lease for `owner` (the worker's name, shown to
+    /// people) for `ttl`: a new lease, a renewal of the one this handle
+    /// holds, or the takeover of an expired one (its epoch + 1). From then
+    /// on every append of this handle (and its clones) is made under the
+    /// lease, checked in the same transaction as the insert. The handle
+    /// then catches up with events the previous holder appended after it
+    /// was loaded.
+    ///
+    /// A lease is held by a worker *instance* ([`Lease::instance`]), not a
+    /// name: a handle that holds none takes it as a new instance, so a
+    /// second process started with the same `owner` while the first one's
+    /// lease is live is refused here, before it runs anything, rather than
+    /// failing later with a conflict after its tool ran.
     ///
     /// # Errors
-    /// [`Error::LeaseHeld`](crate::Error::LeaseHeld) while another worker's
-    /// lease is live; [`Error::Unsupported`](crate::Error::Unsupported) on
-    /// a store only one process opens (sled, memory), which needs none.
+    /// [`Error::LeaseHeld`](crate::Error::LeaseHeld) while another
+    /// instance's lease is live, whatever its name;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a store only one
+    /// process opens (sled, memory), which needs none.
     pub fn acquire_lease(&self, owner: &str, ttl: Duration) -> Result<Lease> {
         let store = self.journal.inner.store.clone();
-        let lease = store.acquire_lease(self.id(), owner, ttl)?;
+        let instance = match self.core().lease.as_ref() {
+            Some(held) if held.owner == owner => held.instance,
+            _ => uuid::Uuid::now_v7(),
+        };
+        let lease = store.acquire_lease(self.id(), owner, instance, ttl)?;
         self.core().lease = Some(lease.clone());
         self.refresh()?;
         Ok(lease)

@@ -18,6 +18,13 @@ pub struct Lease {
     pub session: SessionId,
     /// Who holds it (a worker's name, chosen by the application).
     pub owner: String,
+    /// Which holder of that name: made new each time a handle takes the
+    /// lease (not when it renews it). A lease names a worker instance, not
+    /// a name: a second process started with the same `owner` is another
+    /// instance, and is refused
+    /// ([`Error::LeaseHeld`](crate::Error::LeaseHeld)) while this lease is
+    /// live, before it can run anything.
+    pub instance: uuid::Uuid,
     /// Increments at each takeover; starts at 1.
     pub epoch: u64,
     /// When it lapses unless renewed (the database server's clock).

@@ -25,6 +25,7 @@ pub(crate) mod memory;
 pub(crate) mod poison;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
+pub(crate) mod private;
 #[cfg(unix)]
 pub(crate) mod reader;
 pub(crate) mod runs;
@@ -317,16 +318,18 @@ pub trait Store: Send + Sync + 'static {
         self.append(session, expected, frames)
     }
 
-    /// Takes the session's lease for `owner` for `ttl` (see [`Lease`]).
+    /// Takes the session's lease for `owner`'s `instance` for `ttl` (see
+    /// [`Lease`]): a renewal only if the live lease is that instance's.
     /// Default: [`Error::Unsupported`](crate::Error::Unsupported), as a
     /// store only one process opens needs none.
     fn acquire_lease(
         &self,
         session: SessionId,
         owner: &str,
+        instance: uuid::Uuid,
         ttl: std::time::Duration,
     ) -> Result<Lease> {
-        let _ = (session, owner, ttl);
+        let _ = (session, owner, instance, ttl);
         Err(crate::Error::Unsupported(format!(
             "leases need a store shared between processes (PostgreSQL), not {}",
             self.kind()
@@ -335,7 +338,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Extends a lease by `ttl` from now. Default: unsupported.
     fn renew_lease(&self, lease: &Lease, ttl: std::time::Duration) -> Result<Lease> {
-        self.acquire_lease(lease.session, &lease.owner, ttl)
+        self.acquire_lease(lease.session, &lease.owner, lease.instance, ttl)
     }
 
     /// Gives a lease up. Default: nothing to do.

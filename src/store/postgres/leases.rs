@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
+use uuid::Uuid;
 
 use super::{PostgresStore, db, is_unique_violation};
 use crate::error::{Error, Result};
@@ -15,15 +16,18 @@ pub(super) fn at(micros: i64) -> DateTime<Utc> {
     Utc.timestamp_micros(micros).single().unwrap_or_default()
 }
 
-/// The columns read of a lease row: owner, epoch, expiry (µs), live.
-const COLUMNS: &str =
-    "owner, epoch, (extract(epoch FROM expires_at) * 1000000)::bigint, expires_at > now()";
+/// The columns read of a lease row: owner, epoch, expiry (µs), live,
+/// instance.
+const COLUMNS: &str = "owner, epoch, (extract(epoch FROM expires_at) * 1000000)::bigint, \
+     expires_at > now(), instance";
 
 struct Row {
     owner: String,
     epoch: u64,
     expires_at: DateTime<Utc>,
     live: bool,
+    /// `nil` for a row written before instances were recorded.
+    instance: Uuid,
 }
 
 fn row(r: &postgres::Row) -> Row {
@@ -32,6 +36,7 @@ fn row(r: &postgres::Row) -> Row {
         epoch: r.get::<_, i64>(1) as u64,
         expires_at: at(r.get(2)),
         live: r.get(3),
+        instance: r.get::<_, Option<Uuid>>(4).unwrap_or_else(Uuid::nil),
     }
 }
 
@@ -39,13 +44,15 @@ fn seconds(ttl: Duration) -> f64 {
     ttl.as_secs_f64()
 }
 
-/// Takes the session's lease for `owner` for `ttl`: a new lease (epoch 1),
-/// a renewal of `owner`'s own live lease (same epoch), or the takeover of
-/// an expired one (epoch + 1).
+/// Takes the session's lease for `owner`'s `instance` for `ttl`: a new
+/// lease (epoch 1), a renewal of that instance's own live lease (same
+/// epoch), or the takeover of an expired one (epoch + 1). A live lease of
+/// another instance, even one of the same name, is [`Error::LeaseHeld`].
 pub(super) fn acquire(
     store: &PostgresStore,
     session: SessionId,
     owner: &str,
+    instance: Uuid,
     ttl: Duration,
 ) -> Result<Lease> {
     let what = || format!("taking the lease of session {session}");
@@ -65,16 +72,21 @@ pub(super) fn acquire(
     let (sql, epoch): (String, i64) = match found {
         None => (
             format!(
-                "INSERT INTO {} (session, owner, epoch, expires_at)
-                 VALUES ($1, $2, $3, now() + make_interval(secs => $4))",
+                "INSERT INTO {} (session, owner, epoch, expires_at, instance)
+                 VALUES ($1, $2, $3, now() + make_interval(secs => $4), $5)",
                 store.t("leases")
             ),
             1,
         ),
-        Some(r) if r.live && r.owner != owner => {
+        Some(r) if r.live && (r.owner != owner || r.instance != instance) => {
+            let owner = if r.owner == owner {
+                format!("{} (another process started with that name)", r.owner)
+            } else {
+                r.owner
+            };
             return Err(Error::LeaseHeld {
                 session,
-                owner: r.owner,
+                owner,
                 expires_at: r.expires_at,
             });
         }
@@ -82,7 +94,8 @@ pub(super) fn acquire(
             let epoch = if r.live { r.epoch } else { r.epoch + 1 };
             (
                 format!(
-                    "UPDATE {} SET owner = $2, epoch = $3, expires_at = now() + make_interval(secs => $4)
+                    "UPDATE {} SET owner = $2, epoch = $3,
+                         expires_at = now() + make_interval(secs => $4), instance = $5
                      WHERE session = $1",
                     store.t("leases")
                 ),
@@ -90,7 +103,7 @@ pub(super) fn acquire(
             )
         }
     };
-    if let Err(e) = tx.execute(&sql, &[&session.0, &owner, &epoch, &secs]) {
+    if let Err(e) = tx.execute(&sql, &[&session.0, &owner, &epoch, &secs, &instance]) {
         drop(tx);
         if is_unique_violation(&e) {
             // Another worker took it between our read and our insert.
@@ -101,7 +114,7 @@ pub(super) fn acquire(
                     owner: l.owner,
                     expires_at: l.expires_at,
                 }),
-                None => acquire(store, session, owner, ttl),
+                None => acquire(store, session, owner, instance, ttl),
             };
         }
         return Err(db(e, &what()));
@@ -119,6 +132,7 @@ pub(super) fn acquire(
     Ok(Lease {
         session,
         owner: owner.to_owned(),
+        instance,
         epoch: epoch as u64,
         expires_at: at(expiry.get(0)),
     })
@@ -132,7 +146,7 @@ pub(super) fn renew(store: &PostgresStore, lease: &Lease, ttl: Duration) -> Resu
         .query_opt(
             &format!(
                 "UPDATE {} SET expires_at = now() + make_interval(secs => $4)
-                 WHERE session = $1 AND owner = $2 AND epoch = $3
+                 WHERE session = $1 AND owner = $2 AND epoch = $3 AND instance = $5
                  RETURNING (extract(epoch FROM expires_at) * 1000000)::bigint",
                 store.t("leases")
             ),
@@ -141,6 +155,7 @@ pub(super) fn renew(store: &PostgresStore, lease: &Lease, ttl: Duration) -> Resu
                 &lease.owner,
                 &(lease.epoch as i64),
                 &seconds(ttl),
+                &lease.instance,
             ],
         )
         .map_err(|e| db(e, &format!("renewing the lease of session {session}")))?;
@@ -166,10 +181,15 @@ pub(super) fn release(store: &PostgresStore, lease: &Lease) -> Result<()> {
     let mut c = store.client()?;
     c.execute(
         &format!(
-            "DELETE FROM {} WHERE session = $1 AND owner = $2 AND epoch = $3",
+            "DELETE FROM {} WHERE session = $1 AND owner = $2 AND epoch = $3 AND instance = $4",
             store.t("leases")
         ),
-        &[&lease.session.0, &lease.owner, &(lease.epoch as i64)],
+        &[
+            &lease.session.0,
+            &lease.owner,
+            &(lease.epoch as i64),
+            &lease.instance,
+        ],
     )
     .map_err(|e| {
         db(
@@ -206,6 +226,7 @@ fn read(store: &PostgresStore, session: SessionId, condition: &str) -> Result<Op
         Lease {
             session,
             owner: r.owner,
+            instance: r.instance,
             epoch: r.epoch,
             expires_at: r.expires_at,
         }

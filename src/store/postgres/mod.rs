@@ -6,7 +6,8 @@
 //! sessions  (session uuid primary key, head bigint)     -- next seq
 //! events    (session uuid, seq bigint, frame bytea, primary key (session, seq))
 //! snapshots (session uuid primary key, seq bigint, frame bytea)
-//! leases    (session uuid primary key, owner text, epoch bigint, expires_at timestamptz)
+//! leases    (session uuid primary key, owner text, epoch bigint, expires_at timestamptz,
+//!            instance uuid)
 //! ```
 //!
 //! An append is one transaction: it locks the session's row, checks the
@@ -196,7 +197,8 @@ impl PostgresStore {
              CREATE TABLE IF NOT EXISTS {snapshots} (session uuid PRIMARY KEY, seq bigint NOT NULL,
                  frame bytea NOT NULL);
              CREATE TABLE IF NOT EXISTS {leases} (session uuid PRIMARY KEY, owner text NOT NULL,
-                 epoch bigint NOT NULL, expires_at timestamptz NOT NULL);
+                 epoch bigint NOT NULL, expires_at timestamptz NOT NULL, instance uuid);
+             ALTER TABLE {leases} ADD COLUMN IF NOT EXISTS instance uuid;
              CREATE TABLE IF NOT EXISTS {followers} (session uuid NOT NULL, follower text NOT NULL,
                  until timestamptz NOT NULL, PRIMARY KEY (session, follower));
              {append}",
@@ -498,9 +500,10 @@ impl Store for PostgresStore {
         &self,
         session: SessionId,
         owner: &str,
+        instance: uuid::Uuid,
         ttl: std::time::Duration,
     ) -> Result<Lease> {
-        leases::acquire(self, session, owner, ttl)
+        leases::acquire(self, session, owner, instance, ttl)
     }
 
     fn renew_lease(&self, lease: &Lease, ttl: std::time::Duration) -> Result<Lease> {
