@@ -105,6 +105,16 @@ pub enum Error {
         /// The database directory.
         path: PathBuf,
     },
+    /// A path another user of the machine could change under this process
+    /// (a folder they may write into, one of theirs, a link they own): it is
+    /// not written into, and a link of theirs is not followed.
+    #[error("{}: refused: {reason}", path.display())]
+    UnsafePath {
+        /// The path refused.
+        path: PathBuf,
+        /// What makes it unsafe.
+        reason: String,
+    },
     /// The path exists but is not a journal database or exported journal file.
     #[error("{} is not an agent-journal database or .ajournal file: {reason}", path.display())]
     NotAJournal {
@@ -264,6 +274,7 @@ impl Error {
             Error::SessionExpired(_) => "session_expired",
             Error::Locked { .. } => "locked",
             Error::NotAJournal { .. } => "not_a_journal",
+            Error::UnsafePath { .. } => "unsafe_path",
             Error::TooLarge { .. } => "too_large",
             Error::Poisoned(_) => "poisoned",
             Error::Unsupported(_) => "unsupported",

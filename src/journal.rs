@@ -163,6 +163,10 @@ pub(crate) struct Inner {
     /// whatever the store, because what was acknowledged can no longer be
     /// promised. A sled store shares it.
     pub(crate) poison: Poison,
+    /// The private folder holding the copy this journal reads
+    /// ([`Journal::open_private_copy`]); removed when the journal closes
+    /// (the last field: dropped after the store).
+    _scratch: Option<crate::store::private::PrivateDir>,
 }
 
 impl Inner {
@@ -285,6 +289,51 @@ impl Journal {
         Ok(journal)
     }
 
+    /// Opens a private copy of the sled database at `path`, so that nothing
+    /// done through the journal changes its files: not sled's repair of a
+    /// damaged log at open (it zeroes what follows the damage), not the
+    /// roll-back of an interrupted import. Use it to look at a database
+    /// without touching it: `verify` and `salvage` of the command line do.
+    ///
+    /// The files are copied into a new folder under the temporary directory
+    /// (`$TMPDIR`) that only this user can read or write (made fresh with
+    /// mode 0700 under an unpredictable name, links and special files left
+    /// out), while a shared lock on the database keeps a writer from
+    /// opening it; the folder is removed when the journal is dropped. What
+    /// is appended to the original afterwards is not seen, and what is
+    /// written through this journal goes to the copy and is lost with it.
+    /// It needs as much free space in the temporary directory as the
+    /// database takes. An exported `.ajournal` file or a PostgreSQL URL is
+    /// opened as it is ([`Journal::open_with`]): nothing changes those.
+    ///
+    /// # Errors
+    /// [`Error::Locked`](crate::Error::Locked) if a process has the
+    /// database open (read it through [`Journal::attach`]);
+    /// [`Error::NotAJournal`](crate::Error::NotAJournal) if there is no
+    /// database at `path`; [`Error::Io`](crate::Error::Io) if it cannot be
+    /// read or copied; those of [`Journal::open_with`] on the copy.
+    pub fn open_private_copy(path: impl AsRef<Path>, config: JournalConfig) -> Result<Journal> {
+        use crate::store::private;
+        let path = path.as_ref();
+        if !path.is_dir() {
+            return Self::open_with(path, config);
+        }
+        let scratch = private::copy_database(path)?;
+        let config = JournalConfig {
+            create_if_missing: false,
+            serve_readers: false,
+            ..config
+        };
+        let mut journal = Self::open_with(scratch.path(), config)?;
+        match Arc::get_mut(&mut journal.inner) {
+            Some(inner) => inner._scratch = Some(scratch),
+            // Never: the journal was just built and not shared. Keeping the
+            // folder (and saying so) beats removing it under the store.
+            None => std::mem::forget(scratch),
+        }
+        Ok(journal)
+    }
+
     /// Opens, read-only, the sled database at `path` that another process
     /// of this machine has open, through that process's read service
     /// ([`JournalConfig::serve_readers`]): sessions, events, states and
@@ -383,6 +432,7 @@ impl Journal {
                 open: Mutex::new(HashMap::new()),
                 file_tail,
                 poison,
+                _scratch: None,
             }),
         }
     }

@@ -105,7 +105,7 @@ pub use crate::journal::{
 };
 pub use crate::maintenance::{
     CompactReport, SALVAGE_GAP_KIND, SalvageReport, salvage_database, salvage_database_with,
-    salvage_file, salvage_file_with,
+    salvage_file, salvage_file_with, write_file,
 };
 pub use crate::model::{
     CallId, EvaluationId, INTERRUPTED_ERROR, INTERRUPTED_RESULT, InnerMessage, MessageId, Role,

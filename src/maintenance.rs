@@ -373,3 +373,30 @@ impl Journal {
         Ok(report)
     }
 }
+
+/// Writes `bytes` to the file `path` whole or not at all, as the journal
+/// writes its own exports: into a new temporary file beside it (made
+/// exclusively, without following a link, under an unpredictable name),
+/// synced, renamed over `path`, the folder synced. A kill leaves the old
+/// file or the new one, never a mix. An existing file keeps its
+/// permissions; a symbolic link at `path` is followed only if it is this
+/// user's own; a special file (`/dev/stdout`, a pipe) is written directly
+/// only if it is this user's or root's. So another user of the machine
+/// cannot make the write land anywhere but `path`, even in `/tmp`.
+///
+/// # Errors
+/// [`Error::UnsafePath`] for another user's link or special file at
+/// `path`; [`Error::Io`] if it cannot be written, or its folder does not
+/// exist (it is not made).
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    // A folder that is not there is a mistake to name, not one to make.
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+        && !parent.is_dir()
+    {
+        return Err(Error::io(
+            format!("writing {}", path.display()),
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        ));
+    }
+    atomic::replace_file(path, |f, tmp| atomic::write_bytes(f, tmp, bytes))
+}

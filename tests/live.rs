@@ -221,7 +221,7 @@ fn a_user_who_may_only_read_the_folder_reads_it() {
     let listed = crate::common::json_lines(&out.stdout);
     assert_eq!(listed[0]["id"], id.as_str());
     assert_eq!(listed[0]["events"], 2);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no write permission"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("reading a private copy"));
     assert_eq!(crate::common::tree(&db), before, "nothing written");
     // While its owner has it open, the reader goes through the read service
     // (and sees what is appended meanwhile).

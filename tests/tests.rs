@@ -29,6 +29,8 @@ mod layers;
 #[cfg(unix)]
 mod live;
 mod losses;
+#[cfg(unix)]
+mod other_users;
 #[cfg(feature = "postgres")]
 mod pg_server;
 #[cfg(feature = "postgres")]

@@ -136,8 +136,11 @@ pub(crate) fn salvage(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
 
 /// `verify [SESSION]`.
 pub(crate) fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error> {
-    // `verify` reports what a damaged file end cut off itself.
-    let journal = crate::cli::open::open_quietly(&cli.db)?;
+    // `verify` reports what a damaged file end cut off itself, and looks at
+    // a private copy of a database's files (or through the process that
+    // has it open): opening a damaged sled log repairs it, destroying the
+    // evidence.
+    let journal = crate::cli::open::open_untouched(&cli.db)?;
     let id = match session {
         Some(text) => Some(find_session_id(&journal, text)?),
         None => None,

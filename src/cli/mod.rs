@@ -202,7 +202,6 @@ pub fn main() -> ExitCode {
     style::init(cli.json, cli.utc);
     let result = run(&cli);
     style::finish_pager();
-    open::remove_copies();
     match result {
         Ok(code) => code,
         Err(e) => {

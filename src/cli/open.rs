@@ -89,67 +89,77 @@ pub(crate) fn open_for_reading(db: &Path) -> Result<Journal, Error> {
 
 /// [`open_for_reading`] without its warning (for `log --follow`, which
 /// opens again at every poll).
+///
+/// A database this user may read and not open for writing (a folder it may
+/// not write, one of another user's or that other users may write into, a
+/// full disk, a read-only file system) is read through the read service of
+/// a process that has it open, else through a private copy
+/// ([`Journal::open_private_copy`]).
 pub(crate) fn open_quietly(db: &Path) -> Result<Journal, Error> {
     match Journal::open_with(db, reading()) {
         Err(Error::Locked { .. }) => Journal::attach_with(db, reading()),
-        // A folder this user may read and not write: through the read
-        // service of a process that has it open, else a private copy.
-        Err(e @ Error::Io { .. }) if permission_denied(&e) && db.is_dir() => {
-            Journal::attach_with(db, reading()).or_else(|_| read_only_copy(db, e))
+        Err(e) if needs_a_copy(&e) && db.is_dir() => {
+            Journal::attach_with(db, reading()).or_else(|_| read_private_copy(db, e))
         }
         other => other,
     }
 }
 
-fn permission_denied(e: &Error) -> bool {
-    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
+/// [`open_quietly`] for a command that must not change what it looks at
+/// (`verify`): through the read service of a process that has the
+/// database open, else a private copy of its files, so that sled's repair
+/// of a damaged log at open never destroys evidence. A file or a URL is
+/// read as it is.
+pub(crate) fn open_untouched(db: &Path) -> Result<Journal, Error> {
+    if !db.is_dir() {
+        return open_quietly(db);
+    }
+    match Journal::open_private_copy(db, reading()) {
+        Err(Error::Locked { .. }) => Journal::attach_with(db, reading()),
+        other => other,
+    }
 }
 
-/// The copies [`read_only_copy`] made, removed when the command ends
-/// ([`remove_copies`]).
-static COPIES: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
-
-/// Opens a private copy of the database folder `db`, which this user may
-/// read and not write (sled opens its files for writing), and says so on
-/// stderr. `denied` is the error returned when not even reading works.
-fn read_only_copy(db: &Path, denied: Error) -> Result<Journal, Error> {
-    let mut copies = COPIES.lock().unwrap_or_else(|p| p.into_inner());
-    let copy = std::env::temp_dir().join(format!(
-        "agent-journal-read-{}-{}",
-        std::process::id(),
-        copies.len()
-    ));
-    copies.push(copy.clone());
-    drop(copies);
-    if copy_files(db, &copy).is_err() {
-        return Err(denied);
+/// Whether opening a database for writing failed for a reason that a
+/// private copy of it avoids.
+fn needs_a_copy(e: &Error) -> bool {
+    use std::io::ErrorKind;
+    match e {
+        Error::UnsafePath { .. } => true,
+        Error::Io { source, .. } => matches!(
+            source.kind(),
+            ErrorKind::PermissionDenied | ErrorKind::StorageFull | ErrorKind::ReadOnlyFilesystem
+        ),
+        _ => false,
     }
+}
+
+/// Opens a private copy of the database folder `db`, which this process
+/// may not open for writing (`denied` says why), and says so on stderr.
+/// `denied` is the error returned when not even a copy can be made.
+fn read_private_copy(db: &Path, denied: Error) -> Result<Journal, Error> {
+    let journal = match Journal::open_private_copy(db, reading()) {
+        Ok(j) => j,
+        Err(Error::Io { .. }) => return Err(denied),
+        Err(e) => return Err(e),
+    };
     warn(format_args!(
-        "{}: no write permission; reading a private copy of it (what is appended meanwhile is not seen)",
-        db.display()
+        "{}: not opened for writing ({}); reading a private copy of it (what is appended meanwhile is not seen)",
+        db.display(),
+        short_reason(&denied)
     ));
-    Journal::open_with(&copy, reading())
+    Ok(journal)
 }
 
-/// Copies the directories and regular files under `from` into `to`.
-fn copy_files(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            copy_files(&entry.path(), &to.join(entry.file_name()))?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+/// Why a database was not opened for writing, in a few words.
+fn short_reason(e: &Error) -> String {
+    match e {
+        Error::UnsafePath { reason, .. } => reason.clone(),
+        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
+            "no write permission".into()
         }
-    }
-    Ok(())
-}
-
-/// Removes the private copies this command read (at its end).
-pub(crate) fn remove_copies() {
-    for copy in COPIES.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
-        let _ = std::fs::remove_dir_all(copy);
+        Error::Io { source, .. } => source.to_string(),
+        other => other.to_string(),
     }
 }
 

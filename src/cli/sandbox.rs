@@ -74,20 +74,33 @@ pub(crate) struct Sandbox {
 
 impl Sandbox {
     /// A new, empty sandbox folder under `root` (made if missing), for a new
-    /// demo run.
+    /// demo run. `root` must be this user's alone ([`Sandbox::chosen`]);
+    /// the run's folder is made new in it, mode 0700 (never one that is
+    /// there already).
     pub(crate) fn create_under(root: &Path) -> Result<Sandbox, Error> {
+        std::fs::create_dir_all(root).map_err(|e| Error::Io {
+            context: format!("creating {}", root.display()),
+            source: e,
+        })?;
+        check_own(root)?;
         let path = root.join(SessionId::new().to_string());
-        std::fs::create_dir_all(&path).map_err(|e| Error::Io {
+        sys::make_new_dir(&path).map_err(|e| Error::Io {
             context: format!("creating sandbox {}", path.display()),
             source: e,
         })?;
         Sandbox::chosen(&path)
     }
 
-    /// The folder the user named (`--sandbox DIR`), made if missing.
+    /// The folder the user named (`--sandbox DIR`), made if missing. It
+    /// must be this user's alone: a folder of another user's, one others
+    /// may write into, or another user's link to a folder is refused.
     pub(crate) fn chosen(dir: &Path) -> Result<Sandbox, Error> {
-        std::fs::create_dir_all(dir)
-            .and_then(|()| dir.canonicalize())
+        std::fs::create_dir_all(dir).map_err(|e| Error::Io {
+            context: format!("opening sandbox {}", dir.display()),
+            source: e,
+        })?;
+        check_own(dir)?;
+        dir.canonicalize()
             .map_err(|e| Error::Io {
                 context: format!("opening sandbox {}", dir.display()),
                 source: e,
@@ -383,4 +396,19 @@ fn read_plain(f: std::fs::File, limit: u64) -> io::Result<String> {
         return Err(io::Error::other(format!("larger than {limit} bytes")));
     }
     Ok(text)
+}
+
+/// Refuses a folder that is not this user's alone (see `sys::not_own`).
+fn check_own(dir: &Path) -> Result<(), Error> {
+    let why = sys::not_own(dir).map_err(|e| Error::Io {
+        context: format!("looking at {}", dir.display()),
+        source: e,
+    })?;
+    match why {
+        None => Ok(()),
+        Some(why) => Err(Error::UnsafePath {
+            path: dir.to_owned(),
+            reason: format!("{why}; tools run only in a folder of this user's alone"),
+        }),
+    }
 }

@@ -372,92 +372,13 @@ fn evaluations_text(
 }
 
 /// Writes `text` and a newline to `path` (whole or not at all, see
-/// [`replace_file`]), or to stdout without one.
+/// [`agent_journal::write_file`]), or to stdout without one.
 pub(crate) fn write_output(path: Option<&Path>, text: &str) -> Result<(), Error> {
     match path {
-        Some(p) => replace_file(p, format!("{text}\n").as_bytes()),
+        Some(p) => agent_journal::write_file(p, format!("{text}\n").as_bytes()),
         None => {
             outln!("{text}");
             Ok(())
-        }
-    }
-}
-
-/// Replaces the file `path` with `bytes`, whole or not at all, as the
-/// library writes an exported journal: the bytes go to a temporary file
-/// beside it, `.<name>.<pid>.<n>.tmp`, which is synced and renamed over
-/// `path`, then the directory is synced. A failure or a kill leaves the old
-/// file unchanged; a temporary left by a kill is removed by the next export
-/// to `path` once its process is gone. A symbolic link is followed; a path
-/// that is not a regular file (`/dev/stdout`, a pipe) is written directly.
-fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    use std::io::Write;
-    let io = |what: &str, p: &Path, e| Error::Io {
-        context: format!("{what} {}", p.display()),
-        source: e,
-    };
-    let target = match std::fs::metadata(path) {
-        Ok(m) if !m.is_file() && !m.is_dir() => {
-            return std::fs::write(path, bytes).map_err(|e| io("writing", path, e));
-        }
-        Ok(m) if m.is_file() => {
-            std::fs::canonicalize(path).map_err(|e| io("resolving", path, e))?
-        }
-        _ => path.to_owned(),
-    };
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| Error::InvalidInput(format!("{} does not name a file", path.display())))?;
-    let dir = match target.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    remove_stale(&dir, &name);
-    let tmp = dir.join(format!(".{name}.{}.0.tmp", std::process::id()));
-    let written = std::fs::File::create(&tmp)
-        .and_then(|mut f| {
-            f.write_all(bytes)?;
-            if let Ok(old) = std::fs::metadata(&target) {
-                f.set_permissions(old.permissions())?;
-            }
-            f.sync_all()
-        })
-        .map_err(|e| io("writing", &tmp, e))
-        .and_then(|()| std::fs::rename(&tmp, &target).map_err(|e| io("renaming over", &target, e)));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written?;
-    std::fs::File::open(&dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io("syncing directory", &dir, e))
-}
-
-/// Removes the temporaries `.<name>.<pid>.<n>.tmp` in `dir` whose process
-/// `/proc` says is gone (where there is no `/proc`, they are left).
-fn remove_stale(dir: &Path, name: &str) {
-    let prefix = format!(".{name}.");
-    let (Ok(entries), true) = (std::fs::read_dir(dir), Path::new("/proc/self").exists()) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let file_name = entry.file_name();
-        let pid = file_name
-            .to_str()
-            .and_then(|n| {
-                n.strip_prefix(&prefix)?
-                    .strip_suffix(".tmp")?
-                    .split_once('.')
-            })
-            .filter(|(_, n)| n.parse::<u64>().is_ok())
-            .and_then(|(pid, _)| pid.parse::<u32>().ok());
-        if let Some(pid) = pid
-            && pid != std::process::id()
-            && !Path::new("/proc").join(pid.to_string()).exists()
-            && entry.file_type().is_ok_and(|t| t.is_file())
-        {
-            let _ = std::fs::remove_file(entry.path());
         }
     }
 }

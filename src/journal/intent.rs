@@ -116,7 +116,7 @@ fn unreadable(path: &Path, why: &str) -> Error {
 /// Writes the intent to import `ids`, durably (file and directory synced).
 pub(crate) fn write(path: &Path, ids: &[SessionId]) -> Result<()> {
     let text = encode(ids);
-    atomic::replace_file(path, |tmp| atomic::write_bytes(tmp, text.as_bytes()))
+    atomic::replace_file(path, |f, tmp| atomic::write_bytes(f, tmp, text.as_bytes()))
 }
 
 /// Removes the intent file, durably.

@@ -19,8 +19,10 @@ use crate::verify::{Problem, ProblemKind};
 
 /// Salvages the sled database at `path`: every readable record into a new
 /// database at `dest`, as [`Journal::salvage_to`] does, also when the
-/// database cannot be opened. Its files are read first, without sled (which
-/// rewrites a damaged log when it opens one): every event whose frame is
+/// database cannot be opened. The files are copied first into a private
+/// folder (only this user's, removed at the end: the original is never
+/// changed, so the evidence of damage stays) and read there, first without
+/// sled (which rewrites a damaged log when it opens one): every event whose frame is
 /// still whole in sled's `db` file or blob files, and every record of the
 /// write-ahead log that checks (`store/sled/raw.rs`). If the database then
 /// opens, that fills in what it lost below its acknowledged heads; if sled
@@ -29,8 +31,9 @@ use crate::verify::{Problem, ProblemKind};
 ///
 /// # Errors
 /// [`Error::InvalidInput`] if `dest` exists (an empty directory is taken);
-/// [`Error::Io`] if `path` or its `db` file cannot be read;
-/// [`Error::Locked`] if another process has the database open.
+/// [`Error::Io`] if `path` or its `db` file cannot be read, or the private
+/// copy cannot be made; [`Error::Locked`] if another process has the
+/// database open.
 pub fn salvage_database(path: &Path, dest: &Path, limit: u64) -> Result<SalvageReport> {
     salvage_database_with(path, dest, limit, |_, _| {})
 }
@@ -47,6 +50,11 @@ pub fn salvage_database_with(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<SalvageReport> {
     atomic::check_new_dir(dest)?;
+    // Everything below reads a private copy: sled repairs a damaged log
+    // when it opens one (zeroing what follows the damage), and the
+    // original must stay as it was, evidence included.
+    let copy = crate::store::private::copy_database(path)?;
+    let path = copy.path();
     let raw = raw::scan_dir(path, limit)?;
     let config = JournalConfig {
         create_if_missing: false,

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 use crate::store::fs::sync_dir;
+use crate::store::private;
 
 /// Numbers the temporaries of this process.
 static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -33,10 +34,18 @@ fn name_of(target: &Path) -> Result<String> {
         .ok_or_else(|| Error::InvalidInput(format!("{} does not name a file", target.display())))
 }
 
-/// A fresh temporary path beside `target`.
+/// A fresh temporary path beside `target`, its number unpredictable (so
+/// that another user cannot plant something under it beforehand; what is
+/// made there is made exclusively anyway).
 fn temporary(target: &Path) -> Result<PathBuf> {
     let name = name_of(target)?;
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let count = NEXT.fetch_add(1, Ordering::Relaxed);
+    let random = u64::from_le_bytes(
+        uuid::Uuid::now_v7().as_bytes()[8..16]
+            .try_into()
+            .unwrap_or([0; 8]),
+    );
+    let n = random ^ count;
     Ok(parent_of(target).join(format!(".{name}.{}.{n}.tmp", std::process::id())))
 }
 
@@ -124,31 +133,66 @@ fn create_dirs(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Writes the file `target` whole or not at all: `write` creates and fills
-/// the temporary path it is given (and syncs it: `FileWriter::finish` and
-/// [`write_bytes`] do), which then replaces `target` in one rename, the
-/// directory synced after it. An existing regular file keeps its
-/// permissions; a symbolic link is followed (the file it names is
-/// replaced). A target that exists and is not a regular file (`/dev/stdout`,
-/// a pipe) is written directly: there is nothing there to lose.
+/// Writes the file `target` whole or not at all: `write` fills the new
+/// temporary file it is given (open for writing, with its path for
+/// messages) and syncs it (`FileWriter::finish` and [`write_bytes`] do),
+/// which then replaces `target` in one rename, the directory synced after
+/// it. An existing regular file keeps its permissions.
+///
+/// Other users are kept out: the temporary is made new (`O_EXCL`, not
+/// following a link, mode 0600) under an unpredictable name; a symbolic
+/// link at `target` is followed only if it is this user's own (one planted
+/// by another user in a shared folder such as `/tmp` is refused); a target
+/// that exists and is not a regular file (`/dev/stdout`, a pipe) is written
+/// directly only if it is this user's or the system's (root's), never into
+/// another user's FIFO.
 ///
 /// On an error of `write`, the temporary is removed and `target` is as it
 /// was.
-pub(crate) fn replace_file<T>(target: &Path, write: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
+///
+/// # Errors
+/// [`Error::UnsafePath`] for another user's link or special file; those of
+/// `write`; [`Error::Io`].
+pub(crate) fn replace_file<T>(
+    target: &Path,
+    write: impl FnOnce(File, &Path) -> Result<T>,
+) -> Result<T> {
     let target = match std::fs::metadata(target) {
-        Ok(m) if !m.is_file() && !m.is_dir() => return write(target),
+        Ok(m) if !m.is_file() && !m.is_dir() => {
+            check_owner(target, &m, "a special file")?;
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(target)
+                .map_err(|e| Error::io(format!("opening {}", target.display()), e))?;
+            return write(f, target);
+        }
         Ok(_) => match std::fs::symlink_metadata(target) {
-            Ok(l) if l.file_type().is_symlink() => std::fs::canonicalize(target)
-                .map_err(|e| Error::io(format!("resolving {}", target.display()), e))?,
+            Ok(l) if l.file_type().is_symlink() => {
+                check_owner(target, &l, "a symbolic link")?;
+                std::fs::canonicalize(target)
+                    .map_err(|e| Error::io(format!("resolving {}", target.display()), e))?
+            }
             _ => target.to_owned(),
         },
-        Err(_) => target.to_owned(),
+        Err(_) => match std::fs::symlink_metadata(target) {
+            // A dangling link: never followed (it would make the file it
+            // names wherever its owner chose).
+            Ok(l) if l.file_type().is_symlink() => {
+                return Err(Error::UnsafePath {
+                    path: target.to_owned(),
+                    reason: "a symbolic link to nothing; not followed".into(),
+                });
+            }
+            _ => target.to_owned(),
+        },
     };
     let old = std::fs::metadata(&target).ok().filter(|m| m.is_file());
     create_dirs(parent_of(&target))?;
     remove_stale(&target);
     let tmp = temporary(&target)?;
-    let result = write(&tmp).and_then(|value| {
+    let file = private::create_new(&tmp)
+        .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
+    let result = write(file, &tmp).and_then(|value| {
         if let Some(old) = &old {
             std::fs::set_permissions(&tmp, old.permissions())
                 .map_err(|e| Error::io(format!("setting permissions of {}", tmp.display()), e))?;
@@ -168,12 +212,32 @@ pub(crate) fn replace_file<T>(target: &Path, write: impl FnOnce(&Path) -> Result
     }
 }
 
-/// Creates the file `path`, writes `bytes` and syncs it: a writer for
-/// [`replace_file`].
-pub(crate) fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Refuses `path` (`what` it is, with metadata `m`) unless it belongs to
+/// this user or to root: another user's link or FIFO in a shared folder is
+/// not written through.
+fn check_owner(path: &Path, m: &std::fs::Metadata, what: &str) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if m.uid() != private::euid() && m.uid() != 0 {
+            return Err(Error::UnsafePath {
+                path: path.to_owned(),
+                reason: format!(
+                    "{what} owned by another user (uid {}); not written through",
+                    m.uid()
+                ),
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, m, what);
+    Ok(())
+}
+
+/// Writes `bytes` to the new file `f` (at `path`) and syncs it: a writer
+/// for [`replace_file`].
+pub(crate) fn write_bytes(mut f: File, path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
-    let mut f =
-        File::create(path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
     f.write_all(bytes)
         .and_then(|()| crate::format::ajournal::sync_file(&f))
         .map_err(|e| Error::io(format!("writing {}", path.display()), e))
@@ -231,6 +295,9 @@ pub(crate) fn build_dir<T>(target: &Path, build: impl FnOnce(&Path) -> Result<T>
     create_dirs(parent_of(target))?;
     remove_stale(target);
     let tmp = temporary(target)?;
+    // Made here, exclusively (a link or folder planted under its name
+    // makes this fail): `build` then fills a folder that is ours.
+    std::fs::create_dir(&tmp).map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
     let result = build(&tmp).and_then(|value| {
         sync_tree(&tmp)?;
         rename(&tmp, target).map_err(|e| {

@@ -93,8 +93,8 @@ impl Journal {
             lens.push((id, len));
         }
         let limit = self.inner.config.max_event_bytes;
-        atomic::replace_file(path, |tmp| {
-            let mut w = file::FileWriter::create(tmp)?;
+        atomic::replace_file(path, |f, tmp| {
+            let mut w = file::FileWriter::new(f, tmp)?;
             for &(id, len) in &lens {
                 let mut expect = 0u64;
                 self.inner.store.scan(id, 0, len, &mut |seq, frame| {

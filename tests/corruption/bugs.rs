@@ -204,9 +204,13 @@ fn a_database_sled_reopens_empty_is_not_taken_for_a_new_one() {
     );
 }
 
+/// sled treats a damaged log message as the end of its log, opens at the
+/// point before it and zeroes the log after it: `verify` and `salvage`
+/// work on a private copy, so that looking at a damaged database never
+/// destroys the evidence (every file of it byte for byte as it was), and
+/// both still report the damage.
 #[test]
-#[ignore = "KNOWN LIMITATION, open (sled 0.34): sled treats a damaged log message as the end of its log, opens at the point before it and zeroes the log after it. verify now reports the loss (exit 3, from the heads log) but still changes the db file (sled's rewrite destroys what followed the damage); verify/salvage should open a copy"]
-fn verify_neither_hides_nor_destroys_a_rolled_back_log() {
+fn verify_and_salvage_neither_hide_nor_destroy_a_rolled_back_log() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = one_process_db(dir.path());
     let len = std::fs::read(db.join("db"))
@@ -215,16 +219,30 @@ fn verify_neither_hides_nor_destroys_a_rolled_back_log() {
         .rposition(|b| *b != 0);
     // Inside the log, past the first messages: sled keeps what is before.
     flip_db_file(&db, len.expect("a written log") * 2 / 3);
-    let before = std::fs::read(db.join("db")).expect("read");
+    let before = crate::common::tree(&db);
     let out = aj(&db, &["verify"], &dir.path().join("verify"));
-    let after = std::fs::read(db.join("db")).expect("read");
-    let changed = before.iter().zip(&after).filter(|(a, b)| a != b).count();
-    assert!(
-        out.code != Some(0) && changed == 0,
-        "verify exited {:?} ({}) and changed {changed} bytes of the db file",
-        out.code,
-        out.stdout.trim()
+    assert_eq!(crate::common::tree(&db), before, "verify changed the files");
+    assert_eq!(out.code, Some(3), "verify: {}", out.stdout.trim());
+    let to = dir.path().join("salvaged");
+    let out = aj(
+        &db,
+        &["salvage", "--to", to.to_str().expect("utf-8")],
+        &dir.path().join("salvage"),
     );
+    assert_eq!(
+        crate::common::tree(&db),
+        before,
+        "salvage changed the files"
+    );
+    assert_eq!(out.code, Some(0), "salvage: {}", out.stdout.trim());
+    let salvaged = Journal::open(&to).expect("open the salvaged copy");
+    let events: usize = salvaged
+        .sessions()
+        .expect("sessions")
+        .into_iter()
+        .map(|id| salvaged.session(id).expect("session").head() as usize)
+        .sum();
+    assert!(events >= 21, "salvage gave back {events} of 21 events");
 }
 
 /// What a SIGKILL leaves of a `Synced` journal that appended `plan` (one

@@ -110,3 +110,13 @@ pub(super) fn path_from(bytes: &[u8]) -> Option<PathBuf> {
 pub(super) fn sync_dir(_dir: &Path) -> io::Result<()> {
     Ok(())
 }
+
+/// Ownership is not checked off Unix: always `None`.
+pub(super) fn not_own(_path: &Path) -> io::Result<Option<String>> {
+    Ok(None)
+}
+
+/// `mkdir path`: fails if anything is there already.
+pub(super) fn make_new_dir(path: &Path) -> io::Result<()> {
+    std::fs::create_dir(path)
+}

@@ -181,3 +181,41 @@ pub(super) fn path_from(bytes: &[u8]) -> Option<PathBuf> {
 pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
+
+/// Why the folder at `path` is not one to run tools in: it (or the link
+/// that names it) belongs to another user, or another user may write into
+/// it (others, or a group that is not this process's own); `None` if it
+/// is this user's alone. Another user's folder could hold links and files
+/// of theirs, and see what the tools write.
+pub(super) fn not_own(path: &Path) -> io::Result<Option<String>> {
+    // SAFETY: geteuid and getegid have no preconditions and cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let link = std::fs::symlink_metadata(path)?;
+    if link.file_type().is_symlink() && link.uid() != uid {
+        return Ok(Some(format!(
+            "it is a symbolic link of another user's (uid {})",
+            link.uid()
+        )));
+    }
+    let m = std::fs::metadata(path)?;
+    if m.uid() != uid {
+        return Ok(Some(format!(
+            "it belongs to another user (uid {})",
+            m.uid()
+        )));
+    }
+    if m.mode() & 0o002 != 0 || (m.mode() & 0o020 != 0 && m.gid() != gid) {
+        return Ok(Some(format!(
+            "other users may write into it (mode {:o})",
+            m.mode() & 0o7777
+        )));
+    }
+    Ok(None)
+}
+
+/// `mkdir path`, mode 0700: fails if anything is there already (a link is
+/// not followed).
+pub(super) fn make_new_dir(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().mode(0o700).create(path)
+}

@@ -18,9 +18,16 @@ pub(crate) struct FileWriter {
 
 impl FileWriter {
     /// Creates (or truncates) the file and writes the magic.
+    #[cfg(test)]
     pub(crate) fn create(path: &Path) -> Result<Self> {
         let f =
             File::create(path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        Self::new(f, path)
+    }
+
+    /// Writes the magic into the new, empty file `f` (at `path`, named in
+    /// messages).
+    pub(crate) fn new(f: File, path: &Path) -> Result<Self> {
         let mut w = Self {
             out: BufWriter::new(f),
             path: path.to_owned(),

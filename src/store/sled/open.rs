@@ -195,6 +195,10 @@ impl SledStore {
                     reason: "a file that is not an exported journal (.ajournal)".into(),
                 });
             }
+            // Another user who may write into the folder could swap a file
+            // sled or the journal is about to write for a link to one of
+            // ours: such a database is not opened for writing.
+            crate::store::private::check_private_dir(path)?;
             let has_db = path.join("db").is_file() && path.join("conf").is_file();
             // Empty, or only what sled writes before its `db` file: a process
             // killed while creating the database leaves `blobs/` and `conf`.
