@@ -36,6 +36,7 @@ mod postgres;
 mod powerloss;
 mod progress;
 mod recovery;
+mod redaction;
 mod resume;
 mod sandbox;
 mod sessions;

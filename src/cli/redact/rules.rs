@@ -54,6 +54,9 @@ pub(super) enum Check {
     Cased,
     /// A letter and a digit.
     Alnum,
+    /// An opaque token: a digit, or 16 characters or more of both cases
+    /// (not a word such as `Authorization`).
+    Opaque,
     /// A generic assignment's value: 8 characters or more, with a letter
     /// and a digit, and not a placeholder (`${VAR}`, `<...>`, `***`).
     Assigned,
@@ -72,6 +75,7 @@ impl Check {
             Check::Random => lower && upper && digit,
             Check::Cased => lower && upper,
             Check::Alnum => (lower || upper) && digit,
+            Check::Opaque => digit || (lower && upper && s.len() >= 16),
             Check::Assigned => {
                 s.chars().count() >= 8
                     && (lower || upper)
@@ -258,7 +262,7 @@ pub(super) const RULES: &[Rule] = &[
     rule(
         "bearer",
         r"(?i:bearer)\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})",
-        Check::Mixed,
+        Check::Opaque,
     ),
     rule(
         "basic",

@@ -186,6 +186,7 @@ fn ordinary_text_is_kept() {
         "the token limit is \"max_tokens\": 4096 and \"input_tokens\": 123456789",
         "a task-management-pipeline-v2 and risk-assessment-Report2024final",
         "Basic authentication and bearer authentication are both supported",
+        "bearer Authorization, Bearer ExpiredTokens",
         "fn connect(password: String, token: &str) -> secret_name: production-db",
         "https://example.com/a@b, mailto:me@example.com, http://host:8080/path@x",
         "sk-short, the word token, a secret, ASIAN MARKETS, EURASIAPACIFICREGIONSTUFF1",
