@@ -50,9 +50,12 @@ pub(crate) struct ExportArgs {
     /// messages). Default: the latest evaluation.
     #[arg(long, value_name = "ID|all")]
     evaluation: Option<String>,
-    /// Replace secrets (API keys of the common providers, bearer tokens,
-    /// passwords in URLs, private keys, JWTs) with `[REDACTED]` in every
-    /// string exported, in every format; says how many on stderr.
+    /// Replace secrets (API keys and tokens of ~30 providers, AWS keys,
+    /// Bearer and Basic credentials, passwords in URLs and in `password=`
+    /// style assignments, private keys, JWTs) with `[REDACTED]` in every
+    /// string and JSON object key exported, in every format (two keys that
+    /// would clash get `[REDACTED:1]`, `[REDACTED:2]`); says on stderr how
+    /// many marks it wrote.
     #[arg(long)]
     redact: bool,
     /// Also redact what this regular expression matches (its group named
