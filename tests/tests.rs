@@ -38,6 +38,7 @@ mod postgres;
 mod powerloss;
 mod progress;
 mod recovery;
+mod redaction;
 mod resume;
 mod sandbox;
 mod sessions;

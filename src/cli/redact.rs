@@ -1,41 +1,54 @@
 //! `export --redact`: secrets replaced by `[REDACTED]` in every string of
-//! what is exported (message contents, tool arguments and results, provider
-//! payloads, errors, labels, UTF-8 custom payloads), in every format.
+//! what is exported, in every format: message contents, system prompts,
+//! tool names, arguments and results, call ids, labels, provider payloads,
+//! metadata, errors, custom payloads, and the **keys** of JSON objects as
+//! well as their values.
 //!
-//! The patterns: API keys of OpenAI (`sk-...`, `sk-proj-...`), Anthropic
-//! (`sk-ant-...`), AWS access keys (`AKIA...`), GitHub tokens (`ghp_...`,
-//! `github_pat_...`), Google API keys (`AIza...`), Slack tokens (`xox.-...`),
-//! Stripe secret keys, JSON Web Tokens, private key blocks, the token of
-//! `Bearer TOKEN` and the password in `scheme://user:password@host`, plus
-//! any `--redact-pattern REGEX` (its whole match, or its group named
-//! `secret`).
+//! What is found: the rule families of gitleaks and detect-secrets
+//! (`redact/rules.rs`): private key blocks; API keys of OpenAI, Anthropic,
+//! Google (and its OAuth tokens and client secrets), Groq, xAI, Replicate,
+//! Perplexity, Hugging Face; AWS access key ids and secret access keys;
+//! GitHub, GitLab, Slack (tokens and webhooks), Stripe, Twilio, SendGrid,
+//! npm, PyPI, DigitalOcean, Mailgun, Shopify, Azure (account keys, SAS
+//! signatures), Linear, Vault, Databricks, Postman and age keys; JWTs; the
+//! credentials of `Bearer` and `Basic` authorization; the password of
+//! `scheme://user:password@host`; and the value of a generic assignment
+//! (`password=`, `secret:`, `token=`, `api_key=`, `--password VALUE`...)
+//! when it has 8 characters or more with letters and digits. A key glued to
+//! an identifier (`OPENAI_KEY_sk-...`, `call_AKIA...`) is found. Plus any
+//! `--redact-pattern REGEX` (its whole match, or its group named `secret`).
+//!
+//! What is kept: prose (the word "token", `max_tokens: 4096`), UUIDs, hex
+//! hashes (a git sha1 near the word "aws" included), and a generic
+//! assignment whose value has no digit (`password: letmein`) or contains
+//! spaces: a pattern cannot tell such a password from text.
+//!
+//! A JSON document inside a string (OpenAI tool arguments, a provider
+//! payload) keeps its layout when redacting its text leaves it valid with
+//! all its keys; otherwise it is redacted as JSON and written compact.
+//!
+//! Two keys of one object that redact to the same text stay distinct: each
+//! of them gets a numbered mark (`[REDACTED:1]`, `[REDACTED:2]`, in the
+//! object's key order, the first mark of the key numbered), also when the
+//! clash is with a key that was not redacted.
+//!
+//! The count reported is the number of marks written into the export.
+
+mod rules;
+mod scan;
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use agent_journal::{Error, Event};
-use regex::Regex;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-/// What replaces a secret.
-pub(crate) const MARK: &str = "[REDACTED]";
-
-const BUILT_IN: &[&str] = &[
-    r"\bsk-ant-[A-Za-z0-9_-]{20,}",
-    r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_-]{20,}",
-    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-    r"\bgh[pousr]_[A-Za-z0-9]{30,}",
-    r"\bgithub_pat_[A-Za-z0-9_]{30,}",
-    r"\bAIza[0-9A-Za-z_-]{35}",
-    r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
-    r"\b[rs]k_live_[0-9A-Za-z]{16,}",
-    r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
-    r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})",
-    r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:(?P<secret>[^@\s/]+)@",
-];
+pub(crate) use scan::MARK;
+use scan::{MARK_START, Scanner};
 
 /// The patterns, and how many secrets they replaced so far.
 pub(crate) struct Redactor {
-    patterns: Vec<Regex>,
-    /// Secrets replaced.
+    scanner: Scanner,
+    /// Secrets replaced: marks written into what is exported.
     pub(crate) replaced: usize,
 }
 
@@ -45,65 +58,126 @@ impl Redactor {
     /// # Errors
     /// [`Error::InvalidInput`] naming a pattern that is not a valid regex.
     pub(crate) fn new(extra: &[String]) -> Result<Redactor, Error> {
-        let mut patterns = Vec::new();
-        for p in BUILT_IN
-            .iter()
-            .copied()
-            .chain(extra.iter().map(String::as_str))
-        {
-            patterns.push(
-                Regex::new(p)
-                    .map_err(|e| Error::InvalidInput(format!("--redact-pattern {p:?}: {e}")))?,
-            );
-        }
         Ok(Redactor {
-            patterns,
+            scanner: Scanner::new(extra)?,
             replaced: 0,
         })
     }
 
     /// `text` with every secret replaced; counts them.
+    #[cfg(test)]
     pub(crate) fn text(&mut self, text: &str) -> String {
-        let mut out = text.to_owned();
-        for re in &self.patterns {
-            if !re.is_match(&out) {
-                continue;
-            }
-            let mut next = String::with_capacity(out.len());
-            let mut last = 0;
-            for caps in re.captures_iter(&out) {
-                let whole = caps.get(0).expect("a match");
-                let secret = caps.name("secret").unwrap_or(whole);
-                if secret.as_str() == MARK || secret.is_empty() {
-                    continue;
-                }
-                next.push_str(&out[last..secret.start()]);
-                next.push_str(MARK);
-                last = secret.end();
-                self.replaced += 1;
-            }
-            next.push_str(&out[last..]);
-            out = next;
-        }
+        let (out, n) = self.scanner.scan(text);
+        self.replaced += n;
         out
     }
 
-    /// Every string in `v` (not the keys of objects), in place.
+    /// `text` with every secret replaced, not counted: for what is said
+    /// about the export on stderr rather than written into it.
+    pub(crate) fn quietly(&self, text: &str) -> String {
+        self.scanner.scan(text).0
+    }
+
+    /// A string of an export redacted (counted), `None` if it holds no
+    /// secret. A string that is a JSON object or array keeps its layout
+    /// if redacting its text leaves it the same JSON shape; otherwise it
+    /// is redacted as JSON (keys too) and written compact.
+    fn string(&mut self, s: &str) -> Option<String> {
+        let (text, n) = self.scanner.scan(s);
+        if n == 0 {
+            return None;
+        }
+        let t = s.trim_start();
+        if t.starts_with('{') || t.starts_with('[') {
+            if let Ok(mut doc) = serde_json::from_str::<Value>(s) {
+                let same_shape = serde_json::from_str::<Value>(&text)
+                    .is_ok_and(|r| key_count(&r) == key_count(&doc));
+                if !same_shape {
+                    let before = self.replaced;
+                    self.value(&mut doc);
+                    match serde_json::to_string(&doc) {
+                        Ok(compact) => return Some(compact),
+                        Err(_) => self.replaced = before,
+                    }
+                }
+            }
+        }
+        self.replaced += n;
+        Some(text)
+    }
+
+    /// Every string in `v`, object keys included, in place.
     pub(crate) fn value(&mut self, v: &mut Value) {
         match v {
             Value::String(s) => {
-                let r = self.text(s);
-                *s = r;
+                if let Some(r) = self.string(s) {
+                    *s = r;
+                }
             }
             Value::Array(items) => items.iter_mut().for_each(|i| self.value(i)),
-            Value::Object(map) => map.values_mut().for_each(|i| self.value(i)),
+            Value::Object(map) => {
+                map.values_mut().for_each(|i| self.value(i));
+                self.keys(map);
+            }
             _ => {}
         }
     }
 
+    /// The keys of `map` redacted, numbered where two would be the same.
+    fn keys(&mut self, map: &mut Map<String, Value>) {
+        let mut renamed = Vec::new();
+        for k in map.keys() {
+            let (r, n) = self.scanner.scan(k);
+            if n > 0 {
+                renamed.push((k.clone(), r, n));
+            }
+        }
+        if renamed.is_empty() {
+            return;
+        }
+        let mut taken: BTreeSet<String> = map
+            .keys()
+            .filter(|k| !renamed.iter().any(|(old, _, _)| old == *k))
+            .cloned()
+            .collect();
+        let mut uses: BTreeMap<&str, usize> = BTreeMap::new();
+        for (_, r, _) in &renamed {
+            *uses.entry(r.as_str()).or_default() += 1;
+        }
+        let mut numbered: BTreeMap<String, usize> = BTreeMap::new();
+        let mut moves = Vec::new();
+        for (old, r, n) in &renamed {
+            let mut name = r.clone();
+            if uses[r.as_str()] > 1 || taken.contains(&name) {
+                let next = numbered.entry(r.clone()).or_default();
+                loop {
+                    *next += 1;
+                    name = r.replacen(MARK, &format!("{MARK_START}:{next}]"), 1);
+                    if !taken.contains(&name) {
+                        break;
+                    }
+                }
+            }
+            taken.insert(name.clone());
+            self.replaced += n;
+            moves.push((old.clone(), name));
+        }
+        let old = std::mem::take(map);
+        for (k, v) in old {
+            match moves.iter().find(|(o, _)| *o == k) {
+                Some((_, name)) => map.insert(name.clone(), v),
+                None => map.insert(k, v),
+            };
+        }
+    }
+
     /// A JSON document (or JSON Lines, one document a line) with every
-    /// string redacted, written back in the same layout (pretty if it was
-    /// on several lines).
+    /// string and key redacted, written back in the same layout (pretty if
+    /// it was on several lines).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when it is not JSON: nothing is written
+    /// that could not be redacted.
     pub(crate) fn document(&mut self, text: &str, lines: bool) -> Result<String, Error> {
         let redact = |r: &mut Redactor, doc: &str, pretty: bool| -> Result<String, Error> {
             let mut v: Value =
@@ -128,7 +202,10 @@ impl Redactor {
     }
 
     /// Every string of `event`, in place: through its JSON form, so that
-    /// no field is missed; a custom payload is redacted when it is UTF-8.
+    /// no field is missed (map keys included). A custom payload is redacted
+    /// as text when it is UTF-8, else byte for byte (each byte read as one
+    /// character, so an ASCII secret inside binary data is found; the
+    /// application's own encoding of it may no longer decode).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when the event does not go through its JSON
@@ -136,10 +213,21 @@ impl Redactor {
     /// be replaced.
     pub(crate) fn event(&mut self, event: &mut Event) -> Result<(), Error> {
         if let Event::Custom { payload, .. } = event {
-            if let Ok(text) = std::str::from_utf8(payload) {
-                let redacted = self.text(text);
-                if redacted != text {
-                    *payload = redacted.into_bytes();
+            match std::str::from_utf8(payload) {
+                Ok(text) => {
+                    if let Some(r) = self.string(text) {
+                        *payload = r.into_bytes();
+                    }
+                }
+                Err(_) => {
+                    let latin1: String = payload.iter().map(|&b| char::from(b)).collect();
+                    let (r, n) = self.scanner.scan(&latin1);
+                    if n > 0 {
+                        // Every character is below 256: the text put in is
+                        // ASCII, the rest was bytes.
+                        *payload = r.chars().map(|c| c as u32 as u8).collect();
+                        self.replaced += n;
+                    }
                 }
             }
             return Ok(());
@@ -151,57 +239,26 @@ impl Redactor {
         let before = self.replaced;
         self.value(&mut v);
         if self.replaced != before {
-            *event = serde_json::from_value::<Event>(v).map_err(cannot)?;
+            match serde_json::from_value::<Event>(v) {
+                Ok(e) => *event = e,
+                Err(e) => {
+                    self.replaced = before;
+                    return Err(cannot(e));
+                }
+            }
         }
         Ok(())
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_kind_of_secret_is_replaced_and_the_rest_kept() {
-        let mut r = Redactor::new(&["internal-[0-9]{4}".into()]).unwrap();
-        let cases = [
-            (
-                "key sk-proj-abcdefghijklmnopqrstuvwxyz123456 end",
-                "key [REDACTED] end",
-            ),
-            ("sk-ant-api03-abcdefghijklmnopqrstuvwx", "[REDACTED]"),
-            ("AKIAABCDEFGHIJKLMNOP", "[REDACTED]"),
-            ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED]"),
-            (
-                "Authorization: Bearer abc.def-ghi_jkl",
-                "Authorization: Bearer [REDACTED]",
-            ),
-            (
-                "postgres://app:hunter2@db:5432/x",
-                "postgres://app:[REDACTED]@db:5432/x",
-            ),
-            ("ticket internal-1234", "ticket [REDACTED]"),
-            (
-                "nothing secret: sk-short, https://example.com/a@b",
-                "nothing secret: sk-short, https://example.com/a@b",
-            ),
-        ];
-        for (input, want) in cases {
-            assert_eq!(r.text(input), want, "{input}");
-        }
-        assert_eq!(r.replaced, 7);
-        // Already redacted text is left alone.
-        assert_eq!(r.text("Bearer [REDACTED]"), "Bearer [REDACTED]");
-        assert!(Redactor::new(&["(".into()]).is_err());
-    }
-
-    #[test]
-    fn documents_stay_valid_json_whatever_the_pattern_matches() {
-        let mut r = Redactor::new(&["\"".into()]).unwrap();
-        let doc = r#"{"a": "say \"sk-abcdefghijklmnopqrstuvwxyz\"", "n": 1}"#;
-        let out = r.document(doc, false).unwrap();
-        let v: Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(v["a"], "say [REDACTED][REDACTED][REDACTED]");
-        assert_eq!(v["n"], 1);
+/// How many object keys `v` holds, at every depth.
+fn key_count(v: &Value) -> usize {
+    match v {
+        Value::Array(items) => items.iter().map(key_count).sum(),
+        Value::Object(map) => map.len() + map.values().map(key_count).sum::<usize>(),
+        _ => 0,
     }
 }
+
+#[cfg(test)]
+mod tests;

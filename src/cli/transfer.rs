@@ -50,9 +50,12 @@ pub(crate) struct ExportArgs {
     /// messages). Default: the latest evaluation.
     #[arg(long, value_name = "ID|all")]
     evaluation: Option<String>,
-    /// Replace secrets (API keys of the common providers, bearer tokens,
-    /// passwords in URLs, private keys, JWTs) with `[REDACTED]` in every
-    /// string exported, in every format; says how many on stderr.
+    /// Replace secrets (API keys and tokens of ~30 providers, AWS keys,
+    /// Bearer and Basic credentials, passwords in URLs and in `password=`
+    /// style assignments, private keys, JWTs) with `[REDACTED]` in every
+    /// string and JSON object key exported, in every format (two keys that
+    /// would clash get `[REDACTED:1]`, `[REDACTED:2]`); says on stderr how
+    /// many marks it wrote.
     #[arg(long)]
     redact: bool,
     /// Also redact what this regular expression matches (its group named
@@ -161,7 +164,10 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
             let (text, notes) = match &args.evaluation {
                 _ if args.body => {
                     let messages = s.latest_conversation(args.at)?;
-                    (body_text(&s, args.at, f)?, translation_notes(&messages, f))
+                    (
+                        body_text(&s, args.at, f, redactor.as_ref())?,
+                        translation_notes(&messages, f),
+                    )
                 }
                 None => {
                     let messages = s.latest_conversation(args.at)?;
@@ -169,7 +175,7 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
                 }
                 Some(which) => evaluations_text(&s, args.at, which, f)?,
             };
-            report_translation(cli, &notes);
+            report_translation(cli, &notes, redactor.as_ref());
             spinner.finish_and_clear();
             let lines = f == ConversationFormat::Jsonl;
             write_output(
@@ -228,6 +234,7 @@ fn body_text(
     s: &agent_journal::Session,
     at: Option<u64>,
     f: ConversationFormat,
+    redactor: Option<&Redactor>,
 ) -> Result<String, Error> {
     if f == ConversationFormat::Jsonl {
         return Err(Error::InvalidInput(
@@ -246,9 +253,13 @@ fn body_text(
         Some((format, fields)) if format == f.name() => fields,
         Some((format, fields)) => {
             let keys: Vec<&str> = fields.keys().map(String::as_str).collect();
+            let keys = keys.join(", ");
+            let keys = match redactor {
+                Some(r) => r.quietly(&keys),
+                None => keys,
+            };
             crate::cli::open::warn(format_args!(
-                "the request fields were recorded for {format} ({}); not carried to {}",
-                keys.join(", "),
+                "the request fields were recorded for {format} ({keys}); not carried to {}",
                 f.name()
             ));
             serde_json::Map::new()
@@ -266,8 +277,19 @@ fn body_text(
 
 /// Says on stderr what an export to another provider's format left out or
 /// added (one line each; JSON lines under `--json`).
-fn report_translation(cli: &Cli, notes: &[TranslationNote]) {
+/// Under `--redact`, the notes are redacted too (not counted: they are not
+/// part of the export).
+fn report_translation(cli: &Cli, notes: &[TranslationNote], redactor: Option<&Redactor>) {
     for n in notes {
+        let (kind, detail) = match redactor {
+            Some(r) => (r.quietly(&n.kind), r.quietly(&n.detail)),
+            None => (n.kind.clone(), n.detail.clone()),
+        };
+        let n = TranslationNote {
+            message: n.message,
+            kind,
+            detail,
+        };
         if cli.json {
             eprintln!(
                 "{}",
