@@ -160,13 +160,12 @@ impl<R: Read> Read for Capped<R> {
     }
 }
 
+/// A JSON deserializer whose records are capped ([`Capped`]).
+type CappedDeserializer =
+    serde_json::Deserializer<serde_json::de::IoRead<Capped<Box<dyn Read + Send>>>>;
+
 /// A JSON deserializer over `source` whose records are capped.
-fn capped(
-    source: &Source,
-) -> Result<(
-    serde_json::Deserializer<serde_json::de::IoRead<Capped<Box<dyn Read + Send>>>>,
-    Rc<Budget>,
-)> {
+fn capped(source: &Source) -> Result<(CappedDeserializer, Rc<Budget>)> {
     let budget = Budget::new();
     let reader = Capped {
         inner: source.open()?,
