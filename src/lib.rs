@@ -125,6 +125,6 @@ pub use crate::state::{
 pub use crate::store::{Durability, Lease, Loss, Store, SyncStats, Visit};
 pub use crate::transfer::{
     CLAUDE_CODE_SUMMARY, CLAUDE_CODE_SYSTEM, ConversationFile, CopyReport, REQUEST_FIELDS,
-    read_claude_code,
+    read_claude_code, read_claude_code_with,
 };
 pub use crate::verify::{Problem, ProblemKind, VerifyReport};

@@ -26,7 +26,9 @@ mod copy;
 mod journal_file;
 mod snapshot;
 
-pub use claude_code::{CLAUDE_CODE_SUMMARY, CLAUDE_CODE_SYSTEM, read_claude_code};
+pub use claude_code::{
+    CLAUDE_CODE_SUMMARY, CLAUDE_CODE_SYSTEM, read_claude_code, read_claude_code_with,
+};
 pub use conversation::ConversationFile;
 pub use copy::CopyReport;
 

@@ -23,6 +23,8 @@ mod formats;
 mod golden;
 #[cfg(feature = "http")]
 mod http_adapters;
+#[cfg(unix)]
+mod import_memory;
 mod kill;
 mod large_frames;
 mod layers;

@@ -82,6 +82,12 @@ fn pin_mmap_threshold() {
 pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
     pin_mmap_threshold();
     let file = &args.file;
+    // A FIFO, a device (/dev/zero) or a socket is refused before a byte of
+    // it is read (a pipe on /dev/stdin is read once, within --max-bytes); a
+    // directory holds Claude Code logs.
+    if !file.is_dir() {
+        agent_journal::provider::input::check_input(file)?;
+    }
     // The text `auto` read to tell the format, if it read it.
     let mut text = None;
     let format = match args.format {
@@ -320,22 +326,19 @@ fn detect(file: &Path, max_bytes: u64) -> Result<(ImportFormat, Option<String>),
     if file.is_dir() {
         return Ok((ImportFormat::ClaudeCode, None));
     }
-    let meta = std::fs::metadata(file).map_err(|e| Error::Io {
-        context: format!("reading {}", file.display()),
-        source: e,
-    })?;
-    if !meta.is_file() {
+    use agent_journal::provider::input::{Input, check_input};
+    let Input::File { len } = check_input(file)? else {
         // A pipe cannot be read twice (not even its first bytes, to look
         // for an exported journal's magic): read once, within the limit,
         // and kept for the import.
         let text = read_bounded(file, max_bytes)?;
         let format = detect_file(file, Some(&text))?;
         return Ok((format, Some(text)));
-    }
+    };
     if agent_journal::format::ajournal::looks_like_journal_file(file) {
         return Ok((ImportFormat::Journal, None));
     }
-    if meta.len() > max_bytes {
+    if len > max_bytes {
         return Err(Error::InvalidInput(format!(
             "{}: larger than the limit of {max_bytes} bytes (--max-bytes); nothing was imported",
             file.display()
@@ -459,7 +462,9 @@ fn detect_file(file: &Path, text: Option<&str>) -> Result<ImportFormat, Error> {
 fn import_claude_code(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
     // Checked before the database is opened (or created): bad input creates
     // nothing.
-    let logs = agent_journal::read_claude_code(&args.file, args.max_bytes)?;
+    let logs = agent_journal::read_claude_code_with(&args.file, args.max_bytes, &mut |p, why| {
+        warn(format_args!("{}: skipped: {why}", p.display()));
+    })?;
     let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
     let sessions = journal.import_claude_code_files(&logs)?;
     let events: u64 = sessions.iter().map(|(_, n)| n).sum();

@@ -33,12 +33,14 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 
 pub(crate) use self::lines::Lines;
 
 use crate::error::{Error, Result};
 use crate::model::{EvaluationId, InnerMessage};
+use crate::provider::input::{MAX_RECORD_BYTES, check_input};
 
 /// What a thread is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,8 +148,113 @@ fn at(line: usize, what: impl std::fmt::Display) -> Error {
     Error::InvalidInput(format!("line {line}: {what}"))
 }
 
-fn text_field<'a>(o: &'a serde_json::Map<String, Value>, key: &str) -> Option<&'a str> {
-    o.get(key).and_then(Value::as_str)
+/// The fields of a record the first pass reads, each as its JSON text,
+/// borrowed from the line: the rest of the record (a tool's whole output,
+/// a file history) is skipped, never held.
+#[derive(Deserialize)]
+struct RawFields<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    uuid: Option<&'a RawValue>,
+    #[serde(rename = "parentUuid", borrow, default)]
+    parent: Option<&'a RawValue>,
+    #[serde(rename = "sessionId", borrow, default)]
+    session_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    cwd: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    version: Option<&'a RawValue>,
+    #[serde(rename = "isSidechain", borrow, default)]
+    sidechain: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    summary: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    message: Option<&'a RawValue>,
+}
+
+/// [`RawFields`] with its strings read (a field that is not a string is
+/// `None`, as if absent).
+struct Fields<'a> {
+    kind: Option<String>,
+    uuid: Option<String>,
+    parent: Option<&'a RawValue>,
+    session_id: Option<String>,
+    cwd: Option<String>,
+    version: Option<String>,
+    sidechain: Option<&'a RawValue>,
+    summary: Option<&'a RawValue>,
+    message: Option<&'a RawValue>,
+}
+
+/// A string field's text.
+fn text(raw: Option<&RawValue>) -> Option<String> {
+    raw.and_then(|r| serde_json::from_str::<String>(r.get()).ok())
+}
+
+/// The fields of the record on a line: "invalid JSON" or "expected a
+/// JSON object" when it is not one.
+fn fields(raw: &str) -> std::result::Result<Fields<'_>, String> {
+    if !raw.trim_start().starts_with('{') {
+        return Err(match serde_json::from_str::<serde::de::IgnoredAny>(raw) {
+            Err(e) => format!("invalid JSON: {e}"),
+            Ok(_) => "expected a JSON object".to_owned(),
+        });
+    }
+    let r: RawFields<'_> = serde_json::from_str(raw).map_err(|e| format!("invalid JSON: {e}"))?;
+    Ok(Fields {
+        kind: text(r.kind),
+        uuid: text(r.uuid),
+        parent: r.parent,
+        session_id: text(r.session_id),
+        cwd: text(r.cwd),
+        version: text(r.version),
+        sidechain: r.sidechain,
+        summary: r.summary,
+        message: r.message,
+    })
+}
+
+/// The error of a record part over [`MAX_RECORD_BYTES`].
+fn over(line: usize, what: &str, len: usize) -> Error {
+    at(
+        line,
+        format!(
+            "{what} of {len} bytes is over the limit of {MAX_RECORD_BYTES} bytes for one record (an event holds at most 16 MiB); nothing was imported"
+        ),
+    )
+}
+
+/// Checks the `message` of a `user` or `assistant` record: an object whose
+/// `content` is a string or an array, within [`MAX_RECORD_BYTES`].
+fn check_message(message: Option<&RawValue>, kind: &str, line: usize) -> Result<()> {
+    #[derive(Deserialize)]
+    struct Shape<'a> {
+        #[serde(borrow, default)]
+        content: Option<&'a RawValue>,
+    }
+    let missing = || {
+        at(
+            line,
+            format!("a {kind} record without a \"message\" object"),
+        )
+    };
+    let message = message.ok_or_else(missing)?;
+    if !message.get().starts_with('{') {
+        return Err(missing());
+    }
+    if message.get().len() as u64 > MAX_RECORD_BYTES {
+        return Err(over(line, "a message", message.get().len()));
+    }
+    let shape: Shape<'_> =
+        serde_json::from_str(message.get()).map_err(|e| at(line, format!("invalid JSON: {e}")))?;
+    match shape.content.and_then(|c| c.get().bytes().next()) {
+        Some(b'"' | b'[') => Ok(()),
+        _ => Err(at(
+            line,
+            "\"message.content\" must be a string or an array of blocks",
+        )),
+    }
 }
 
 /// Reads a Claude Code session log given whole, into its threads.
@@ -198,14 +305,26 @@ impl ClaudeCodeFile {
     ///
     /// # Errors
     /// As [`parse`], naming the file; [`Error::TooLarge`] for a file past
-    /// `max_bytes`; [`Error::Io`].
+    /// `max_bytes`; [`Error::InvalidInput`] for a path that is not a
+    /// regular file (a FIFO, a device: never read) or a message over
+    /// [`MAX_RECORD_BYTES`]; [`Error::Io`].
     pub fn open(path: &Path, max_bytes: u64) -> Result<Self> {
         let named = |e: Error| match e {
             Error::InvalidInput(m) => Error::InvalidInput(format!("{}: {m}", path.display())),
             other => other,
         };
         let io = |e| Error::io(format!("reading {}", path.display()), e);
-        let size = std::fs::metadata(path).map_err(io)?.len();
+        // A FIFO or a device is refused unread (standard input too: the
+        // log is read twice).
+        let size = match check_input(path)? {
+            crate::provider::input::Input::File { len } => len,
+            crate::provider::input::Input::Stdin => {
+                return Err(Error::InvalidInput(format!(
+                    "{}: not a regular file (a pipe); a Claude Code log is read twice, give its file",
+                    path.display()
+                )));
+            }
+        };
         if size > max_bytes {
             return Err(Error::TooLarge {
                 size,
@@ -379,44 +498,35 @@ impl ClaudeCodeFile {
                 len: bytes.len(),
                 crc: crc32fast::hash(bytes),
             };
-            let v: Value =
-                serde_json::from_str(raw).map_err(|e| at(line, format!("invalid JSON: {e}")))?;
-            let o = v
-                .as_object()
-                .ok_or_else(|| at(line, "expected a JSON object"))?;
-            let kind = text_field(o, "type").ok_or_else(|| at(line, "no \"type\""))?;
-            for (key, slot) in [
-                ("sessionId", &mut log.session_id),
-                ("cwd", &mut log.cwd),
-                ("version", &mut log.version),
+            let r = fields(raw).map_err(|e| at(line, e))?;
+            let kind = r.kind.as_deref().ok_or_else(|| at(line, "no \"type\""))?;
+            for (value, slot) in [
+                (&r.session_id, &mut log.session_id),
+                (&r.cwd, &mut log.cwd),
+                (&r.version, &mut log.version),
             ] {
                 if slot.is_none() {
-                    *slot = text_field(o, key).map(str::to_owned);
+                    *slot = value.clone();
                 }
             }
             let assistant = match kind {
                 "user" | "assistant" => {
-                    let m = o.get("message").filter(|m| m.is_object()).ok_or_else(|| {
-                        at(
-                            line,
-                            format!("a {kind} record without a \"message\" object"),
-                        )
-                    })?;
-                    if !matches!(m.get("content"), Some(Value::String(_) | Value::Array(_))) {
-                        return Err(at(
-                            line,
-                            "\"message.content\" must be a string or an array of blocks",
-                        ));
-                    }
+                    check_message(r.message, kind, line)?;
                     Some(kind == "assistant")
                 }
                 "system" => {
+                    if bytes.len() as u64 > MAX_RECORD_BYTES {
+                        return Err(over(line, "a system record", bytes.len()));
+                    }
                     log.system.push(place);
                     None
                 }
                 "summary" => {
-                    if let Some(s) = text_field(o, "summary") {
-                        log.summaries.push(s.to_owned());
+                    if let Some(s) = text(r.summary) {
+                        if s.len() as u64 > MAX_RECORD_BYTES {
+                            return Err(over(line, "a summary", s.len()));
+                        }
+                        log.summaries.push(s);
                     }
                     continue;
                 }
@@ -424,16 +534,19 @@ impl ClaudeCodeFile {
                 other => return Err(at(line, format!("unknown record type {other:?}"))),
             };
             // A system record without a uuid links nothing.
-            let Some(uuid) = text_field(o, "uuid") else {
+            let Some(uuid) = r.uuid else {
                 if assistant.is_some() {
                     return Err(at(line, "a message record without a \"uuid\""));
                 }
                 continue;
             };
-            let parent = match o.get("parentUuid") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(p)) => Some(p.clone()),
-                Some(_) => return Err(at(line, "\"parentUuid\" must be a string or null")),
+            let uuid = uuid.as_str();
+            let parent = match r.parent {
+                None => None,
+                Some(p) => Some(
+                    serde_json::from_str::<String>(p.get())
+                        .map_err(|_| at(line, "\"parentUuid\" must be a string or null"))?,
+                ),
             };
             if let Some(&first) = index.get(uuid) {
                 return Err(at(
@@ -449,9 +562,9 @@ impl ClaudeCodeFile {
             log.records.push(Record {
                 at: place,
                 parent: None,
-                sidechain: o
-                    .get("isSidechain")
-                    .and_then(Value::as_bool)
+                sidechain: r
+                    .sidechain
+                    .and_then(|b| serde_json::from_str::<bool>(b.get()).ok())
                     .unwrap_or(false),
                 assistant,
             });

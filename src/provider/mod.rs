@@ -98,6 +98,7 @@ use crate::model::{EvaluationId, InnerMessage, MessageId, Role, ToolCallRecord};
 pub mod anthropic;
 pub mod claude_code;
 mod gemini;
+pub mod input;
 pub mod jsonl;
 mod media;
 mod ollama;

@@ -10,12 +10,20 @@
 //! message on through a [`Window`] once no later element can change it.
 //! JSON Lines are read a line at a time.
 //!
-//! Input that is not a regular file (a pipe, `/dev/stdin`) cannot be read
-//! twice: it is read into memory first, up to the size limit.
+//! Standard input given as `/dev/stdin` (a pipe) cannot be read twice: it
+//! is read into memory first, up to the size limit. Any other path that is
+//! not a regular file is refused unread ([`check_input`]).
+//!
+//! No record is read past [`MAX_RECORD_BYTES`]: each element of the
+//! message list, and each other member of the request, is parsed through a
+//! reader that counts its bytes and fails past the limit, so an element of
+//! any size costs at most the limit (and its parse) in memory.
 
+use std::cell::Cell;
 use std::fmt;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
@@ -23,6 +31,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
+use super::input::{Input, MAX_RECORD_BYTES, check_input};
 use super::window::{Sink, Window};
 use super::{ConversationFormat, anthropic, gemini, ollama, openai, responses};
 use crate::error::{Error, Result};
@@ -89,6 +98,82 @@ pub(super) fn json_error(e: &serde_json::Error) -> Error {
     ))
 }
 
+/// The bytes read of the record being parsed, shared by a [`Capped`]
+/// reader and the visitors that start each record.
+pub(super) struct Budget {
+    used: Cell<u64>,
+    /// The record being read (`messages[3]`, `tools`), once it is over.
+    over: Cell<Option<usize>>,
+    /// The place of the record being read: an element's index, or
+    /// `usize::MAX` for a member of the request.
+    at: Cell<usize>,
+}
+
+impl Budget {
+    fn new() -> Rc<Self> {
+        Rc::new(Budget {
+            used: Cell::new(0),
+            over: Cell::new(None),
+            at: Cell::new(usize::MAX),
+        })
+    }
+
+    /// A new record starts, at place `at`.
+    fn start(&self, at: usize) {
+        self.used.set(0);
+        self.at.set(at);
+    }
+
+    /// The error of a parse that failed: the record over the limit if the
+    /// reader stopped it, else the JSON error.
+    fn error(&self, e: &serde_json::Error, list: &str) -> Error {
+        match self.over.get() {
+            Some(usize::MAX) => Error::InvalidInput(format!(
+                "a member of the request near line {} is over the limit of {MAX_RECORD_BYTES} bytes for one record; nothing was imported",
+                e.line()
+            )),
+            Some(i) => Error::InvalidInput(format!(
+                "{list}[{i}]: over the limit of {MAX_RECORD_BYTES} bytes for one record (an event holds at most 16 MiB); nothing was imported"
+            )),
+            None => json_error(e),
+        }
+    }
+}
+
+/// A reader that fails once the record being parsed passes
+/// [`MAX_RECORD_BYTES`] (see [`Budget`]).
+struct Capped<R> {
+    inner: R,
+    budget: Rc<Budget>,
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let used = self.budget.used.get() + n as u64;
+        self.budget.used.set(used);
+        if used > MAX_RECORD_BYTES {
+            self.budget.over.set(Some(self.budget.at.get()));
+            return Err(std::io::Error::other("a record over the limit"));
+        }
+        Ok(n)
+    }
+}
+
+/// A JSON deserializer whose records are capped ([`Capped`]).
+type CappedDeserializer =
+    serde_json::Deserializer<serde_json::de::IoRead<Capped<Box<dyn Read + Send>>>>;
+
+/// A JSON deserializer over `source` whose records are capped.
+fn capped(source: &Source) -> Result<(CappedDeserializer, Rc<Budget>)> {
+    let budget = Budget::new();
+    let reader = Capped {
+        inner: source.open()?,
+        budget: budget.clone(),
+    };
+    Ok((serde_json::Deserializer::from_reader(reader), budget))
+}
+
 /// A conversation file, checked whole and ready to be read message by
 /// message ([`StreamedConversation::messages`]).
 pub(crate) struct StreamedConversation {
@@ -122,9 +207,8 @@ impl ConversationFormat {
             ))
         };
         let io = |e| Error::io(format!("reading {}", path.display()), e);
-        let meta = std::fs::metadata(path).map_err(io)?;
-        let source = if meta.is_file() {
-            if meta.len() > limit {
+        let source = if let Input::File { len } = check_input(path)? {
+            if len > limit {
                 return Err(too_big());
             }
             Source::File(path.to_owned())
@@ -170,17 +254,18 @@ impl ConversationFormat {
             file.in_order = together && sorted == order;
             file.evaluations = sorted;
         } else {
-            let mut de = serde_json::Deserializer::from_reader(file.source.open()?);
+            let (mut de, budget) = capped(&file.source)?;
             let lists = std::cell::Cell::new(0);
             file.skeleton = Top {
                 list: list_key(self),
                 each: None,
                 take: usize::MAX,
                 lists: &lists,
+                budget: &budget,
             }
             .deserialize(&mut de)
             .and_then(|v| de.end().map(|()| v))
-            .map_err(|e| json_error(&e))?;
+            .map_err(|e| budget.error(&e, list_key(self)))?;
             file.lists = lists.get();
         }
         Ok(file)
@@ -310,8 +395,7 @@ impl StreamedConversation {
             std::thread::Builder::new()
                 .name("agent-journal-import-parse".into())
                 .spawn_scoped(scope, move || {
-                    let parsed = source.open().and_then(|r| {
-                        let mut de = serde_json::Deserializer::from_reader(r);
+                    let parsed = capped(&source).and_then(|(mut de, budget)| {
                         // Err: the converter stopped.
                         let mut send = |v| tx.send(Ok(v)).is_ok();
                         Top {
@@ -319,10 +403,11 @@ impl StreamedConversation {
                             each: Some(&mut send),
                             take,
                             lists: &std::cell::Cell::new(0),
+                            budget: &budget,
                         }
                         .deserialize(&mut de)
                         .map(|_| ())
-                        .map_err(|e| json_error(&e))
+                        .map_err(|e| budget.error(&e, list))
                     });
                     if let Err(e) = parsed {
                         // Nobody listens once the converter stopped.
@@ -350,23 +435,35 @@ impl StreamedConversation {
         })
     }
 
-    /// Calls `each` with the message of every non-blank line.
+    /// Calls `each` with the message of every non-blank line; a line is
+    /// read no further than [`MAX_RECORD_BYTES`].
     fn jsonl(&self, mut each: impl FnMut(InnerMessage) -> Result<()>) -> Result<()> {
         let mut lines = BufReader::new(self.source.open()?);
-        let mut line = String::new();
+        let mut line = Vec::new();
         for n in 1.. {
             line.clear();
-            let read = lines
-                .read_line(&mut line)
+            let read = (&mut lines)
+                .take(MAX_RECORD_BYTES + 1)
+                .read_until(b'\n', &mut line)
                 .map_err(|e| Error::InvalidInput(format!("line {n}: {e}")))?;
             if read == 0 {
                 break;
             }
+            if read as u64 > MAX_RECORD_BYTES {
+                return Err(Error::InvalidInput(format!(
+                    "line {n}: longer than the limit of {MAX_RECORD_BYTES} bytes for one record (an event holds at most 16 MiB); nothing was imported"
+                )));
+            }
             // As `str::lines` gives it: without its `\n` or `\r\n`.
-            let text = match line.strip_suffix('\n') {
-                Some(l) => l.strip_suffix('\r').unwrap_or(l),
+            let text = match line.strip_suffix(b"\n") {
+                Some(l) => l.strip_suffix(b"\r").unwrap_or(l),
                 None => &line,
             };
+            let text = std::str::from_utf8(text).map_err(|e| {
+                Error::InvalidInput(format!(
+                    "line {n}: stream did not contain valid UTF-8 ({e})"
+                ))
+            })?;
             if text.trim().is_empty() {
                 continue;
             }
@@ -393,6 +490,8 @@ struct Top<'b, 'a> {
     take: usize,
     /// Counts the members named `list`.
     lists: &'b std::cell::Cell<usize>,
+    /// Told where each record (member, element) starts.
+    budget: &'b Budget,
 }
 
 impl<'de> DeserializeSeed<'de> for Top<'_, '_> {
@@ -411,12 +510,16 @@ impl<'de> Visitor<'de> for Top<'_, '_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> std::result::Result<Value, A::Error> {
-        elements(self.each, seq)
+        elements(self.each, seq, self.budget)
     }
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> std::result::Result<Value, A::Error> {
         let mut o = Map::new();
-        while let Some(k) = map.next_key::<String>()? {
+        loop {
+            self.budget.start(usize::MAX);
+            let Some(k) = map.next_key::<String>()? else {
+                break;
+            };
             let v = if k == self.list {
                 let at = self.lists.get();
                 self.lists.set(at + 1);
@@ -425,7 +528,7 @@ impl<'de> Visitor<'de> for Top<'_, '_> {
                 } else {
                     None
                 };
-                map.next_value_seed(List(each))?
+                map.next_value_seed(List(each, self.budget))?
             } else {
                 map.next_value::<Value>()?
             };
@@ -439,7 +542,7 @@ impl<'de> Visitor<'de> for Top<'_, '_> {
 
 /// A message list's value: its elements handed on (or skipped), and an
 /// empty array in their place; any other value as it is.
-struct List<'b, 'a>(Option<Each<'b, 'a>>);
+struct List<'b, 'a>(Option<Each<'b, 'a>>, &'b Budget);
 
 impl<'de> DeserializeSeed<'de> for List<'_, '_> {
     type Value = Value;
@@ -457,7 +560,7 @@ impl<'de> Visitor<'de> for List<'_, '_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> std::result::Result<Value, A::Error> {
-        elements(self.0, seq)
+        elements(self.0, seq, self.1)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<Value, A::Error> {
@@ -470,21 +573,25 @@ impl<'de> Visitor<'de> for List<'_, '_> {
 /// The elements of a message list, each handed to `each` (or dropped);
 /// an empty array.
 fn elements<'de, A: SeqAccess<'de>>(
-    each: Option<Each<'_, '_>>,
+    mut each: Option<Each<'_, '_>>,
     mut seq: A,
+    budget: &Budget,
 ) -> std::result::Result<Value, A::Error> {
-    match each {
+    for i in 0.. {
+        budget.start(i);
         // Parsed as the text import parses them (`IgnoredAny` reports some
-        // syntax errors in other words), and dropped.
-        None => while seq.next_element::<Value>()?.is_some() {},
-        Some(f) => {
-            while let Some(v) = seq.next_element::<Value>()? {
-                if !f(v) {
-                    return Err(de::Error::custom("stopped"));
-                }
-            }
+        // syntax errors in other words), and dropped if nobody takes them.
+        let Some(v) = seq.next_element::<Value>()? else {
+            break;
+        };
+        if let Some(f) = each.as_deref_mut()
+            && !f(v)
+        {
+            return Err(de::Error::custom("stopped"));
         }
     }
+    // The list's end and what follows it count towards the next record.
+    budget.start(usize::MAX);
     Ok(Value::Array(Vec::new()))
 }
 
@@ -521,10 +628,9 @@ fn survey_source(
     source: &Source,
     each: &mut dyn FnMut(&Value),
 ) -> Result<(Vec<String>, std::result::Result<Value, String>)> {
-    let open = || source.open();
-    let mut first = serde_json::Deserializer::from_reader(open()?);
+    let mut first = serde_json::Deserializer::from_reader(source.open()?);
     let keys = FirstKeys.deserialize(&mut first).unwrap_or_default();
-    let mut de = serde_json::Deserializer::from_reader(open()?);
+    let (mut de, budget) = capped(source)?;
     let mut look = |v: Value| {
         each(&v);
         true
@@ -534,10 +640,14 @@ fn survey_source(
         each: Some(&mut look),
         take: usize::MAX,
         lists: &std::cell::Cell::new(0),
+        budget: &budget,
     }
     .deserialize(&mut de)
     .and_then(|v| de.end().map(|()| v))
-    .map_err(|e| format!("not JSON at line {} column {}: {e}", e.line(), e.column()));
+    .map_err(|e| match budget.error(&e, "messages") {
+        Error::InvalidInput(over) if budget.over.get().is_some() => over,
+        _ => format!("not JSON at line {} column {}: {e}", e.line(), e.column()),
+    });
     Ok((keys, skeleton))
 }
 

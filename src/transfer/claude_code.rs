@@ -9,6 +9,7 @@ use crate::event::{Event, Outcome};
 use crate::journal::Journal;
 use crate::model::{EvaluationId, Role, SessionId};
 use crate::provider::claude_code::{ClaudeCodeFile, Lines};
+use crate::provider::input::describe;
 use crate::session::Session;
 
 /// Kind of the `Custom` event holding a log's `summary` record.
@@ -81,24 +82,84 @@ fn events(
     Ok(())
 }
 
-/// The `.jsonl` files under `dir` (and its folders), sorted.
-fn logs_under(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
-        let kind = entry
-            .file_type()
-            .map_err(|e| Error::io(format!("reading {}", entry.path().display()), e))?;
-        let path = entry.path();
-        if kind.is_dir() {
-            logs_under(&path, out)?;
-        } else if kind.is_file() && path.extension().is_some_and(|x| x == "jsonl") {
-            out.push(path);
+/// The `.jsonl` files under `root` (and its folders), sorted; each other
+/// entry that is neither a folder nor a regular file (a FIFO, a socket, a
+/// device, a link out of `root` or to something other than a file) goes to
+/// `skipped`, never opened. A link to a log inside `root` is read, once
+/// however many ways lead to it.
+fn logs_under(root: &Path, skipped: &mut dyn FnMut(&Path, &str)) -> Result<Vec<PathBuf>> {
+    let io = |p: &Path, e| Error::io(format!("reading {}", p.display()), e);
+    let real_root = std::fs::canonicalize(root).map_err(|e| io(root, e))?;
+    let (mut out, mut links) = (Vec::new(), Vec::new());
+    let mut dirs = vec![root.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).map_err(|e| io(&dir, e))? {
+            let entry = entry.map_err(|e| io(&dir, e))?;
+            let path = entry.path();
+            // Not followed: a link is looked at below.
+            let kind = entry.file_type().map_err(|e| io(&path, e))?;
+            if kind.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let is_log = path.extension().is_some_and(|x| x == "jsonl");
+            if kind.is_file() {
+                if is_log {
+                    out.push(path);
+                }
+                continue;
+            }
+            if !kind.is_symlink() {
+                skipped(&path, &format!("not a regular file ({})", describe(kind)));
+                continue;
+            }
+            // A link: followed only to a regular file inside `root` (a
+            // link to a folder is not followed: its logs are read where
+            // they are, if they are under `root`).
+            let Ok(target) = std::fs::canonicalize(&path) else {
+                skipped(&path, "a link to nothing");
+                continue;
+            };
+            if !target.starts_with(&real_root) {
+                skipped(
+                    &path,
+                    &format!(
+                        "a link out of {} (to {}), not followed",
+                        root.display(),
+                        target.display()
+                    ),
+                );
+                continue;
+            }
+            match std::fs::metadata(&target) {
+                Ok(m) if m.is_file() => {
+                    if is_log {
+                        links.push((target, path));
+                    }
+                }
+                Ok(m) if m.is_dir() => {}
+                Ok(m) => skipped(
+                    &path,
+                    &format!("a link to {}, not a regular file", describe(m.file_type())),
+                ),
+                Err(e) => return Err(io(&path, e)),
+            }
+        }
+    }
+    // A log reached both where it is and through a link is read once.
+    if !links.is_empty() {
+        let mut seen = std::collections::HashSet::new();
+        for p in &out {
+            seen.insert(std::fs::canonicalize(p).map_err(|e| io(p, e))?);
+        }
+        for (target, path) in links {
+            if seen.insert(target) {
+                out.push(path);
+            }
         }
     }
     out.sort();
-    Ok(())
+    Ok(out)
 }
 
 impl Journal {
@@ -169,17 +230,33 @@ impl Journal {
 /// Reads and checks a Claude Code session log file, or every `.jsonl` file
 /// under a directory, sorted by path ([`ClaudeCodeFile::open`] each).
 /// Nothing is written and no log is held; a journal imports them with
-/// [`Journal::import_claude_code_files`].
+/// [`Journal::import_claude_code_files`]. Entries of the directory that are
+/// not regular files (FIFOs, sockets, devices) and links that lead out of
+/// it are skipped unread ([`read_claude_code_with`] says which).
 ///
 /// # Errors
-/// [`Error::InvalidInput`] naming the file and line; [`Error::Io`];
-/// [`Error::TooLarge`] for a file over `max_bytes`.
+/// [`Error::InvalidInput`] naming the file and line, or a `path` that is
+/// not a regular file or a directory; [`Error::Io`]; [`Error::TooLarge`]
+/// for a file over `max_bytes`.
 pub fn read_claude_code(path: &Path, max_bytes: u64) -> Result<Vec<ClaudeCodeFile>> {
+    read_claude_code_with(path, max_bytes, &mut |_, _| {})
+}
+
+/// [`read_claude_code`], telling `skipped` of each entry of the directory
+/// it did not read, with why ("not a regular file (a FIFO)", "a link out
+/// of DIR (to TARGET), not followed").
+///
+/// # Errors
+/// As [`read_claude_code`].
+pub fn read_claude_code_with(
+    path: &Path,
+    max_bytes: u64,
+    skipped: &mut dyn FnMut(&Path, &str),
+) -> Result<Vec<ClaudeCodeFile>> {
     if !path.is_dir() {
         return Ok(vec![ClaudeCodeFile::open(path, max_bytes)?]);
     }
-    let mut files = Vec::new();
-    logs_under(path, &mut files)?;
+    let files = logs_under(path, skipped)?;
     if files.is_empty() {
         return Err(Error::InvalidInput(format!(
             "{}: no .jsonl file in this directory",

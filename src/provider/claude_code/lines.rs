@@ -118,9 +118,24 @@ impl Messages<'_, '_> {
     fn read(&mut self, i: usize) -> Result<(bool, Option<String>, Value)> {
         let r = &self.lines.log.records[i];
         let line = r.at.line;
-        let mut v: Value = serde_json::from_str(&self.lines.line(&r.at)?)
-            .map_err(|e| at(line, format!("invalid JSON: {e}")))?;
-        let mut m = v.get_mut("message").map(Value::take).unwrap_or_default();
+        // Only the message is parsed; the rest of the record (a tool's
+        // whole output, say) is skipped, and the line goes before the
+        // message is converted.
+        #[derive(serde::Deserialize)]
+        struct Record<'a> {
+            #[serde(borrow, default)]
+            message: Option<&'a serde_json::value::RawValue>,
+        }
+        let mut m: Value = {
+            let text = self.lines.line(&r.at)?;
+            let record: Record<'_> =
+                serde_json::from_str(&text).map_err(|e| at(line, format!("invalid JSON: {e}")))?;
+            match record.message {
+                Some(raw) => serde_json::from_str(raw.get())
+                    .map_err(|e| at(line, format!("invalid JSON: {e}")))?,
+                None => Value::Null,
+            }
+        };
         let content = m.get_mut("content").map(Value::take).unwrap_or_default();
         for b in content.as_array().into_iter().flatten() {
             match b.get("type").and_then(Value::as_str) {
