@@ -167,6 +167,9 @@ pub(crate) struct Inner {
     /// ([`Journal::open_private_copy`]); removed when the journal closes
     /// (the last field: dropped after the store).
     _scratch: Option<crate::store::private::PrivateDir>,
+    /// Where a damaged database was kept when the open rebuilt it
+    /// ([`Journal::rebuilt_from`]).
+    rebuilt: Option<PathBuf>,
 }
 
 impl Inner {
@@ -252,17 +255,12 @@ impl Journal {
             ));
         }
         let poison = Poison::default();
-        let store = Arc::new(sled::Guarded::open(
-            path,
-            config.create_if_missing,
-            config.cache_bytes,
-            config.compress,
-            config.durability == Durability::Synced,
-            config.block_bytes,
-            poison.clone(),
-        )?);
-        let store: Arc<dyn Store> = store;
+        let (store, rebuilt) = Self::open_sled(path, &config, &poison)?;
+        let store: Arc<dyn Store> = Arc::new(store);
         let mut journal = Self::build(store, config, Some(path.to_owned()), None, poison);
+        if let Some(inner) = Arc::get_mut(&mut journal.inner) {
+            inner.rebuilt = rebuilt;
+        }
         #[cfg(unix)]
         if journal.inner.config.serve_readers {
             let service = crate::store::reader::ReadService::start(
@@ -287,6 +285,80 @@ impl Journal {
             }
         }
         Ok(journal)
+    }
+
+    /// Opens the sled store at `path`. A database sled refuses, or whose
+    /// tree lost events the heads log says were acknowledged, or whose
+    /// sessions cannot be listed, is rebuilt from the journal's own durable
+    /// records when they hold every acknowledged event
+    /// (`store/sled/rebuild.rs`), then opened; returns where the damaged
+    /// one was kept, if it was.
+    fn open_sled(
+        path: &Path,
+        config: &JournalConfig,
+        poison: &Poison,
+    ) -> Result<(sled::Guarded, Option<PathBuf>)> {
+        let open = || {
+            sled::Guarded::open(
+                path,
+                config.create_if_missing,
+                config.cache_bytes,
+                config.compress,
+                config.durability == Durability::Synced,
+                config.block_bytes,
+                poison.clone(),
+            )
+        };
+        let cause = match open() {
+            Ok(store) => {
+                let damaged = !store.losses().is_empty()
+                    || matches!(store.sessions(), Err(ref e) if e.is_corruption());
+                if !damaged {
+                    return Ok((store, None));
+                }
+                drop(store);
+                None
+            }
+            Err(e) if e.is_corruption() => Some(e),
+            Err(e) => return Err(e),
+        };
+        let settings = sled::rebuild::Settings {
+            limit: config.max_event_bytes,
+            compress: crate::store::sled::compressed(path).unwrap_or(config.compress),
+            cache_bytes: config.cache_bytes,
+            block_bytes: config.block_bytes,
+        };
+        let kept = match sled::rebuild::rebuild(path, &settings) {
+            Ok(kept) => kept,
+            // The rebuild failed (a full disk): the damage is what to report.
+            Err(e) => match cause {
+                Some(cause) => return Err(cause),
+                None => return Err(e),
+            },
+        };
+        match (kept, cause) {
+            (Some(kept), _) => {
+                tracing::warn!(
+                    "{}: rebuilt from the journal's own records (every acknowledged event \
+                     was in them); the damaged database is kept as {}",
+                    path.display(),
+                    kept.display()
+                );
+                Ok((open()?, Some(kept)))
+            }
+            (None, Some(cause)) => Err(cause),
+            (None, None) => Ok((open()?, None)),
+        }
+    }
+
+    /// Where the damaged database was kept, if this open rebuilt it from
+    /// the journal's own records: sled could not open it (or had lost
+    /// acknowledged events) after a power cut, and every acknowledged event
+    /// was still in the write-ahead log, the sealed segments or whole in
+    /// sled's file. The rebuilt database holds them all; its snapshots are
+    /// made again as it is used.
+    pub fn rebuilt_from(&self) -> Option<&Path> {
+        self.inner.rebuilt.as_deref()
     }
 
     /// Opens a private copy of the sled database at `path`, so that nothing
@@ -433,6 +505,7 @@ impl Journal {
                 file_tail,
                 poison,
                 _scratch: None,
+                rebuilt: None,
             }),
         }
     }

@@ -157,7 +157,17 @@ pub(crate) fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error
     let report = journal.verify(id, |k| bar.inc(k))?;
     bar.finish_and_clear();
     let file_damage = journal.file_damage().cloned();
-    let damaged = report.has_damage() || file_damage.is_some();
+    // Read from a copy that the open had to rebuild: the database itself is
+    // damaged (sled cannot read it), though its records hold every
+    // acknowledged event.
+    let rebuilt = journal.rebuilt_from().is_some().then(|| {
+        format!(
+            "{}: sled cannot read its files; every acknowledged event is in the journal's own \
+             records, and the next command that opens it for writing rebuilds it",
+            cli.db.display()
+        )
+    });
+    let damaged = report.has_damage() || file_damage.is_some() || rebuilt.is_some();
     if cli.json {
         print_json(&serde_json::json!({
             "sessions": report.sessions,
@@ -179,6 +189,9 @@ pub(crate) fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error
         }
         if let Some(d) = &file_damage {
             outln!("Damage: {}: {d}", cli.db.display());
+        }
+        if let Some(r) = &rebuilt {
+            outln!("Damage: {r}");
         }
         outln!(
             "checked {} sessions, {} events, {} snapshots: {}",
@@ -202,6 +215,7 @@ pub(crate) fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error
                 .find(|p| p.kind == agent_journal::ProblemKind::Damage)
                 .map(|p| p.to_string())
                 .or(file_damage.map(|d| format!("{}: {d}", cli.db.display())))
+                .or(rebuilt)
                 .unwrap_or_default();
             crate::cli::report_error(3, "corruption", &format!("corruption: {first}"));
         }

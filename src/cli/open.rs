@@ -32,6 +32,7 @@ pub(crate) fn open_existing(db: &Path) -> Result<Journal, Error> {
             ..JournalConfig::default()
         },
     )
+    .map(said_if_rebuilt)
 }
 
 /// Opens the database at `db`, creating it if missing (`demo`, `import`,
@@ -44,6 +45,21 @@ pub(crate) fn open_creating(db: &Path, compress: bool) -> Result<Journal, Error>
             ..JournalConfig::default()
         },
     )
+    .map(said_if_rebuilt)
+}
+
+/// Warns (on stderr) when the open rebuilt a database sled could not read
+/// from the journal's own records, naming where the damaged one was kept.
+fn said_if_rebuilt(journal: Journal) -> Journal {
+    if let (Some(kept), Some(path)) = (journal.rebuilt_from(), journal.path()) {
+        warn(format_args!(
+            "{}: sled could not read its files (a power cut?); rebuilt from the journal's own \
+             records, which held every acknowledged event; the damaged database is kept as {}",
+            path.display(),
+            kept.display()
+        ));
+    }
+    journal
 }
 
 /// sled's page cache for an import: what it inserts stays in the cache (up
@@ -101,7 +117,7 @@ pub(crate) fn open_quietly(db: &Path) -> Result<Journal, Error> {
         Err(e) if needs_a_copy(&e) && db.is_dir() => {
             Journal::attach_with(db, reading()).or_else(|_| read_private_copy(db, e))
         }
-        other => other,
+        other => other.map(said_if_rebuilt),
     }
 }
 

@@ -14,6 +14,9 @@ use super::content::expected_event;
 pub struct Outcome {
     /// The database opened.
     pub opened: bool,
+    /// The open rebuilt it from the journal's own records (sled could not
+    /// read its files).
+    pub rebuilt: bool,
     /// Acknowledged events checked present and byte-equal to what was
     /// appended.
     pub acked_checked: u64,
@@ -75,6 +78,7 @@ pub fn check(db: &Path, acked: &HashMap<SessionId, u64>, may_be_missing: bool) -
         }
     };
     out.opened = true;
+    out.rebuilt = journal.rebuilt_from().is_some();
     let checked = catch_unwind(AssertUnwindSafe(|| check_open(&journal, acked, &mut out)));
     if let Err(p) = checked {
         out.problems.push(format!(

@@ -41,6 +41,7 @@ mod contain;
 mod open;
 pub(crate) mod raw;
 mod read;
+pub(crate) mod rebuild;
 mod recover;
 mod seal;
 mod snapshots;
