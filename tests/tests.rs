@@ -35,6 +35,8 @@ mod pg_server;
 mod postgres;
 mod powerloss;
 mod progress;
+#[cfg(unix)]
+mod readers_bounds;
 mod recovery;
 mod resume;
 mod sandbox;
