@@ -232,8 +232,18 @@ fn http_get(port: u16, host: &str, method: &str, path: &str) -> (u16, String) {
     (code, body.to_owned())
 }
 
+/// A `serve` child, killed when dropped (also when a test fails).
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `serve --port 0` on `db`: the child and its port.
-fn start_serve(db: &Path) -> (std::process::Child, u16) {
+fn start_serve(db: &Path) -> (Server, u16) {
     use std::io::BufRead;
     let mut server = crate::common::cli_command(db)
         .args(["serve", "--port", "0"])
@@ -250,7 +260,7 @@ fn start_serve(db: &Path) -> (std::process::Child, u16) {
         .and_then(|t| t.split('/').next())
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no address in {first:?}"));
-    (server, port)
+    (Server(server), port)
 }
 
 #[test]
@@ -262,7 +272,7 @@ fn serve_lists_the_sessions_and_follows_one_while_an_agent_appends() {
     let s = journal.create_session().unwrap();
     let e = s.start_evaluation("demo", "files").unwrap();
     e.user("hello <b>there</b>").unwrap();
-    let (mut server, port) = start_serve(&db);
+    let (_server, port) = start_serve(&db);
     let host = format!("127.0.0.1:{port}");
     let id = s.id().to_string();
 
@@ -335,8 +345,6 @@ fn serve_lists_the_sessions_and_follows_one_while_an_agent_appends() {
             "{dom}"
         );
     }
-    let _ = server.kill();
-    let _ = server.wait();
 }
 
 /// VmRSS of process `pid`, in KiB.
@@ -373,10 +381,10 @@ fn serve_bounds_request_heads_connections_and_idle_clients() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     drop(Journal::open(&db).unwrap().create_session().unwrap());
-    let (mut server, port) = start_serve(&db);
+    let (server, port) = start_serve(&db);
     let host = format!("127.0.0.1:{port}");
     assert_eq!(http_get(port, &host, "GET", "/").0, 200);
-    let before = rss_kib(server.id());
+    let before = rss_kib(server.0.id());
     let mut idle = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let opened = Instant::now();
 
@@ -401,17 +409,14 @@ fn serve_bounds_request_heads_connections_and_idle_clients() {
     .collect();
     let mut peak = before;
     while !senders.iter().all(|s| s.is_finished()) {
-        peak = peak.max(rss_kib(server.id()));
-        eprintln!(
-            "serve: VmRSS {before} KiB, at most {peak} KiB while two clients sent 100 MB heads"
-        );
+        peak = peak.max(rss_kib(server.0.id()));
         std::thread::sleep(Duration::from_millis(5));
     }
     for s in senders {
         let sent = s.join().unwrap();
         assert!(sent < 50 << 20, "the server read {sent} bytes of it");
     }
-    peak = peak.max(rss_kib(server.id()));
+    peak = peak.max(rss_kib(server.0.id()));
     eprintln!("serve: VmRSS {before} KiB, at most {peak} KiB while two clients sent 100 MB heads");
     assert!(
         peak < before + 4096,
@@ -443,14 +448,17 @@ fn serve_bounds_request_heads_connections_and_idle_clients() {
     let mut many: Vec<_> = (0..200)
         .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
         .collect();
+    // (Connections the kernel completes late, its accept queue full, are
+    // answered a moment later.)
+    std::thread::sleep(Duration::from_secs(3));
     let mut refused = 0;
-    for c in many.iter_mut().rev().take(100) {
-        c.set_read_timeout(Some(Duration::from_millis(500)))
-            .unwrap();
+    for c in &mut many {
+        c.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
         refused += usize::from(status_of_quick(c) == Some(503));
     }
-    assert!(refused >= 100, "{refused} of the last 100 refused");
-    assert!(t.elapsed() < Duration::from_secs(8));
+    // 16 workers and 64 waiting: the other 120 are refused.
+    assert!(refused >= 110, "{refused} of 200 refused at once");
+    assert!(t.elapsed() < Duration::from_secs(9), "{:?}", t.elapsed());
     drop(many);
     assert_eq!(http_get(port, &host, "GET", "/").0, 200);
 
@@ -461,8 +469,6 @@ fn serve_bounds_request_heads_connections_and_idle_clients() {
         waited >= Duration::from_secs(9) && waited < Duration::from_secs(20),
         "{waited:?}"
     );
-    let _ = server.kill();
-    let _ = server.wait();
 }
 
 /// [`status_of`] with the timeout already set on `c`.
