@@ -415,7 +415,11 @@ impl Journal {
     /// # Errors
     /// [`Error::Locked`](crate::Error::Locked) when no process serves the
     /// database (it does not run a read service, or it stopped);
-    /// [`Error::Unsupported`](crate::Error::Unsupported) off Unix.
+    /// [`Error::Io`](crate::Error::Io) when this user may not connect (the
+    /// socket's permissions are those of the database's files: a user who
+    /// cannot read them cannot read through it);
+    /// [`Error::Unsupported`](crate::Error::Unsupported) when the service
+    /// is busy (64 readers at once), and off Unix.
     pub fn attach(path: impl AsRef<Path>) -> Result<Journal> {
         Self::attach_with(path, JournalConfig::default())
     }
@@ -425,11 +429,7 @@ impl Journal {
         let path = path.as_ref();
         #[cfg(unix)]
         {
-            let store = crate::store::reader::RemoteStore::connect(path).map_err(|_| {
-                crate::Error::Locked {
-                    path: path.to_owned(),
-                }
-            })?;
+            let store = crate::store::reader::RemoteStore::connect(path)?;
             Ok(Self::build(
                 Arc::new(store),
                 config,

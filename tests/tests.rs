@@ -39,6 +39,8 @@ mod pg_server;
 mod postgres;
 mod powerloss;
 mod progress;
+#[cfg(unix)]
+mod readers_bounds;
 mod recovery;
 mod redaction;
 mod resume;

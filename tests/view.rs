@@ -232,17 +232,20 @@ fn http_get(port: u16, host: &str, method: &str, path: &str) -> (u16, String) {
     (code, body.to_owned())
 }
 
-#[test]
-fn serve_lists_the_sessions_and_follows_one_while_an_agent_appends() {
+/// A `serve` child, killed when dropped (also when a test fails).
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `serve --port 0` on `db`: the child and its port.
+fn start_serve(db: &Path) -> (Server, u16) {
     use std::io::BufRead;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("db");
-    // This process is the agent: it holds the database the whole time.
-    let journal = Journal::open(&db).unwrap();
-    let s = journal.create_session().unwrap();
-    let e = s.start_evaluation("demo", "files").unwrap();
-    e.user("hello <b>there</b>").unwrap();
-    let mut server = crate::common::cli_command(&db)
+    let mut server = crate::common::cli_command(db)
         .args(["serve", "--port", "0"])
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -257,6 +260,19 @@ fn serve_lists_the_sessions_and_follows_one_while_an_agent_appends() {
         .and_then(|t| t.split('/').next())
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no address in {first:?}"));
+    (Server(server), port)
+}
+
+#[test]
+fn serve_lists_the_sessions_and_follows_one_while_an_agent_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // This process is the agent: it holds the database the whole time.
+    let journal = Journal::open(&db).unwrap();
+    let s = journal.create_session().unwrap();
+    let e = s.start_evaluation("demo", "files").unwrap();
+    e.user("hello <b>there</b>").unwrap();
+    let (_server, port) = start_serve(&db);
     let host = format!("127.0.0.1:{port}");
     let id = s.id().to_string();
 
@@ -329,6 +345,136 @@ fn serve_lists_the_sessions_and_follows_one_while_an_agent_appends() {
             "{dom}"
         );
     }
-    let _ = server.kill();
-    let _ = server.wait();
+}
+
+/// VmRSS of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// The status code at the start of what `c` answers, if any.
+fn status_of(c: &mut std::net::TcpStream) -> Option<u16> {
+    use std::io::Read;
+    c.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut head = [0u8; 12];
+    c.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// `serve` bounds what a client sends: a 100 MB request line or header
+/// line without end costs it no more than a few MB, a head longer than
+/// 16 KiB is refused (431), connections beyond its pool are refused at
+/// once (503), a client sending nothing is dropped after 10 s (408), and
+/// it answers normal requests all along.
+#[test]
+fn serve_bounds_request_heads_connections_and_idle_clients() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    drop(Journal::open(&db).unwrap().create_session().unwrap());
+    let (server, port) = start_serve(&db);
+    let host = format!("127.0.0.1:{port}");
+    assert_eq!(http_get(port, &host, "GET", "/").0, 200);
+    let before = rss_kib(server.0.id());
+    let mut idle = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let opened = Instant::now();
+
+    // 100 MB without an end, in the request line and in a header line.
+    let senders: Vec<_> = [
+        "GET /".to_owned(),
+        format!("GET / HTTP/1.1\r\nHost: {host}\r\nX-Long: "),
+    ]
+    .into_iter()
+    .map(|head| {
+        std::thread::spawn(move || {
+            let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            c.write_all(head.as_bytes()).unwrap();
+            let chunk = vec![b'a'; 1 << 20];
+            let mut sent = 0;
+            while sent < 100 << 20 && c.write_all(&chunk).is_ok() {
+                sent += chunk.len();
+            }
+            sent
+        })
+    })
+    .collect();
+    let mut peak = before;
+    while !senders.iter().all(|s| s.is_finished()) {
+        peak = peak.max(rss_kib(server.0.id()));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for s in senders {
+        let sent = s.join().unwrap();
+        assert!(sent < 50 << 20, "the server read {sent} bytes of it");
+    }
+    peak = peak.max(rss_kib(server.0.id()));
+    eprintln!("serve: VmRSS {before} KiB, at most {peak} KiB while two clients sent 100 MB heads");
+    assert!(
+        peak < before + 4096,
+        "VmRSS grew from {before} to {peak} KiB"
+    );
+    assert_eq!(http_get(port, &host, "GET", "/").0, 200);
+
+    // A head just too long, then silence: the refusal is read.
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        c,
+        "GET / HTTP/1.1\r\nHost: {host}\r\nX-Long: {}",
+        "a".repeat(20 << 10)
+    )
+    .unwrap();
+    assert_eq!(status_of(&mut c), Some(431));
+    // A body is refused.
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        c,
+        "GET / HTTP/1.1\r\nHost: {host}\r\nContent-Length: 3\r\n\r\nabc"
+    )
+    .unwrap();
+    assert_eq!(status_of(&mut c), Some(413));
+
+    // 200 clients that send nothing: those beyond the pool are refused
+    // at once; once they go, the server answers again.
+    let t = Instant::now();
+    let mut many: Vec<_> = (0..200)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    // (Connections the kernel completes late, its accept queue full, are
+    // answered a moment later.)
+    std::thread::sleep(Duration::from_secs(3));
+    let mut refused = 0;
+    for c in &mut many {
+        c.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+        refused += usize::from(status_of_quick(c) == Some(503));
+    }
+    // 16 workers and 64 waiting: the other 120 are refused.
+    assert!(refused >= 110, "{refused} of 200 refused at once");
+    assert!(t.elapsed() < Duration::from_secs(9), "{:?}", t.elapsed());
+    drop(many);
+    assert_eq!(http_get(port, &host, "GET", "/").0, 200);
+
+    // The silent client was dropped with 408 after 10 s.
+    assert_eq!(status_of(&mut idle), Some(408));
+    let waited = opened.elapsed();
+    assert!(
+        waited >= Duration::from_secs(9) && waited < Duration::from_secs(20),
+        "{waited:?}"
+    );
+}
+
+/// [`status_of`] with the timeout already set on `c`.
+fn status_of_quick(c: &mut std::net::TcpStream) -> Option<u16> {
+    use std::io::Read;
+    let mut head = [0u8; 12];
+    c.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
 }
