@@ -344,3 +344,11 @@ fn a_device_or_fifo_given_directly_is_refused_at_once() {
     .expect_err("fifo");
     assert!(e.to_string().contains("not a regular file (a FIFO)"), "{e}");
 }
+
+#[test]
+fn a_record_may_be_twice_the_default_event_limit() {
+    assert_eq!(
+        agent_journal::provider::input::MAX_RECORD_BYTES,
+        2 * agent_journal::format::DEFAULT_MAX_EVENT_BYTES
+    );
+}

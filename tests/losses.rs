@@ -1,8 +1,12 @@
 //! Acknowledged events that sled loses below the journal (a rollback of its
 //! log after damage, its own snapshot files removed): detected at open
-//! against the heads log (`<db>/heads`), reported by the session (as its
-//! damaged tail), by `verify` (exit 3, naming the session and the seq range)
-//! and never passed off as a whole stream.
+//! against the heads log (`<db>/heads`). Where the journal's own records
+//! (write-ahead log, segments, whole frames in sled's file) still hold
+//! them, the open rebuilds the database and gives them all back; where
+//! they do not (here: the heads log made to claim events no record holds),
+//! the loss is reported by the session (as its damaged tail), by `verify`
+//! (exit 3, naming the session and the seq range) and never passed off as a
+//! whole stream.
 
 use std::path::Path;
 
@@ -36,20 +40,80 @@ fn sled_loses(path: &Path, id: SessionId, from: u64, to: u64) {
     db.flush().expect("flush");
 }
 
+/// Appends a record to the heads log saying `head` events of `id` were
+/// acknowledged (the layout of `src/store/heads.rs`): events past what any
+/// record holds, which no rebuild can give back.
+fn acknowledge(path: &Path, id: SessionId, head: u64) {
+    use std::io::Write;
+    let mut body = 1u32.to_le_bytes().to_vec();
+    body.extend_from_slice(id.as_bytes());
+    body.extend_from_slice(&head.to_le_bytes());
+    let mut record = b"AJH1".to_vec();
+    record.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    record.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    record.extend_from_slice(&body);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path.join("heads"))
+        .expect("heads log");
+    f.write_all(&record).expect("append");
+}
+
+/// sled lost events, and the journal's own records hold them all: the open
+/// rebuilds the database from them (the damaged one kept beside it), and
+/// every event is back; a second open has nothing to do.
+#[test]
+fn events_sled_lost_below_an_acknowledged_head_are_given_back_by_the_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let made = closed_db(&path, 2, 20);
+    let want: Vec<_> = {
+        let j = Journal::open(&path).expect("open");
+        made.iter()
+            .map(|(id, _)| j.session(*id).expect("s").events(..).expect("events"))
+            .collect()
+    };
+    let (id, head) = made[0];
+    sled_loses(&path, id, head - 6, head);
+    // The command line's verify reads a copy: the damage is reported.
+    let out = run_cli(&path, &["verify"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let j = Journal::open(&path).expect("open");
+    assert!(j.rebuilt_from().is_some());
+    assert!(j.losses().is_empty());
+    for events in &want {
+        let s = j.session(events[0].session).expect("session");
+        assert_eq!(&s.events(..).expect("events"), events);
+        assert!(s.torn_tail().is_none());
+    }
+    assert!(j.verify(None, |_| {}).expect("verify").is_clean());
+    drop(j);
+    assert!(
+        Journal::open(&path)
+            .expect("again")
+            .rebuilt_from()
+            .is_none()
+    );
+}
+
 #[test]
 fn events_sled_lost_below_an_acknowledged_head_are_reported_not_hidden() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("db");
     let made = closed_db(&path, 2, 20);
-    let (id, head) = made[0];
-    sled_loses(&path, id, head - 6, head);
+    let (id, written) = made[0];
+    sled_loses(&path, id, written - 6, written);
+    // Three more acknowledged than any record holds: no rebuild.
+    let head = written + 3;
+    acknowledge(&path, id, head);
+    let lost = head - (written - 6);
 
     let j = Journal::open(&path).expect("the database still opens");
     assert_eq!(
         j.losses(),
         vec![Loss {
             session: id,
-            held: head - 6,
+            held: written - 6,
             acknowledged: head
         }]
     );
@@ -57,14 +121,17 @@ fn events_sled_lost_below_an_acknowledged_head_are_reported_not_hidden() {
     let tail = s
         .torn_tail()
         .expect("the loss is reported as its damaged end");
-    assert_eq!((tail.start, tail.len), (head - 6, 6));
+    assert_eq!((tail.start, tail.len), (written - 6, lost));
     assert!(tail.reason.contains("acknowledged"), "{tail}");
     let report = j.verify(None, |_| {}).expect("verify");
     let p: Vec<_> = report.problems.iter().filter(|p| p.session == id).collect();
     assert_eq!(p.len(), 1, "{:?}", report.problems);
-    assert_eq!((p[0].kind, p[0].seq), (ProblemKind::Damage, Some(head - 6)));
+    assert_eq!(
+        (p[0].kind, p[0].seq),
+        (ProblemKind::Damage, Some(written - 6))
+    );
     assert!(
-        p[0].message.contains(&format!("{}..{head}", head - 6)),
+        p[0].message.contains(&format!("{}..{head}", written - 6)),
         "{}",
         p[0]
     );
@@ -78,7 +145,7 @@ fn events_sled_lost_below_an_acknowledged_head_are_reported_not_hidden() {
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains(&id.to_string()) && text.contains(&format!("{}..{head}", head - 6)),
+        text.contains(&id.to_string()) && text.contains(&format!("{}..{head}", written - 6)),
         "{text}"
     );
 }
@@ -89,6 +156,7 @@ fn a_loss_stays_reported_until_the_stream_is_cut_and_goes_on() {
     let path = dir.path().join("db");
     let (id, head) = closed_db(&path, 1, 10)[0];
     sled_loses(&path, id, head - 3, head);
+    acknowledge(&path, id, head + 2);
     // Opening and closing without touching the session keeps the loss.
     for _ in 0..2 {
         let j = Journal::open(&path).expect("open");
@@ -113,8 +181,10 @@ fn a_session_sled_lost_whole_is_still_listed_and_reported() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("db");
     let made = closed_db(&path, 2, 5);
-    let (gone, head) = made[1];
-    sled_loses(&path, gone, 0, head);
+    let (gone, written) = made[1];
+    sled_loses(&path, gone, 0, written);
+    let head = written + 1;
+    acknowledge(&path, gone, head);
     let j = Journal::open(&path).expect("open");
     assert!(j.sessions().expect("sessions").contains(&gone));
     let s = j.session(gone).expect("opens empty, with its loss");
@@ -246,7 +316,18 @@ fn salvage_recovers_every_event(compress: bool) {
         // Whether sled refuses it, tried on a second copy (an open rewrites).
         let probe = dir.path().join(format!("probe-{case}"));
         crate::common::copy_dir(&copy, &probe);
-        let opens = Journal::open(&probe).is_ok();
+        // Refused, or rebuilt at open from the journal's records (which
+        // must then hold every event).
+        let opens = match Journal::open(&probe) {
+            Ok(j) if j.rebuilt_from().is_some() => {
+                for (id, head) in &truth {
+                    assert_eq!(j.stream_len(*id).expect("len"), Some(*head), "case {case}");
+                }
+                false
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        };
         let dest = dir.path().join(format!("salvaged-{case}"));
         let r =
             agent_journal::salvage_database(&copy, &dest, agent_journal::DEFAULT_MAX_EVENT_BYTES)
@@ -258,8 +339,6 @@ fn salvage_recovers_every_event(compress: bool) {
         );
         if !opens {
             refused += 1;
-            // Every one of them from the bytes of the files.
-            assert_eq!(r.from_files, r.copied, "case {case}");
             let total = truth.iter().map(|t| t.1).sum::<u64>();
             // Every acknowledged event has a copy outside sled's file (a
             // checkpoint seals what it makes durable into segments; the
@@ -270,7 +349,10 @@ fn salvage_recovers_every_event(compress: bool) {
             }
         }
     }
-    assert!(refused > 0, "no case made sled refuse the database");
+    assert!(
+        refused > 0,
+        "no case made sled refuse the database (or the open rebuild it)"
+    );
 }
 
 /// sled opens a database whose tree holds a key that is not one of ours
@@ -289,17 +371,16 @@ fn salvage_of_a_database_whose_tree_cannot_be_listed_reads_the_files() {
             .expect("insert");
         db.flush().expect("flush");
     }
-    assert!(
-        Journal::open(&path)
-            .expect("sled opens it")
-            .sessions()
-            .is_err()
-    );
     let dest = dir.path().join("salvaged");
     let r = agent_journal::salvage_database(&path, &dest, agent_journal::DEFAULT_MAX_EVENT_BYTES)
         .expect("salvage");
     let total: u64 = made.iter().map(|m| m.1).sum();
-    assert_eq!((r.copied, r.from_files), (total, total), "{:?}", r.dropped);
+    assert_eq!(r.copied, total, "{:?}", r.dropped);
+    // The open itself rebuilds it from the journal's records.
+    let j = Journal::open(&path).expect("rebuilt at open");
+    assert!(j.rebuilt_from().is_some());
+    assert_eq!(j.sessions().expect("sessions").len(), made.len());
+    drop(j);
     let j = Journal::open(&dest).expect("the salvaged database opens");
     for (id, head) in made {
         assert_eq!(j.stream_len(id).expect("len"), Some(head));

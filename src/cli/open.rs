@@ -156,6 +156,11 @@ fn needs_a_copy(e: &Error) -> bool {
 fn read_private_copy(db: &Path, denied: Error) -> Result<Journal, Error> {
     let journal = match Journal::open_private_copy(db, reading()) {
         Ok(j) => j,
+        // Not even readable: that is the error to report, unless the open
+        // failed for want of permission already.
+        Err(e @ Error::Io { .. }) if !permission_denied(&denied) && permission_denied(&e) => {
+            return Err(e);
+        }
         Err(Error::Io { .. }) => return Err(denied),
         Err(e) => return Err(e),
     };
@@ -165,6 +170,11 @@ fn read_private_copy(db: &Path, denied: Error) -> Result<Journal, Error> {
         short_reason(&denied)
     ));
     Ok(journal)
+}
+
+/// Whether `e` is a refusal of the file system's permissions.
+fn permission_denied(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
 }
 
 /// Why a database was not opened for writing, in a few words.

@@ -7,17 +7,16 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::format::DEFAULT_MAX_EVENT_BYTES;
 
 /// The most bytes of one record an import reads before it refuses the
 /// input: 32 MiB, twice the default limit of an event
-/// ([`DEFAULT_MAX_EVENT_BYTES`], room for the escapes and whitespace of its
+/// (`DEFAULT_MAX_EVENT_BYTES`, 16 MiB; room for the escapes and whitespace of its
 /// JSON text). A record is a line of JSON Lines, the message of a Claude
 /// Code record (the rest of the record is skipped unread), an element of a
 /// request's message list or another member of the request. Refused past
 /// it, an import has written nothing; so no input makes an import hold
 /// more than about twice this much of one record (the parse of it).
-pub const MAX_RECORD_BYTES: u64 = 2 * DEFAULT_MAX_EVENT_BYTES;
+pub const MAX_RECORD_BYTES: u64 = 32 << 20;
 
 /// What an import input is ([`check_input`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

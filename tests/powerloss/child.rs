@@ -75,6 +75,9 @@ pub fn run(db: &str, mark: &str) {
         } else {
             agent_journal::DEFAULT_BLOCK_BYTES
         },
+        // The read service's socket holds no data (and is made in a folder
+        // of its own, renamed into place: not what the model is about).
+        serve_readers: false,
         ..JournalConfig::default()
     };
     let marks = Marks(Mutex::new(File::create(mark).expect("child: mark file")));
