@@ -276,6 +276,8 @@ fn answer(store: &dyn Store, request: &str, out: &mut impl Write) -> Result<(), 
 pub(crate) struct RemoteStore {
     socket: PathBuf,
     conn: Mutex<(BufReader<UnixStream>, BufWriter<UnixStream>)>,
+    /// The database's record area: its file, read directly.
+    records: crate::store::records::RecordFile,
 }
 
 /// One item of an answer.
@@ -312,6 +314,7 @@ impl RemoteStore {
                 BufWriter::new(conn),
             )),
             socket,
+            records: crate::store::records::RecordFile::reader(dir),
         };
         store.request(HELLO, |_| Ok(()))?;
         Ok(store)
@@ -502,5 +505,13 @@ impl Store for RemoteStore {
 
     fn read_only(&self) -> bool {
         true
+    }
+
+    fn records(&self) -> Result<Vec<(String, String, Vec<u8>)>> {
+        self.records.records()
+    }
+
+    fn write_records(&self, _: &[(String, String, Option<Vec<u8>>)]) -> Result<()> {
+        Err(Self::read_only())
     }
 }

@@ -106,7 +106,3 @@ pub(super) fn path_bytes(p: &Path) -> Option<Vec<u8>> {
 pub(super) fn path_from(bytes: &[u8]) -> Option<PathBuf> {
     String::from_utf8(bytes.to_vec()).ok().map(PathBuf::from)
 }
-
-pub(super) fn sync_dir(_dir: &Path) -> io::Result<()> {
-    Ok(())
-}

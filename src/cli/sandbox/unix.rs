@@ -176,8 +176,3 @@ pub(super) fn path_bytes(p: &Path) -> Option<Vec<u8>> {
 pub(super) fn path_from(bytes: &[u8]) -> Option<PathBuf> {
     Some(PathBuf::from(OsString::from_vec(bytes.to_vec())))
 }
-
-/// Makes a new entry of the folder `dir` durable.
-pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
