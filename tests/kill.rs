@@ -22,8 +22,11 @@
 //! use and the time to verify a round stay bounded.
 //!
 //! `kill/maintenance.rs` (its source in `kill/fixture.rs`) kills the
-//! binary during `compact`, `salvage`, `import` and `export` instead: the source must be intact and the target
-//! absent (or the older file unchanged) or whole. Its knobs:
+//! binary during `compact`, `salvage`, `import`, `export` and `copy`
+//! (`kill/copy.rs`: sled and `.ajournal` to sled and PostgreSQL) instead:
+//! the source must be intact and the target absent (or the older file
+//! unchanged) or whole; a copy may also leave a session hidden, reported by
+//! `verify`, and finished by the next copy. Its knobs:
 //! `AJ_MAINT_KILL_ROUNDS` (rounds per command), `AJ_MAINT_SESSIONS` and
 //! `AJ_MAINT_EVENTS` (the source), `AJ_MAINT_ONLY=import,export` (only
 //! those commands), `AJ_KILL_SEED`, `AJ_KILL_TIMING`; the long run:
@@ -39,6 +42,7 @@
 mod child;
 mod content;
 mod conversation;
+mod copy;
 mod fixture;
 mod maintenance;
 mod rounds;
@@ -215,8 +219,8 @@ fn a_database_killed_before_sled_created_its_db_file_opens_again() {
     ));
 }
 
-/// Kills during `compact`, `salvage`, `import` and `export` leave the old
-/// state or the whole new one (see `kill/maintenance.rs`).
+/// Kills during `compact`, `salvage`, `import`, `export` and `copy` leave
+/// the old state or the whole new one (see `kill/maintenance.rs`).
 #[test]
 fn sigkill_during_maintenance_leaves_the_old_state_or_the_whole_new_one() {
     let t = maintenance::run_maintenance_kills(

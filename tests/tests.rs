@@ -35,6 +35,7 @@ mod pg_server;
 mod postgres;
 mod powerloss;
 mod progress;
+mod records;
 mod recovery;
 mod resume;
 mod sandbox;
