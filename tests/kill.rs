@@ -28,7 +28,8 @@
 //! unchanged) or whole; a copy may also leave a session hidden, reported by
 //! `verify`, and finished by the next copy. Its knobs:
 //! `AJ_MAINT_KILL_ROUNDS` (rounds per command), `AJ_MAINT_SESSIONS` and
-//! `AJ_MAINT_EVENTS` (the source), `AJ_MAINT_ONLY=import,export` (only
+//! `AJ_MAINT_EVENTS` (the source), `AJ_MAINT_COPY_EVENTS` (each of the
+//! two sessions of the copies' source), `AJ_MAINT_ONLY=import,export` (only
 //! those commands), `AJ_KILL_SEED`, `AJ_KILL_TIMING`; the long run:
 //! `AJ_MAINT_KILL_ROUNDS=100 cargo test --release --test integration kill::maintenance_kills_long -- --ignored --nocapture`
 //!
@@ -228,6 +229,7 @@ fn sigkill_during_maintenance_leaves_the_old_state_or_the_whole_new_one() {
         env_u64("AJ_KILL_SEED", DEFAULT_SEED ^ 0x3A1),
         env_u64("AJ_MAINT_SESSIONS", 5) as usize,
         env_u64("AJ_MAINT_EVENTS", 300),
+        env_u64("AJ_MAINT_COPY_EVENTS", 4_500),
     );
     t.assert_clean();
 }
@@ -241,6 +243,7 @@ fn maintenance_kills_long() {
         env_u64("AJ_KILL_SEED", DEFAULT_SEED ^ 0x3A2),
         env_u64("AJ_MAINT_SESSIONS", 6) as usize,
         env_u64("AJ_MAINT_EVENTS", 600),
+        env_u64("AJ_MAINT_COPY_EVENTS", 30_000),
     );
     t.assert_clean();
 }

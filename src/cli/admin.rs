@@ -103,8 +103,9 @@ pub(crate) fn salvage(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
         // The database's files are read before sled opens it (sled rewrites
         // a damaged log when it opens one); a missing one is named, and
         // nothing is created.
-        let r = agent_journal::salvage_database_with(&cli.db, to, limit, tick)?;
-        r
+        // (The journal's records, the demo's sandbox registry among them,
+        // go into the new database too.)
+        agent_journal::salvage_database_with(&cli.db, to, limit, tick)?
     };
     bar.finish_and_clear();
     if cli.json {

@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use crate::error::{Error, Result};
 use crate::journal::Journal;
 use crate::model::SessionId;
+use crate::store::records::RecordWrite;
 
 /// The namespaces of the crate's own records start with this; the public
 /// writes refuse them.
@@ -129,7 +130,7 @@ impl Journal {
     /// The records `compact` and `salvage` carry into the new database:
     /// all but the journal's own (copy intents name sessions they leave
     /// out).
-    pub(crate) fn carried_records(&self) -> Result<Vec<(String, String, Option<Vec<u8>>)>> {
+    pub(crate) fn carried_records(&self) -> Result<Vec<RecordWrite>> {
         Ok(self
             .inner
             .store

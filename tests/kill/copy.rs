@@ -76,13 +76,14 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
     all
 }
 
-/// What a killed copy left in `target`: `Ok((listed, hidden))`, the
-/// sessions listed (each whole) and those left in part (hidden, and
-/// reported by `verify`), or what is wrong.
-fn classify(f: &Fixture, target: &Path) -> Result<(u64, u64), String> {
+/// What a killed copy left in `target`: `Ok((listed, hidden, cut))`, the
+/// sessions listed (each whole), those hidden (named by the copy's intent,
+/// reported by `verify`), and of those the ones cut short, or what is
+/// wrong.
+fn classify(f: &Fixture, target: &Path) -> Result<(u64, u64, u64), String> {
     let is_url = path_str(target).contains("://");
     if !is_url && !target.exists() {
-        return Ok((0, 0));
+        return Ok((0, 0, 0));
     }
     let journal = Journal::open_with(
         target,
@@ -95,7 +96,7 @@ fn classify(f: &Fixture, target: &Path) -> Result<(u64, u64), String> {
     let journal = match journal {
         Ok(j) => j,
         // A PostgreSQL schema the kill came before.
-        Err(agent_journal::Error::NotAJournal { .. }) if is_url => return Ok((0, 0)),
+        Err(agent_journal::Error::NotAJournal { .. }) if is_url => return Ok((0, 0, 0)),
         Err(e) => return Err(format!("the target does not open: {e}")),
     };
     let listed: BTreeSet<SessionId> = journal
@@ -107,12 +108,13 @@ fn classify(f: &Fixture, target: &Path) -> Result<(u64, u64), String> {
     if let Some(x) = listed.difference(&want).next() {
         return Err(format!("lists session {x}, not one of the source"));
     }
-    let mut hidden = Vec::new();
+    let (mut hidden, mut cut) = (Vec::new(), 0);
     for &(id, len) in &f.sessions {
         if listed.contains(&id) {
             check_session(&journal, id, len).map_err(|e| format!("a listed {e}"))?;
-        } else if journal.stream_len(id).map_err(|e| e.to_string())?.is_some() {
+        } else if let Some(held) = journal.stream_len(id).map_err(|e| e.to_string())? {
             hidden.push(id);
+            cut += u64::from(held < len);
         }
     }
     let report = journal
@@ -137,7 +139,7 @@ fn classify(f: &Fixture, target: &Path) -> Result<(u64, u64), String> {
     if hidden.is_empty() && !report.is_clean() {
         return Err(format!("verify: {:?}", report.problems));
     }
-    Ok((listed.len() as u64, hidden.len() as u64))
+    Ok((listed.len() as u64, hidden.len() as u64, cut))
 }
 
 fn remove(target: &Path) {
@@ -147,15 +149,25 @@ fn remove(target: &Path) {
 }
 
 /// `rounds` kills of each kind of copy (more, up to three times as many,
-/// until one was killed).
+/// until one was killed). `f` should hold sessions of more than 4,096
+/// events: a copy writes a session in atomic appends of 4,096, so only
+/// such sessions can be left cut short.
 pub(super) fn copy_rounds(f: &Fixture, t: &mut MaintTotals, rng: &mut Rng, rounds: u64) {
     for kind in kinds(f) {
         let name = kind.name;
         let target = (kind.target)(u64::MAX);
         let (out, mut full) = run_whole(command(&kind.from, &target));
         assert!(out.status.success(), "copy {name}: {}", stderr(&out));
+        let checking = std::time::Instant::now();
         if let Err(e) = check_whole(&target, &f.sessions) {
             panic!("copy {name}, a whole run: {e}");
+        }
+        if std::env::var_os("AJ_KILL_TIMING").is_some() {
+            eprintln!(
+                "  copy {name}: a whole run {:.2} s, its check {:.2} s",
+                full.as_secs_f64(),
+                checking.elapsed().as_secs_f64()
+            );
         }
         remove(&target);
         let mut killed = 0;
@@ -170,9 +182,12 @@ pub(super) fn copy_rounds(f: &Fixture, t: &mut MaintTotals, rng: &mut Rng, round
                     killed += 1;
                     t.copy += 1;
                     match classify(f, &target) {
-                        Ok((0, 0)) => t.absent += 1,
-                        Ok((_, 0)) => t.whole += 1,
-                        Ok((_, hidden)) => t.copy_hidden += hidden,
+                        Ok((0, 0, _)) => t.absent += 1,
+                        Ok((_, 0, _)) => t.whole += 1,
+                        Ok((_, hidden, cut)) => {
+                            t.copy_hidden += hidden;
+                            t.copy_cut += cut;
+                        }
                         Err(e) => {
                             t.incomplete += 1;
                             t.problem(format!(

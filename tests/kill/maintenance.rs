@@ -39,6 +39,8 @@ pub struct MaintTotals {
     /// Sessions a killed copy left in part (hidden, reported by `verify`,
     /// finished by the next copy).
     pub copy_hidden: u64,
+    /// Of those, sessions cut short (fewer events than the source's).
+    pub copy_cut: u64,
     /// Runs that finished before their kill (checked as whole runs).
     pub finished: u64,
     /// Targets left absent (or an older file unchanged) by a kill.
@@ -518,8 +520,17 @@ fn export_rounds(f: &Fixture, t: &mut MaintTotals, rng: &mut Rng, rounds: u64) {
     remove(&target);
 }
 
-/// Runs `rounds` kills of each command against one fixture.
-pub fn run_maintenance_kills(rounds: u64, seed: u64, sessions: usize, events: u64) -> MaintTotals {
+/// Runs `rounds` kills of each command against one fixture (a third as
+/// many of each kind of `copy`, against a fixture of two sessions of
+/// `copy_events` events: longer than a copy's atomic appends of 4,096, so
+/// that a kill can cut one short).
+pub fn run_maintenance_kills(
+    rounds: u64,
+    seed: u64,
+    sessions: usize,
+    events: u64,
+    copy_events: u64,
+) -> MaintTotals {
     let started = Instant::now();
     let f = fixture(sessions, events);
     let built = started.elapsed();
@@ -565,7 +576,8 @@ pub fn run_maintenance_kills(rounds: u64, seed: u64, sessions: usize, events: u6
         lap("export");
     }
     if run("copy") {
-        super::copy::copy_rounds(&f, &mut t, &mut rng, rounds);
+        let big = fixture(2, copy_events);
+        super::copy::copy_rounds(&big, &mut t, &mut rng, rounds.div_ceil(3));
         lap("copy");
     }
     eprintln!(
@@ -575,12 +587,13 @@ pub fn run_maintenance_kills(rounds: u64, seed: u64, sessions: usize, events: u6
     );
     eprintln!(
         "  (seed {seed}; {sessions} sessions of ~{events} events; targets absent or unchanged {}, \
-         whole {}, imports rolled back {}, sessions a killed copy left hidden {}, runs that finished first {}, failed re-runs {}, \
+         whole {}, imports rolled back {}, sessions a killed copy left hidden {} (cut short {}), runs that finished first {}, failed re-runs {}, \
          damaged sources {}, leftovers {}; fixture {:.1} s, total {:.1} s)",
         t.absent,
         t.whole,
         t.rolled_back,
         t.copy_hidden,
+        t.copy_cut,
         t.finished,
         t.rerun_failed,
         t.source_damaged,
