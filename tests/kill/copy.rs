@@ -156,18 +156,11 @@ pub(super) fn copy_rounds(f: &Fixture, t: &mut MaintTotals, rng: &mut Rng, round
     for kind in kinds(f) {
         let name = kind.name;
         let target = (kind.target)(u64::MAX);
+        // (A whole run is checked after every kill: the re-run.)
         let (out, mut full) = run_whole(command(&kind.from, &target));
         assert!(out.status.success(), "copy {name}: {}", stderr(&out));
-        let checking = std::time::Instant::now();
-        if let Err(e) = check_whole(&target, &f.sessions) {
-            panic!("copy {name}, a whole run: {e}");
-        }
         if std::env::var_os("AJ_KILL_TIMING").is_some() {
-            eprintln!(
-                "  copy {name}: a whole run {:.2} s, its check {:.2} s",
-                full.as_secs_f64(),
-                checking.elapsed().as_secs_f64()
-            );
+            eprintln!("  copy {name}: a whole run {:.2} s", full.as_secs_f64());
         }
         remove(&target);
         let mut killed = 0;

@@ -520,8 +520,8 @@ fn export_rounds(f: &Fixture, t: &mut MaintTotals, rng: &mut Rng, rounds: u64) {
     remove(&target);
 }
 
-/// Runs `rounds` kills of each command against one fixture (a third as
-/// many of each kind of `copy`, against a fixture of two sessions of
+/// Runs `rounds` kills of each command against one fixture (a sixth as
+/// many of each of the four kinds of `copy`, against a fixture of two sessions of
 /// `copy_events` events: longer than a copy's atomic appends of 4,096, so
 /// that a kill can cut one short).
 pub fn run_maintenance_kills(
@@ -577,7 +577,7 @@ pub fn run_maintenance_kills(
     }
     if run("copy") {
         let big = fixture(2, copy_events);
-        super::copy::copy_rounds(&big, &mut t, &mut rng, rounds.div_ceil(3));
+        super::copy::copy_rounds(&big, &mut t, &mut rng, rounds.div_ceil(6));
         lap("copy");
     }
     eprintln!(
