@@ -78,7 +78,7 @@ impl Journal {
             events: 0,
         };
         for &id in &ids {
-            match self.copy_session(dest, id, &mut progress) {
+            match self.copy_session_again_on_conflict(dest, id, &mut progress) {
                 Ok(n) => {
                     report.events += n;
                     report.sessions.push(id);
@@ -101,5 +101,34 @@ impl Journal {
         dest.flush()?;
         dest.write_records(&intent(true))?;
         Ok(report)
+    }
+
+    /// [`Journal::copy_session`], started again (the session deleted from
+    /// `dest` first) when an append meets a stream it did not write: on a
+    /// database server, the last append of a copy killed a moment before
+    /// may still be running in the server when the next copy starts, and
+    /// commit after it deleted what that copy left. It lands only where it
+    /// finds the head it expected, so this copy's next append then
+    /// conflicts (nothing written) and the session is copied again from
+    /// zero; a server ends such a statement soon after its client died, so
+    /// three tries, a little apart, are plenty.
+    fn copy_session_again_on_conflict(
+        &self,
+        dest: &Journal,
+        id: SessionId,
+        progress: &mut impl FnMut(u64),
+    ) -> Result<u64> {
+        let mut tries = 0u64;
+        loop {
+            match self.copy_session(dest, id, progress) {
+                Err(Error::Conflict { .. }) if tries < 3 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(100 * tries));
+                    dest.forget(id);
+                    dest.inner.write(|store| store.delete_session(id))?;
+                }
+                other => return other,
+            }
+        }
     }
 }
