@@ -52,6 +52,14 @@ pub enum Error {
     /// No session with this id exists in the journal.
     #[error("session {0} not found")]
     SessionNotFound(SessionId),
+    /// The session is one that a copy into this journal left in part: the
+    /// copy stopped (was killed, failed) before its last event was durable.
+    /// Run the copy again (it replaces the session), or delete it.
+    #[error(
+        "session {0} is incomplete: a copy into this journal stopped before its last event; \
+         run the copy again to finish it"
+    )]
+    IncompleteSession(SessionId),
     /// A seq or range beyond the stream's head.
     #[error("session {session}: seq {seq} is past the head (the stream has {len} events)")]
     SeqOutOfRange {
@@ -265,6 +273,7 @@ impl Error {
             Error::Corruption { .. } => "corruption",
             Error::Conflict { .. } => "conflict",
             Error::SessionNotFound(_) => "session_not_found",
+            Error::IncompleteSession(_) => "incomplete_session",
             Error::SeqOutOfRange { .. } => "seq_out_of_range",
             Error::ConversationNotFound(_) => "conversation_not_found",
             Error::AlreadyFinished { .. } => "already_finished",

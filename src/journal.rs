@@ -1,6 +1,7 @@
 //! The journal: the user's handle over a store.
 
 pub(crate) mod intent;
+pub(crate) mod records;
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -536,9 +537,17 @@ impl Journal {
         self.inner.store.len(id)
     }
 
-    /// The ids of every session, in creation order.
+    /// The ids of every session, in creation order. A session that a copy
+    /// into this journal left in part (the copy stopped before its last
+    /// event was durable) is not listed: `verify` reports it, and the next
+    /// [`Journal::copy_to`] replaces it.
     pub fn sessions(&self) -> Result<Vec<SessionId>> {
-        self.inner.store.sessions()
+        let mut ids = self.inner.store.sessions()?;
+        let partial = self.incomplete_copies()?;
+        if !partial.is_empty() {
+            ids.retain(|id| !partial.contains(id));
+        }
+        Ok(ids)
     }
 
     /// Acknowledged events that were found missing when the journal was

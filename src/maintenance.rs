@@ -7,6 +7,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::event::{Envelope, Event};
 use crate::format;
+use crate::journal::records::COPYING;
 use crate::journal::{Journal, JournalConfig};
 use crate::model::SessionId;
 use crate::store::Durability;
@@ -79,8 +80,19 @@ impl Journal {
     /// doubt (started, never finished) and `force` is false: deleting it
     /// would lose the only record that the tool may have had its effect;
     /// [`Error::InvalidInput`] (even with `force`) while forks read its
-    /// events ([`Journal::forks_of`]): delete them first.
+    /// events ([`Journal::forks_of`]): delete them first. A session that a
+    /// copy left in part ([`Error::IncompleteSession`]) is deleted whatever
+    /// it holds.
     pub fn delete_session(&self, id: SessionId, force: bool) -> Result<()> {
+        if self.incomplete_copies()?.contains(&id) {
+            // Left in part by a copy: not a session of this journal yet.
+            self.forget(id);
+            self.inner.write(|store| {
+                store.delete_session(id)?;
+                store.flush(Durability::Synced)
+            })?;
+            return self.write_records(&[(COPYING.into(), id.to_string(), None)]);
+        }
         let session = self.session(id)?;
         // Forks read this session's first events: it stays while they do.
         let forks = self.forks_of(id)?;
@@ -179,6 +191,13 @@ impl Journal {
                 report.sessions += 1;
             }
             out.inner.write(|store| store.flush(Durability::Synced))?;
+            // The records kept beside the sessions (the demo's sandbox
+            // registry) go along; copy intents do not (their sessions were
+            // left out).
+            let carried = self.carried_records()?;
+            if !carried.is_empty() {
+                out.write_records(&carried)?;
+            }
             report.bytes_after = out.size_on_disk()?;
             Ok(report)
         })
@@ -367,8 +386,30 @@ impl Journal {
         }
         let (sessions, duplicates) = group(records);
         dropped.extend(duplicates);
-        let mut report =
-            write_salvaged(dest, sessions, dropped, true, self.compressed(), progress)?;
+        // Sessions a copy left in part: not listed above, named here.
+        for id in self.incomplete_copies().unwrap_or_default() {
+            if self.inner.store.len(id).ok().flatten().is_some() {
+                dropped.push(salvage::left_by_a_copy(id));
+            }
+        }
+        let carried = self.carried_records().unwrap_or_else(|e| {
+            dropped.push(problem(
+                SessionId::from_bytes([0; 16]),
+                None,
+                None,
+                e.to_string(),
+            ));
+            Vec::new()
+        });
+        let mut report = write_salvaged(
+            dest,
+            sessions,
+            dropped,
+            true,
+            self.compressed(),
+            &carried,
+            progress,
+        )?;
         report.from_files = from_files;
         Ok(report)
     }

@@ -36,6 +36,10 @@ pub enum ProblemKind {
     /// The cached snapshot is unreadable or differs from the fold (harmless:
     /// it is ignored, but it is reported).
     Snapshot,
+    /// A session that a copy into this journal left in part: the copy
+    /// stopped before its last event was durable. Not listed by
+    /// [`Journal::sessions`]; the next copy replaces it.
+    Incomplete,
 }
 
 impl std::fmt::Display for Problem {
@@ -65,9 +69,12 @@ pub struct VerifyReport {
 }
 
 impl VerifyReport {
-    /// True if some event frame is damaged (CLI exit code 3).
+    /// True if some event frame is damaged, or a session is incomplete
+    /// (CLI exit code 3).
     pub fn has_damage(&self) -> bool {
-        self.problems.iter().any(|p| p.kind == ProblemKind::Damage)
+        self.problems
+            .iter()
+            .any(|p| matches!(p.kind, ProblemKind::Damage | ProblemKind::Incomplete))
     }
 
     /// True if nothing at all was found.
@@ -90,6 +97,7 @@ impl Journal {
         session: Option<SessionId>,
         mut progress: impl FnMut(u64),
     ) -> Result<VerifyReport> {
+        let partial = self.incomplete_copies()?;
         let ids = match session {
             Some(id) => {
                 if self.inner.store.len(id)?.is_none() {
@@ -97,10 +105,25 @@ impl Journal {
                 }
                 vec![id]
             }
-            None => self.sessions()?,
+            None => self.inner.store.sessions()?,
         };
         let mut report = VerifyReport::default();
         for id in ids {
+            if partial.contains(&id) {
+                // Its events may stop anywhere: whole frames, but not all.
+                let held = self.inner.store.len(id)?.unwrap_or(0);
+                report.problems.push(Problem {
+                    session: id,
+                    seq: None,
+                    offset: None,
+                    kind: ProblemKind::Incomplete,
+                    message: format!(
+                        "incomplete copy: a copy into this journal stopped after writing \
+                         {held} events of it; rerun the copy to finish it"
+                    ),
+                });
+                continue;
+            }
             verify_session(self, id, &mut report, &mut progress)?;
         }
         // Acknowledged events the store no longer holds (found when it was

@@ -22,10 +22,14 @@
 //! use and the time to verify a round stay bounded.
 //!
 //! `kill/maintenance.rs` (its source in `kill/fixture.rs`) kills the
-//! binary during `compact`, `salvage`, `import` and `export` instead: the source must be intact and the target
-//! absent (or the older file unchanged) or whole. Its knobs:
+//! binary during `compact`, `salvage`, `import`, `export` and `copy`
+//! (`kill/copy.rs`: sled and `.ajournal` to sled and PostgreSQL) instead:
+//! the source must be intact and the target absent (or the older file
+//! unchanged) or whole; a copy may also leave a session hidden, reported by
+//! `verify`, and finished by the next copy. Its knobs:
 //! `AJ_MAINT_KILL_ROUNDS` (rounds per command), `AJ_MAINT_SESSIONS` and
-//! `AJ_MAINT_EVENTS` (the source), `AJ_MAINT_ONLY=import,export` (only
+//! `AJ_MAINT_EVENTS` (the source), `AJ_MAINT_COPY_EVENTS` (each of the
+//! two sessions of the copies' source), `AJ_MAINT_ONLY=import,export` (only
 //! those commands), `AJ_KILL_SEED`, `AJ_KILL_TIMING`; the long run:
 //! `AJ_MAINT_KILL_ROUNDS=100 cargo test --release --test integration kill::maintenance_kills_long -- --ignored --nocapture`
 //!
@@ -39,6 +43,7 @@
 mod child;
 mod content;
 mod conversation;
+mod copy;
 mod fixture;
 mod maintenance;
 mod rounds;
@@ -215,8 +220,8 @@ fn a_database_killed_before_sled_created_its_db_file_opens_again() {
     ));
 }
 
-/// Kills during `compact`, `salvage`, `import` and `export` leave the old
-/// state or the whole new one (see `kill/maintenance.rs`).
+/// Kills during `compact`, `salvage`, `import`, `export` and `copy` leave
+/// the old state or the whole new one (see `kill/maintenance.rs`).
 #[test]
 fn sigkill_during_maintenance_leaves_the_old_state_or_the_whole_new_one() {
     let t = maintenance::run_maintenance_kills(
@@ -224,6 +229,7 @@ fn sigkill_during_maintenance_leaves_the_old_state_or_the_whole_new_one() {
         env_u64("AJ_KILL_SEED", DEFAULT_SEED ^ 0x3A1),
         env_u64("AJ_MAINT_SESSIONS", 5) as usize,
         env_u64("AJ_MAINT_EVENTS", 300),
+        env_u64("AJ_MAINT_COPY_EVENTS", 4_500),
     );
     t.assert_clean();
 }
@@ -237,6 +243,7 @@ fn maintenance_kills_long() {
         env_u64("AJ_KILL_SEED", DEFAULT_SEED ^ 0x3A2),
         env_u64("AJ_MAINT_SESSIONS", 6) as usize,
         env_u64("AJ_MAINT_EVENTS", 600),
+        env_u64("AJ_MAINT_COPY_EVENTS", 30_000),
     );
     t.assert_clean();
 }

@@ -124,6 +124,17 @@ impl World {
     /// is `label`, stopped with `calls` pending (`in_doubt` of them started);
     /// imported into the world's database. Returns the session's id.
     fn import_crafted(&self, label: &Path, calls: &[Call], in_doubt: &[&str]) -> String {
+        self.import_crafted_into(&self.db(), label, calls, in_doubt)
+    }
+
+    /// [`World::import_crafted`] into the journal at `db`.
+    fn import_crafted_into(
+        &self,
+        db: &Path,
+        label: &Path,
+        calls: &[Call],
+        in_doubt: &[&str],
+    ) -> String {
         let craft_db = self.root().join("craft.db");
         let file = self.root().join("crafted.ajournal");
         let id = {
@@ -170,10 +181,7 @@ impl World {
             s.id().to_string()
         };
         std::fs::remove_dir_all(&craft_db).expect("remove the crafting database");
-        let out = run_cli(
-            &self.db(),
-            &["import", path_str(&file), "--format", "journal"],
-        );
+        let out = run_cli(db, &["import", path_str(&file), "--format", "journal"]);
         assert!(out.status.success(), "import: {}", text(&out.stderr));
         id
     }
@@ -289,14 +297,15 @@ fn symlink(target: &Path, link: &Path) {
     std::os::unix::fs::symlink(target, link).expect("symlink");
 }
 
+/// The namespace of the demo's sandbox registry in a journal's records.
+const REGISTRY: &str = "demo.sandboxes";
+
 /// Writes a registry entry naming `folder` for session `id` into the
-/// world's database directory, as someone who can write there could.
+/// world's database, as someone who can write there could.
 fn forge_registry(w: &World, id: &str, folder: &Path) {
-    let hex: String = path_str(folder)
-        .bytes()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    std::fs::write(w.db().join("demo-sandboxes"), format!("v1 {id} {hex}\n")).expect("forge");
+    let j = Journal::open(w.db()).expect("open");
+    j.put_record(REGISTRY, id, path_str(folder).as_bytes())
+        .expect("forge");
 }
 
 #[test]
@@ -334,4 +343,70 @@ fn a_compacted_or_salvaged_database_keeps_its_sessions_sandboxes() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// `demo` then `resume` from another process, without `--sandbox`: the
+/// resume finds the folder the demo recorded in the journal's own records
+/// (on sled, and on PostgreSQL, where there is no folder to keep a file
+/// in); a session imported there with a `sandbox` label still is not
+/// resumed in the folder it names.
+fn demo_then_resume_finds_its_sandbox(db: &Path, root: &Path) {
+    let sb = root.join("sandboxes");
+    let out = run_cli(
+        db,
+        &[
+            "--json",
+            "demo",
+            "--sandbox",
+            path_str(&sb),
+            "--crash-after",
+            "9",
+        ],
+    );
+    assert!(!out.status.success(), "it crashed");
+    let j = Journal::open(db).expect("open");
+    let id = j.sessions().expect("sessions")[0].to_string();
+    let recorded = j.record(REGISTRY, &id).expect("record").expect("recorded");
+    assert!(
+        String::from_utf8_lossy(&recorded).starts_with(path_str(&sb)),
+        "{}",
+        String::from_utf8_lossy(&recorded)
+    );
+    drop(j);
+    let out = run_cli(db, &["resume", &id]);
+    assert!(out.status.success(), "resume: {}", text(&out.stderr));
+    // An imported journal whose label names a folder chooses nothing.
+    let w = World::new();
+    let home = w.home();
+    let imported = w.import_crafted_into(db, &home, &[write("c", ".bashrc")], &[]);
+    let j = Journal::open(db).expect("open");
+    assert_eq!(j.record(REGISTRY, &imported).expect("record"), None);
+    drop(j);
+    let out = run_cli(db, &["resume", &imported]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--sandbox"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join(".bashrc")).expect("rc"),
+        BASHRC
+    );
+}
+
+#[test]
+fn demo_then_resume_from_another_process_finds_its_sandbox_on_sled() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    demo_then_resume_finds_its_sandbox(&dir.path().join("db"), dir.path());
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn demo_then_resume_from_another_process_finds_its_sandbox_on_postgres() {
+    let Some(url) = crate::pg_server::fresh_url() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    demo_then_resume_finds_its_sandbox(Path::new(&url), dir.path());
 }

@@ -41,6 +41,7 @@ mod powerloss;
 mod progress;
 #[cfg(unix)]
 mod readers_bounds;
+mod records;
 mod recovery;
 mod redaction;
 mod resume;

@@ -70,7 +70,6 @@ pub(crate) fn compact(cli: &Cli, args: &CompactArgs) -> Result<ExitCode, Error> 
     let bar = progress(total, "compact");
     let r = journal.compact_to_with(to, compress, |k| bar.inc(k))?;
     bar.finish_and_clear();
-    crate::cli::sandbox::copy_registry(&cli.db, to)?;
     if cli.json {
         print_json(&serde_json::json!({
             "sessions": r.sessions, "events": r.events,
@@ -104,9 +103,9 @@ pub(crate) fn salvage(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
         // The database's files are read before sled opens it (sled rewrites
         // a damaged log when it opens one); a missing one is named, and
         // nothing is created.
-        let r = agent_journal::salvage_database_with(&cli.db, to, limit, tick)?;
-        crate::cli::sandbox::copy_registry(&cli.db, to)?;
-        r
+        // (The journal's records, the demo's sandbox registry among them,
+        // go into the new database too.)
+        agent_journal::salvage_database_with(&cli.db, to, limit, tick)?
     };
     bar.finish_and_clear();
     if cli.json {
@@ -212,7 +211,12 @@ pub(crate) fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error
             let first = report
                 .problems
                 .iter()
-                .find(|p| p.kind == agent_journal::ProblemKind::Damage)
+                .find(|p| {
+                    matches!(
+                        p.kind,
+                        agent_journal::ProblemKind::Damage | agent_journal::ProblemKind::Incomplete
+                    )
+                })
                 .map(|p| p.to_string())
                 .or(file_damage.map(|d| format!("{}: {d}", cli.db.display())))
                 .or(rebuilt)

@@ -135,14 +135,13 @@ fn drive(engine: &ConversationEngine, id: ConversationId) -> Result<(), Error> {
 /// tools in a new folder under `sandbox_root`; returns its id and that folder.
 pub(crate) fn run(
     journal: &Journal,
-    db: &Path,
     sandbox_root: &Path,
 ) -> Result<(ConversationId, PathBuf), Error> {
     let sandbox = Arc::new(Sandbox::create_under(sandbox_root)?);
     let engine = engine(journal, &sandbox);
     // Recorded outside the session's events, before the conversation exists.
     let id = ConversationId::new();
-    sandbox.admit(db, id)?;
+    sandbox.admit(journal, id)?;
     let conversation = engine.create_conversation(CreateConversation {
         id: Some(id),
         title: Some("Todo list in the sandbox".into()),
@@ -171,7 +170,6 @@ pub(crate) struct Resumed {
 /// Refusals come before anything is written: a conversation the demo did
 /// not make, one with nothing left to do, a session without a sandbox.
 pub(crate) fn resume(
-    db: &Path,
     session: &Session,
     mode: ResumeMode,
     interrupt_never_tools: bool,
@@ -201,14 +199,14 @@ pub(crate) fn resume(
     }
     let sandbox = Arc::new(match chosen {
         Some(dir) => Sandbox::chosen(dir)?,
-        None => Sandbox::recorded(db, id, label_of(session).as_deref())?,
+        None => Sandbox::recorded(session.journal(), id, label_of(session).as_deref())?,
     });
     let target = match mode {
         ResumeMode::Continue => session.clone(),
         ResumeMode::Fork => session.fork(session.head().saturating_sub(1))?,
     };
     if target.id() != id || chosen.is_some() {
-        sandbox.admit(db, target.id())?;
+        sandbox.admit(session.journal(), target.id())?;
     }
     let engine = engine(session.journal(), &sandbox);
     let options = ResumeTurn {

@@ -202,7 +202,6 @@ fn with_tools<T>(sandbox: &Arc<Sandbox>, f: impl FnOnce(&InnerLoop<'_>) -> T) ->
 /// folder under `sandbox_root`; returns its result and that folder.
 pub(crate) fn run(
     journal: &Journal,
-    db: &Path,
     sandbox_root: &Path,
     lease: &LeaseArgs,
 ) -> Result<(LoopResult, PathBuf), Error> {
@@ -217,7 +216,7 @@ pub(crate) fn run(
     ];
     let session = journal.create_session_with_labels(labels)?;
     // Recorded outside the session's events, before any tool runs.
-    sandbox.admit(db, session.id())?;
+    sandbox.admit(journal, session.id())?;
     let held = hold(&session, lease)?;
     let result = with_tools(&sandbox, |lp| {
         lp.run(&session, PROMPT_NS, PROMPT_KEY, SYSTEM, USER)
@@ -254,7 +253,6 @@ pub(crate) fn label_of(session: &Session) -> Option<String> {
 /// from), then the sandbox's ([`Error::InvalidInput`] naming the session and
 /// what is missing).
 pub(crate) fn resume(
-    db: &Path,
     session: &Session,
     plan: &ResumePlan,
     mode: ResumeMode,
@@ -277,14 +275,18 @@ pub(crate) fn resume(
     }
     let sandbox = Arc::new(match chosen {
         Some(dir) => Sandbox::chosen(dir)?,
-        None => Sandbox::recorded(db, session.id(), label_of(session).as_deref())?,
+        None => Sandbox::recorded(
+            session.journal(),
+            session.id(),
+            label_of(session).as_deref(),
+        )?,
     });
     let target = match mode {
         ResumeMode::Continue => session.clone(),
         ResumeMode::Fork => session.fork(plan.crash_point)?,
     };
     if target.id() != session.id() || chosen.is_some() {
-        sandbox.admit(db, target.id())?;
+        sandbox.admit(session.journal(), target.id())?;
     }
     let options = ResumeOptions {
         mode: ResumeMode::Continue,

@@ -207,6 +207,7 @@ pub fn main() -> ExitCode {
         Err(e) => {
             let code = match e {
                 _ if e.is_corruption() => 3,
+                Error::IncompleteSession(_) => 3,
                 Error::Fenced { .. } | Error::LeaseHeld { .. } => 4,
                 _ => 1,
             };

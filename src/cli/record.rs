@@ -104,7 +104,7 @@ pub(crate) fn demo(cli: &Cli, args: &DemoArgs) -> Result<ExitCode, Error> {
         }
         return demo_conversation(cli, &journal, &sandbox);
     }
-    let (result, sandbox) = demo::run(&journal, &cli.db, &sandbox, &args.lease)?;
+    let (result, sandbox) = demo::run(&journal, &sandbox, &args.lease)?;
     let session = &result.session;
     if cli.json {
         print_json(&serde_json::json!({
@@ -139,7 +139,7 @@ pub(crate) fn demo(cli: &Cli, args: &DemoArgs) -> Result<ExitCode, Error> {
 
 /// `demo --conversation`: the conversation, then its turns.
 fn demo_conversation(cli: &Cli, journal: &Journal, sandbox: &Path) -> Result<ExitCode, Error> {
-    let (id, sandbox) = conversation_demo::run(journal, &cli.db, sandbox)?;
+    let (id, sandbox) = conversation_demo::run(journal, sandbox)?;
     let session = journal.session(id)?;
     let state = session.state_cloned();
     let log = state.conversation_log();
@@ -185,13 +185,7 @@ fn resume_conversation(
     mode: ResumeMode,
 ) -> Result<ExitCode, Error> {
     let from = s.head();
-    let r = conversation_demo::resume(
-        &cli.db,
-        s,
-        mode,
-        args.interrupt_never,
-        args.sandbox.as_deref(),
-    )?;
+    let r = conversation_demo::resume(s, mode, args.interrupt_never, args.sandbox.as_deref())?;
     let target = &r.target;
     if cli.json {
         let turns: Vec<serde_json::Value> = r
@@ -252,7 +246,6 @@ pub(crate) fn resume(cli: &Cli, args: &ResumeArgs) -> Result<ExitCode, Error> {
     };
     let plan = s.resume_plan()?;
     let (result, sandbox) = demo::resume(
-        &cli.db,
         &s,
         &plan,
         mode,

@@ -16,8 +16,10 @@
 //!
 //! **Which folder.** A session's events (its `sandbox` label included) never
 //! choose the folder: an imported journal keeps its labels. `demo` records
-//! the folder it made for a session in `<db>/demo-sandboxes`, a file of the
-//! database directory that no session, exported file or import writes, and
+//! the folder it made for a session in the journal's record area
+//! ([`Journal::put_record`], namespace `demo.sandboxes`: a sled database's
+//! `records` file, a PostgreSQL journal's `records` table), which no
+//! session, exported file, import or copy of sessions writes, and
 //! the folder itself lists the sessions allowed in it
 //! (`.agent-journal-sandbox`). `resume` without `--sandbox` uses a folder
 //! only when both agree; otherwise the user names one.
@@ -25,7 +27,7 @@
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-use agent_journal::{Error, SessionId};
+use agent_journal::{Error, Journal, SessionId};
 
 mod calls;
 #[cfg(not(unix))]
@@ -37,7 +39,6 @@ mod unix;
 pub(crate) use calls::{CallRecord, encode};
 #[cfg(not(unix))]
 use portable as sys;
-pub(crate) use registry::copy as copy_registry;
 #[cfg(unix)]
 use unix as sys;
 
@@ -128,7 +129,7 @@ impl Sandbox {
     /// nothing is recorded for it, the folder cannot be opened (or is now a
     /// link), or the folder does not list the session.
     pub(crate) fn recorded(
-        db: &Path,
+        journal: &Journal,
         id: SessionId,
         label: Option<&str>,
     ) -> Result<Sandbox, Error> {
@@ -141,11 +142,12 @@ impl Sandbox {
                  resume {id} --sandbox DIR"
             ))
         };
-        let Some(path) = registry::lookup(db, id)? else {
+        let Some(path) = registry::lookup(journal, id)? else {
             return Err(refuse(format!(
-                "no sandbox is recorded for it in {} (`demo` records one; an imported \
-                 session or a `fork` copy has none)",
-                db.join(registry::REGISTRY).display()
+                "no sandbox is recorded for it in this journal's records (namespace {}: \
+                 `demo` records one; an imported or copied session, or a `fork` copy, has \
+                 none)",
+                registry::NAMESPACE
             )));
         };
         let sandbox = Sandbox::open(&path)
@@ -164,9 +166,9 @@ impl Sandbox {
         Ok(sandbox)
     }
 
-    /// Records in this folder and in the database at `db` that session `id`
-    /// runs its tools here, durably, before any of its tools runs.
-    pub(crate) fn admit(&self, db: &Path, id: SessionId) -> Result<(), Error> {
+    /// Records in this folder and in `journal` that session `id` runs its
+    /// tools here, durably, before any of its tools runs.
+    pub(crate) fn admit(&self, journal: &Journal, id: SessionId) -> Result<(), Error> {
         let marker = self.path.join(ADMITTED);
         let io = |e: io::Error| Error::Io {
             context: format!("recording session {id} in {}", marker.display()),
@@ -178,7 +180,7 @@ impl Sandbox {
             .and_then(|()| f.sync_data())
             .and_then(|()| self.dir.sync())
             .map_err(io)?;
-        registry::add(db, id, &self.path)
+        registry::add(journal, id, &self.path)
     }
 
     /// Whether this folder lists session `id` as allowed.

@@ -10,10 +10,12 @@ use crate::error::{Error, Result};
 use crate::event::{Envelope, Event};
 use crate::format;
 use crate::format::ajournal as file;
+use crate::journal::records::{COPYING, RESERVED};
 use crate::journal::{Journal, JournalConfig};
 use crate::model::SessionId;
 use crate::store::Durability;
 use crate::store::atomic;
+use crate::store::records::RecordWrite;
 use crate::store::sled::raw;
 use crate::verify::{Problem, ProblemKind};
 
@@ -105,8 +107,15 @@ pub(super) fn from_files(
             format!("the database cannot be read ({e}): copied from the bytes of its files"),
         )))
         .collect();
-    let records = raw.events.into_values().map(|e| (None, e)).collect();
+    let (partial, carried) = records_of_dir(path, &mut dropped);
+    let records = raw
+        .events
+        .into_values()
+        .filter(|e| !partial.contains(&e.session))
+        .map(|e| (None, e))
+        .collect();
     let (sessions, _) = group(records);
+    dropped.extend(partial.iter().map(|id| left_by_a_copy(*id)));
     // What the heads log says was acknowledged and no file holds:
     // named, never dropped silently.
     let acked = std::fs::read(path.join(crate::store::heads::FILE))
@@ -132,7 +141,7 @@ pub(super) fn from_files(
         }
     }
     let compress = crate::store::sled::compressed(path).unwrap_or(false);
-    write_salvaged(dest, sessions, dropped, true, compress, progress).map(|mut r| {
+    write_salvaged(dest, sessions, dropped, true, compress, &carried, progress).map(|mut r| {
         r.from_files = r.copied;
         r
     })
@@ -205,7 +214,7 @@ pub fn salvage_file_with(
     let (sessions, duplicates) = group(records.into_iter().map(|(o, e)| (Some(o), e)).collect());
     dropped.extend(duplicates);
     // Each gap of a file is already listed with the offset of its record.
-    write_salvaged(dest, sessions, dropped, false, false, &mut progress)
+    write_salvaged(dest, sessions, dropped, false, false, &[], &mut progress)
 }
 
 pub(super) fn problem(
@@ -223,12 +232,14 @@ pub(super) fn problem(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(super) fn write_salvaged(
     dest: &Path,
     sessions: BTreeMap<SessionId, Vec<Envelope>>,
     dropped: Vec<Problem>,
     list_gaps: bool,
     compress: bool,
+    records: &[RecordWrite],
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<SalvageReport> {
     atomic::build_dir(dest, |tmp| {
@@ -237,8 +248,57 @@ pub(super) fn write_salvaged(
             dropped,
             ..SalvageReport::default()
         };
-        fill_salvaged(&out, sessions, report, list_gaps, progress)
+        let report = fill_salvaged(&out, sessions, report, list_gaps, progress)?;
+        // The records the source kept beside its sessions (the demo's
+        // sandbox registry), in the new database before it is renamed.
+        if !records.is_empty() {
+            out.write_records(records)?;
+        }
+        Ok(report)
     })
+}
+
+/// What the record file of the database folder `path` says, read without
+/// sled: the sessions a copy left in part (left out of a salvage, and
+/// reported), and the records a salvage carries over. An unreadable file
+/// is reported, and nothing is carried.
+pub(super) fn records_of_dir(
+    path: &Path,
+    dropped: &mut Vec<Problem>,
+) -> (std::collections::BTreeSet<SessionId>, Vec<RecordWrite>) {
+    let all = match crate::store::records::read(&path.join(crate::store::records::FILE)) {
+        Ok(map) => crate::store::records::list(&map),
+        Err(e) => {
+            dropped.push(problem(
+                SessionId::from_bytes([0; 16]),
+                None,
+                None,
+                e.to_string(),
+            ));
+            Vec::new()
+        }
+    };
+    let partial = all
+        .iter()
+        .filter(|(n, _, _)| n == COPYING)
+        .filter_map(|(_, k, _)| k.parse().ok())
+        .collect();
+    let carried = all
+        .into_iter()
+        .filter(|(n, _, _)| !n.starts_with(RESERVED))
+        .map(|(n, k, v)| (n, k, Some(v)))
+        .collect();
+    (partial, carried)
+}
+
+/// The problem reported for a session a copy left in part.
+pub(super) fn left_by_a_copy(id: SessionId) -> Problem {
+    problem(
+        id,
+        None,
+        None,
+        "left in part by a copy that stopped (run the copy again to finish it)".into(),
+    )
 }
 
 /// Writes the salvaged sessions into `out`, a new database.

@@ -62,12 +62,17 @@ impl Journal {
     ///
     /// # Errors
     /// [`Error::SessionNotFound`](crate::Error::SessionNotFound);
+    /// [`Error::IncompleteSession`](crate::Error::IncompleteSession) for a
+    /// session a copy into this journal left in part;
     /// [`Error::Corruption`](crate::Error::Corruption) if a frame other
     /// than the stream's torn tail is damaged (a torn tail is reported by
     /// [`Session::torn_tail`] and cut off at the next append).
     pub fn session(&self, id: SessionId) -> Result<Session> {
         if let Some(shared) = self.open_shared(id) {
             return Ok(Session::from_shared(self.clone(), shared));
+        }
+        if self.incomplete_copies()?.contains(&id) {
+            return Err(crate::Error::IncompleteSession(id));
         }
         let session = Session::load(self.clone(), id)?;
         // Another thread may have loaded it meanwhile: keep the first.

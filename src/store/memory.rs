@@ -69,6 +69,7 @@ impl SnapshotCache {
 pub struct MemoryStore {
     streams: RwLock<BTreeMap<SessionId, Vec<Vec<u8>>>>,
     snapshots: SnapshotCache,
+    records: Mutex<crate::store::records::RecordMap>,
 }
 
 impl MemoryStore {
@@ -194,5 +195,17 @@ impl Store for MemoryStore {
 
     fn size_on_disk(&self) -> Result<u64> {
         Ok(0)
+    }
+
+    fn records(&self) -> Result<Vec<(String, String, Vec<u8>)>> {
+        let records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(crate::store::records::list(&records))
+    }
+
+    fn write_records(&self, writes: &[(String, String, Option<Vec<u8>>)]) -> Result<()> {
+        crate::store::records::check(writes)?;
+        let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        crate::store::records::apply(&mut records, writes);
+        Ok(())
     }
 }

@@ -6,6 +6,8 @@
 //!   `snapfiles.rs` (snapshot frames too large for sled);
 //! - `memory.rs`: in memory;
 //! - `file.rs`: exported `.ajournal` files opened read-only, read in place;
+//! - `records.rs`: the record area (a few durable key-value records beside
+//!   the sessions) and the file that keeps it for a sled database;
 //! - `fs.rs` and `keys.rs`: small leaf helpers (directory sync, sled keys).
 //!
 //! Stores deal in frames only: they never decode events, so every backend
@@ -28,6 +30,7 @@ pub(crate) mod postgres;
 pub(crate) mod private;
 #[cfg(unix)]
 pub(crate) mod reader;
+pub(crate) mod records;
 pub(crate) mod runs;
 pub(crate) mod sled;
 pub(crate) mod snapfiles;
@@ -366,5 +369,25 @@ pub trait Store: Send + Sync + 'static {
     fn lease(&self, session: SessionId) -> Result<Option<Lease>> {
         let _ = session;
         Ok(None)
+    }
+    /// Every record of the store's record area, as `(namespace, key,
+    /// value)` in namespace and key order: small durable records kept
+    /// beside the sessions, never in their events (see
+    /// [`Journal::put_record`](crate::Journal::put_record)). Default: none.
+    fn records(&self) -> Result<Vec<(String, String, Vec<u8>)>> {
+        Ok(Vec::new())
+    }
+
+    /// Applies `writes` to the record area, all or none, durably: each
+    /// `(namespace, key, Some(value))` puts a record, each `(namespace, key,
+    /// None)` removes one, and all of it survives a crash and power loss as
+    /// soon as this returns. Default:
+    /// [`Error::Unsupported`](crate::Error::Unsupported).
+    fn write_records(&self, writes: &[(String, String, Option<Vec<u8>>)]) -> Result<()> {
+        let _ = writes;
+        Err(crate::Error::Unsupported(format!(
+            "the {} store keeps no records",
+            self.kind()
+        )))
     }
 }

@@ -1,5 +1,5 @@
-//! Kills during maintenance: the binary runs `compact`, `salvage`, `import`
-//! or `export` and is SIGKILLed at a random moment. Then the source must be
+//! Kills during maintenance: the binary runs `compact`, `salvage`, `import`,
+//! `export` or `copy` (`kill/copy.rs`) and is SIGKILLed at a random moment. Then the source must be
 //! intact, and the target either absent (for an export over an older file:
 //! that file unchanged) or whole: every event of every session, `verify`
 //! clean. An import killed half-way may leave its intent file (the sessions
@@ -35,6 +35,12 @@ pub struct MaintTotals {
     pub salvage: u64,
     pub import: u64,
     pub export: u64,
+    pub copy: u64,
+    /// Sessions a killed copy left in part (hidden, reported by `verify`,
+    /// finished by the next copy).
+    pub copy_hidden: u64,
+    /// Of those, sessions cut short (fewer events than the source's).
+    pub copy_cut: u64,
     /// Runs that finished before their kill (checked as whole runs).
     pub finished: u64,
     /// Targets left absent (or an older file unchanged) by a kill.
@@ -57,7 +63,7 @@ pub struct MaintTotals {
 }
 
 impl MaintTotals {
-    fn problem(&mut self, what: String) {
+    pub(super) fn problem(&mut self, what: String) {
         if self.problems.len() < 50 {
             self.problems.push(what);
         }
@@ -83,6 +89,7 @@ impl MaintTotals {
             ("salvage", self.salvage),
             ("import", self.import),
             ("export", self.export),
+            ("copy", self.copy),
         ] {
             let ran = std::env::var("AJ_MAINT_ONLY")
                 .map(|o| o.split(',').any(|x| x == name))
@@ -513,8 +520,17 @@ fn export_rounds(f: &Fixture, t: &mut MaintTotals, rng: &mut Rng, rounds: u64) {
     remove(&target);
 }
 
-/// Runs `rounds` kills of each command against one fixture.
-pub fn run_maintenance_kills(rounds: u64, seed: u64, sessions: usize, events: u64) -> MaintTotals {
+/// Runs `rounds` kills of each command against one fixture (a sixth as
+/// many of each of the four kinds of `copy`, against a fixture of two sessions of
+/// `copy_events` events: longer than a copy's atomic appends of 4,096, so
+/// that a kill can cut one short).
+pub fn run_maintenance_kills(
+    rounds: u64,
+    seed: u64,
+    sessions: usize,
+    events: u64,
+    copy_events: u64,
+) -> MaintTotals {
     let started = Instant::now();
     let f = fixture(sessions, events);
     let built = started.elapsed();
@@ -559,17 +575,25 @@ pub fn run_maintenance_kills(rounds: u64, seed: u64, sessions: usize, events: u6
         export_rounds(&f, &mut t, &mut rng, rounds);
         lap("export");
     }
+    if run("copy") {
+        let big = fixture(2, copy_events);
+        super::copy::copy_rounds(&big, &mut t, &mut rng, rounds.div_ceil(6));
+        lap("copy");
+    }
     eprintln!(
-        "maintenance kills: compact {}, salvage {}, import {}, export {}; incomplete targets left: {}",
-        t.compact, t.salvage, t.import, t.export, t.incomplete
+        "maintenance kills: compact {}, salvage {}, import {}, export {}, copy {}; incomplete \
+         targets left: {}",
+        t.compact, t.salvage, t.import, t.export, t.copy, t.incomplete
     );
     eprintln!(
         "  (seed {seed}; {sessions} sessions of ~{events} events; targets absent or unchanged {}, \
-         whole {}, imports rolled back {}, runs that finished first {}, failed re-runs {}, \
+         whole {}, imports rolled back {}, sessions a killed copy left hidden {} (cut short {}), runs that finished first {}, failed re-runs {}, \
          damaged sources {}, leftovers {}; fixture {:.1} s, total {:.1} s)",
         t.absent,
         t.whole,
         t.rolled_back,
+        t.copy_hidden,
+        t.copy_cut,
         t.finished,
         t.rerun_failed,
         t.source_damaged,

@@ -107,10 +107,6 @@ pub(super) fn path_from(bytes: &[u8]) -> Option<PathBuf> {
     String::from_utf8(bytes.to_vec()).ok().map(PathBuf::from)
 }
 
-pub(super) fn sync_dir(_dir: &Path) -> io::Result<()> {
-    Ok(())
-}
-
 /// Ownership is not checked off Unix: always `None`.
 pub(super) fn not_own(_path: &Path) -> io::Result<Option<String>> {
     Ok(None)

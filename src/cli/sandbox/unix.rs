@@ -177,11 +177,6 @@ pub(super) fn path_from(bytes: &[u8]) -> Option<PathBuf> {
     Some(PathBuf::from(OsString::from_vec(bytes.to_vec())))
 }
 
-/// Makes a new entry of the folder `dir` durable.
-pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
 /// Why the folder at `path` is not one to run tools in: it (or the link
 /// that names it) belongs to another user, or another user may write into
 /// it (others, or a group that is not this process's own); `None` if it

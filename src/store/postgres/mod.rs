@@ -8,7 +8,12 @@
 //! snapshots (session uuid primary key, seq bigint, frame bytea)
 //! leases    (session uuid primary key, owner text, epoch bigint, expires_at timestamptz,
 //!            instance uuid)
+//! records   (namespace text, key text, value bytea, primary key (namespace, key))
 //! ```
+//!
+//! `records` is the record area (`store/records.rs`): written in its own
+//! transactions, each committed with `synchronous_commit = on` whatever the
+//! journal's durability.
 //!
 //! An append is one transaction: it locks the session's row, checks the
 //! head it expects (a mismatch is `Conflict`, never an overwrite) and, under
@@ -201,6 +206,8 @@ impl PostgresStore {
              ALTER TABLE {leases} ADD COLUMN IF NOT EXISTS instance uuid;
              CREATE TABLE IF NOT EXISTS {followers} (session uuid NOT NULL, follower text NOT NULL,
                  until timestamptz NOT NULL, PRIMARY KEY (session, follower));
+             CREATE TABLE IF NOT EXISTS {records} (namespace text NOT NULL, key text NOT NULL,
+                 value bytea NOT NULL, PRIMARY KEY (namespace, key));
              {append}",
             meta = self.t("meta"),
             sessions = self.t("sessions"),
@@ -208,6 +215,7 @@ impl PostgresStore {
             snapshots = self.t("snapshots"),
             leases = self.t("leases"),
             followers = self.t("followers"),
+            records = self.t("records"),
             append = self.append_function(),
         );
         tx.batch_execute(&ddl)
@@ -516,5 +524,53 @@ impl Store for PostgresStore {
 
     fn lease(&self, session: SessionId) -> Result<Option<Lease>> {
         leases::current(self, session)
+    }
+
+    fn records(&self) -> Result<Vec<(String, String, Vec<u8>)>> {
+        let mut c = self.client()?;
+        let rows = c
+            .query(
+                &format!(
+                    "SELECT namespace, key, value FROM {} ORDER BY namespace, key",
+                    self.t("records")
+                ),
+                &[],
+            )
+            .map_err(|e| db(e, "reading the journal's records"))?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get::<_, Vec<u8>>(2)))
+            .collect())
+    }
+
+    fn write_records(&self, writes: &[(String, String, Option<Vec<u8>>)]) -> Result<()> {
+        crate::store::records::check(writes)?;
+        let what = "writing the journal's records";
+        let mut c = self.client()?;
+        let mut tx = c.transaction().map_err(|e| db(e, what))?;
+        // Durable when the commit returns, even on a `Buffered` journal.
+        tx.batch_execute("SET LOCAL synchronous_commit = on")
+            .map_err(|e| db(e, what))?;
+        for (ns, key, value) in writes {
+            match value {
+                Some(v) => tx.execute(
+                    &format!(
+                        "INSERT INTO {} (namespace, key, value) VALUES ($1, $2, $3)
+                         ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value",
+                        self.t("records")
+                    ),
+                    &[ns, key, v],
+                ),
+                None => tx.execute(
+                    &format!(
+                        "DELETE FROM {} WHERE namespace = $1 AND key = $2",
+                        self.t("records")
+                    ),
+                    &[ns, key],
+                ),
+            }
+            .map_err(|e| db(e, what))?;
+        }
+        tx.commit().map_err(|e| db(e, what))
     }
 }

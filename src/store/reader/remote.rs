@@ -23,6 +23,8 @@ pub(crate) struct RemoteStore {
     dir: PathBuf,
     socket: PathBuf,
     conn: Mutex<Option<Conn>>,
+    /// The database's record area: its file, read directly.
+    records: crate::store::records::RecordFile,
 }
 
 type Conn = (BufReader<UnixStream>, BufWriter<UnixStream>);
@@ -65,6 +67,7 @@ impl RemoteStore {
             dir: dir.to_owned(),
             socket: dir.join(SOCKET),
             conn: Mutex::new(None),
+            records: crate::store::records::RecordFile::reader(dir),
         };
         let conn = store.open()?;
         *store.conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn);
@@ -343,5 +346,13 @@ impl Store for RemoteStore {
 
     fn read_only(&self) -> bool {
         true
+    }
+
+    fn records(&self) -> Result<Vec<(String, String, Vec<u8>)>> {
+        self.records.records()
+    }
+
+    fn write_records(&self, _: &[(String, String, Option<Vec<u8>>)]) -> Result<()> {
+        Err(Self::read_only())
     }
 }

@@ -230,6 +230,14 @@ impl Store for Guarded {
     fn sync_stats(&self) -> SyncStats {
         self.store.sync_stats()
     }
+
+    fn records(&self) -> Result<Vec<(String, String, Vec<u8>)>> {
+        self.store.records()
+    }
+
+    fn write_records(&self, writes: &[(String, String, Option<Vec<u8>>)]) -> Result<()> {
+        self.store.write_records(writes)
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@
 //!   `snapfiles.rs`);
 //! - tree `meta`: `format` = `agent-journal 2` (`1` before runs and blocks),
 //!   written when the database is created;
-//! - file `wal`: the write-ahead log of `Synced` appends (see `wal.rs`).
+//! - file `wal`: the write-ahead log of `Synced` appends (see `wal.rs`);
+//! - file `records`: the record area, outside sled (see `records.rs`).
 //!
 //! Reading a range of events, out of values of every kind: `read.rs`.
 //!
@@ -32,6 +33,7 @@ use crate::store::fs::sync_dir;
 use crate::store::group_commit::GroupCommit;
 use crate::store::heads::{Heads, Loss};
 use crate::store::keys::{key, split_key};
+use crate::store::records::RecordFile;
 use crate::store::runs;
 use crate::store::snapfiles::SnapFiles;
 use crate::store::wal::Wal;
@@ -113,6 +115,8 @@ pub(crate) struct SledStore {
     /// Acknowledged events found missing at open, by session, until a cut
     /// or a deletion settles them.
     losses: Mutex<HashMap<SessionId, Loss>>,
+    /// The record area (`store/records.rs`), a file beside sled's.
+    records: RecordFile,
 }
 
 impl SledStore {
@@ -491,6 +495,14 @@ impl Store for SledStore {
             .size_on_disk()
             .map_err(|e| storage(e, "measuring size"))?;
         Ok(sled + self.snap_files.size() + self.frame_files.size() + self.wal.file_size())
+    }
+
+    fn records(&self) -> Result<Vec<(String, String, Vec<u8>)>> {
+        self.records.records()
+    }
+
+    fn write_records(&self, writes: &[(String, String, Option<Vec<u8>>)]) -> Result<()> {
+        self.records.write(writes)
     }
 }
 

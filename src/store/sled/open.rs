@@ -372,6 +372,7 @@ impl SledStore {
             sealer,
             acked,
             losses: Mutex::new(HashMap::new()),
+            records: crate::store::records::RecordFile::writer(path),
         };
         store.replay_wal(records)?;
         store.find_losses()?;
