@@ -525,7 +525,12 @@ fn a_torn_log_gives_back_every_whole_record_and_never_blocks_the_open() {
             );
         }
     }
-    assert!(recovered.first() < recovered.last(), "{recovered:?}");
+    // (Where sled's file still held the lost tail, the open rebuilt the
+    // database whole: every cut then gives back all 20.)
+    assert!(
+        recovered.first() < recovered.last() || recovered.iter().all(|n| *n == 20),
+        "{recovered:?}"
+    );
     assert_eq!(recovered.last(), Some(&20));
 }
 
@@ -560,6 +565,13 @@ fn a_damaged_log_record_ends_its_streams_replay_without_a_gap() {
 
     let j = Journal::open(&path).expect("a damaged log never blocks the open");
     let s = j.session(id).expect("the session opens: no gap");
+    if j.rebuilt_from().is_some() {
+        // The damaged record's events were still whole in sled's file: the
+        // open rebuilt the database with every acknowledged event.
+        assert_eq!(s.head(), head);
+        assert_eq!(payloads(&j, id), (0..head - 1).collect::<Vec<_>>());
+        return;
+    }
     assert_eq!(
         s.head(),
         damaged,

@@ -174,9 +174,16 @@ pub(super) fn copy_rounds(f: &Fixture, t: &mut MaintTotals, rng: &mut Rng, round
                 Ran::Killed => {
                     killed += 1;
                     t.copy += 1;
+                    // Killed after its last intent was removed: the copy
+                    // was complete, and a re-run is refused ("already
+                    // exists") with nothing left to do.
+                    let mut complete = false;
                     match classify(f, &target) {
                         Ok((0, 0, _)) => t.absent += 1,
-                        Ok((_, 0, _)) => t.whole += 1,
+                        Ok((_, 0, _)) => {
+                            t.whole += 1;
+                            complete = true;
+                        }
                         Ok((_, hidden, cut)) => {
                             t.copy_hidden += hidden;
                             t.copy_cut += cut;
@@ -190,7 +197,13 @@ pub(super) fn copy_rounds(f: &Fixture, t: &mut MaintTotals, rng: &mut Rng, round
                     }
                     // The user runs the copy again: it must finish.
                     let (out, _) = run_whole(command(&kind.from, &target));
-                    if !out.status.success() {
+                    let done_already = complete && stderr(&out).contains("already exists");
+                    if done_already {
+                        if let Err(e) = check_whole(&target, &f.sessions) {
+                            t.incomplete += 1;
+                            t.problem(format!("copy {name} round {round}: whole? {e}"));
+                        }
+                    } else if !out.status.success() {
                         t.rerun_failed += 1;
                         t.problem(format!(
                             "copy {name} round {round}: the re-run fails: {}",
