@@ -433,3 +433,44 @@ pub fn assert_memory_grows_less_than_input(runs: &[(u64, u64)]) {
         grew >> 20
     );
 }
+
+/// Whether this runs as root with `runuser` (as in CI): the tests that need
+/// a second Unix user run then, and say that they skip otherwise.
+pub fn can_switch_user() -> bool {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let ok = root && Path::new("/usr/sbin/runuser").exists();
+    if !ok {
+        eprintln!("notice: not root (or no runuser): skipping a second-user test");
+    }
+    ok
+}
+
+/// `program args` as the user `nobody`, with `env` set (call
+/// [`can_switch_user`] first).
+pub fn run_as_nobody(program: &str, args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new("/usr/sbin/runuser");
+    c.args(["-u", "nobody", "--", program]).args(args);
+    c.env_remove("AGENT_JOURNAL_DB");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("runuser")
+}
+
+/// `agent-journal --db DB ARGS` as the user `nobody`; `None` when this
+/// cannot switch users ([`can_switch_user`]).
+pub fn cli_as_nobody(db: &Path, args: &[&str]) -> Option<Output> {
+    if !can_switch_user() {
+        return None;
+    }
+    let mut all = vec!["--db", path_str(db)];
+    all.extend_from_slice(args);
+    Some(run_as_nobody(
+        env!("CARGO_BIN_EXE_agent-journal"),
+        &all,
+        &[],
+    ))
+}

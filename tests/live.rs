@@ -165,30 +165,7 @@ fn a_socket_left_by_a_killed_writer_is_replaced_and_a_reader_is_not_fooled() {
     assert_eq!(reader.sessions().unwrap(), vec![s.id()]);
 }
 
-/// `agent-journal --db DB ARGS` as the user `nobody` (only when this runs
-/// as root with `runuser`, as in CI; `None` otherwise).
-fn as_nobody(db: &std::path::Path, args: &[&str]) -> Option<std::process::Output> {
-    let root = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-    if !root || !std::path::Path::new("/usr/sbin/runuser").exists() {
-        eprintln!("notice: not root (or no runuser): skipping the read-only user test");
-        return None;
-    }
-    let mut c = std::process::Command::new("/usr/sbin/runuser");
-    c.args([
-        "-u",
-        "nobody",
-        "--",
-        env!("CARGO_BIN_EXE_agent-journal"),
-        "--db",
-    ])
-    .arg(db)
-    .args(args)
-    .env_remove("AGENT_JOURNAL_DB");
-    Some(c.output().expect("runuser"))
-}
+use crate::common::cli_as_nobody as as_nobody;
 
 #[test]
 fn a_user_who_may_only_read_the_folder_reads_it() {

@@ -11,34 +11,9 @@ use std::process::{Command, Output};
 
 use agent_journal::Journal;
 
-use crate::common::{custom, path_str};
+use crate::common::{can_switch_user, custom, path_str, run_as_nobody as as_nobody};
 
 const NOBODY: u32 = 65534;
-
-/// Whether this runs as root with `runuser` (as in CI); the tests that need
-/// a second user say so and pass otherwise.
-fn can_switch_user() -> bool {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-    let ok = root && Path::new("/usr/sbin/runuser").exists();
-    if !ok {
-        eprintln!("notice: not root (or no runuser): skipping a second-user test");
-    }
-    ok
-}
-
-/// `program args` as the user `nobody`.
-fn as_nobody(program: &str, args: &[&str], env: &[(&str, &Path)]) -> Output {
-    let mut c = Command::new("/usr/sbin/runuser");
-    c.args(["-u", "nobody", "--", program]).args(args);
-    c.env_remove("AGENT_JOURNAL_DB");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("runuser")
-}
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_agent-journal")

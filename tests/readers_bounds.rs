@@ -171,30 +171,7 @@ fn idle_and_slow_readers_are_closed_after_30_s_and_attach_reconnects() {
     assert_eq!(r.head(), 2);
 }
 
-/// `agent-journal --db DB ARGS` as the user `nobody` (only when this runs
-/// as root with `runuser`, as in CI; `None` otherwise).
-fn as_nobody(db: &Path, args: &[&str]) -> Option<std::process::Output> {
-    let root = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-    if !root || !Path::new("/usr/sbin/runuser").exists() {
-        eprintln!("notice: not root (or no runuser): skipping the second-user half");
-        return None;
-    }
-    let mut c = std::process::Command::new("/usr/sbin/runuser");
-    c.args([
-        "-u",
-        "nobody",
-        "--",
-        env!("CARGO_BIN_EXE_agent-journal"),
-        "--db",
-    ])
-    .arg(db)
-    .args(args)
-    .env_remove("AGENT_JOURNAL_DB");
-    Some(c.output().expect("runuser"))
-}
+use crate::common::cli_as_nobody as as_nobody;
 
 fn chmod(mode: &str, path: &Path) {
     let ok = std::process::Command::new("chmod")
