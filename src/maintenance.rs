@@ -17,7 +17,7 @@ use crate::store::sled::raw;
 use crate::verify::Problem;
 
 mod salvage;
-use salvage::{group, problem, write_salvaged};
+use salvage::{group, problem, whole_database_problem, write_salvaged};
 pub use salvage::{salvage_database, salvage_database_with, salvage_file, salvage_file_with};
 
 /// What `compact_to` did.
@@ -312,12 +312,7 @@ impl Journal {
         // A damaged intent file leaves the decision to the user: everything
         // readable is copied, and the problem reported.
         let skip = self.unfinished_import().unwrap_or_else(|e| {
-            dropped.push(problem(
-                SessionId::from_bytes([0; 16]),
-                None,
-                None,
-                e.to_string(),
-            ));
+            dropped.push(whole_database_problem(e.to_string()));
             Vec::new()
         });
         for id in self.sessions()? {
@@ -393,12 +388,7 @@ impl Journal {
             }
         }
         let carried = self.carried_records().unwrap_or_else(|e| {
-            dropped.push(problem(
-                SessionId::from_bytes([0; 16]),
-                None,
-                None,
-                e.to_string(),
-            ));
+            dropped.push(whole_database_problem(e.to_string()));
             Vec::new()
         });
         let mut report = write_salvaged(

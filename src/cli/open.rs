@@ -78,6 +78,7 @@ pub(crate) fn open_for_import(db: &Path, compress: bool) -> Result<Journal, Erro
             ..JournalConfig::default()
         },
     )
+    .map(said_if_rebuilt)
 }
 
 /// The configuration of a reading command: it does not create a database,

@@ -100,12 +100,9 @@ pub(super) fn from_files(
                     .into(),
             )
         })
-        .chain(std::iter::once(problem(
-            SessionId::from_bytes([0; 16]),
-            None,
-            None,
-            format!("the database cannot be read ({e}): copied from the bytes of its files"),
-        )))
+        .chain(std::iter::once(whole_database_problem(format!(
+            "the database cannot be read ({e}): copied from the bytes of its files"
+        ))))
         .collect();
     let (partial, carried) = records_of_dir(path, &mut dropped);
     let records = raw
@@ -217,6 +214,12 @@ pub fn salvage_file_with(
     write_salvaged(dest, sessions, dropped, false, false, &[], &mut progress)
 }
 
+/// A problem of no one session (the nil id): a file of the database that
+/// does not read, the database itself.
+pub(super) fn whole_database_problem(message: String) -> Problem {
+    problem(SessionId::from_bytes([0; 16]), None, None, message)
+}
+
 pub(super) fn problem(
     session: SessionId,
     seq: Option<u64>,
@@ -269,12 +272,7 @@ pub(super) fn records_of_dir(
     let all = match crate::store::records::read(&path.join(crate::store::records::FILE)) {
         Ok(map) => crate::store::records::list(&map),
         Err(e) => {
-            dropped.push(problem(
-                SessionId::from_bytes([0; 16]),
-                None,
-                None,
-                e.to_string(),
-            ));
+            dropped.push(whole_database_problem(e.to_string()));
             Vec::new()
         }
     };
