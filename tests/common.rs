@@ -9,7 +9,9 @@
 //!   from its seed;
 //! - files and raw sled, for the tests that damage a database or an export
 //!   ([`copy_dir`], [`tree`], [`raw_sled`], [`event_key`], [`unpack_event`],
-//!   [`event_spans`], [`ajournal_records`]).
+//!   [`event_spans`], [`ajournal_records`]);
+//! - whether a history is one OpenAI and Anthropic accept
+//!   ([`sendable_to_both`]).
 //!
 //! Every database a test creates lives in a `tempfile::tempdir()`: take the
 //! directory from there and keep the `TempDir` alive while the test runs.
@@ -473,4 +475,34 @@ pub fn cli_as_nobody(db: &Path, args: &[&str]) -> Option<Output> {
         &all,
         &[],
     ))
+}
+
+// ---------------------------------------------------------------------------
+// Provider histories.
+
+/// `Ok` when `messages`, sent as they are, pass the OpenAI and the Anthropic
+/// checks of `agent_journal::provider::validate` (every tool call answered
+/// right after it, no result without its call); else which check failed.
+pub fn sendable_to_both(
+    messages: &[agent_journal::conversation::ChatInputMessage],
+) -> Result<(), String> {
+    use agent_journal::conversation::ConversationMessage;
+    use agent_journal::provider::validate;
+    use agent_journal::{ConversationFormat, EvaluationId};
+    let eval = EvaluationId::new();
+    let inner: Vec<_> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let mut c = ConversationMessage::new(m.role, m.text());
+            c.tool_calls = m.tool_calls.clone();
+            c.tool_call_id = m.tool_call_id.clone();
+            c.to_inner(eval, i as u64)
+        })
+        .collect();
+    let openai = ConversationFormat::OpenAi.to_json(&inner);
+    let openai = openai.as_array().ok_or("OpenAI: not an array")?;
+    validate::openai(openai).map_err(|e| format!("OpenAI: {e}"))?;
+    validate::anthropic(&ConversationFormat::Anthropic.to_json(&inner))
+        .map_err(|e| format!("Anthropic: {e}"))
 }

@@ -17,6 +17,7 @@ use agent_journal::conversation::{
 use agent_journal::{Error, Journal, ToolStatus};
 use serde_json::json;
 
+mod bounded;
 mod cli;
 mod compaction;
 mod kill;

@@ -248,3 +248,64 @@ fn a_summary_goes_first_in_the_blob_and_is_shown_to_the_next_compaction() {
         ]
     );
 }
+
+/// Answers every call with `"pong"`.
+struct Ping;
+
+impl agent_journal::Tool for Ping {
+    fn name(&self) -> &str {
+        "ping"
+    }
+    fn call(&self, _: &str, _: &agent_journal::ToolContext) -> Result<String, String> {
+        Ok("pong".into())
+    }
+}
+
+#[test]
+fn fifty_tool_heavy_turns_under_a_limit_of_four_keep_the_blob_bounded() {
+    // Each turn: a question, three tool round trips, an answer: 8 messages,
+    // so the last 4 never hold a user message.
+    let loops = 3;
+    let turns = 50;
+    let mut replies = Vec::new();
+    for _ in 0..turns {
+        for _ in 0..loops {
+            replies.push(super::Reply {
+                text: "calling".into(),
+                calls: vec![("ping".into(), "{}".into())],
+                ..super::Reply::default()
+            });
+        }
+        replies.push(Reply::text("done"));
+    }
+    let adapter = Recorder::with("p", replies);
+    let c: Arc<dyn Compactor> = Arc::new(MessageLimitCompactor { max_messages: 4 });
+    let mut state: Option<Vec<u8>> = None;
+    for i in 0..turns {
+        let options = StateChatOptions::new("m")
+            .system("Be brief.")
+            .user(format!("q{i}"))
+            .tool(Arc::new(Ping))
+            .compactor(c.clone());
+        let r = chat_with_state(&adapter, state.as_deref(), &options).expect("chat");
+        // The first turn has no earlier boundary to cut at; every later
+        // one drops all but itself.
+        assert_eq!(r.compaction.is_some(), i > 0, "turn {i}");
+        let blob = decode(&r.state);
+        assert_eq!(blob.messages.len(), 8, "turn {i}: the last turn, whole");
+        assert_eq!(blob.messages[0].text(), format!("q{i}"));
+        let sent: Vec<_> = blob
+            .messages
+            .iter()
+            .map(agent_journal::conversation::ChatInputMessage::from)
+            .collect();
+        if let Err(e) = crate::common::sendable_to_both(&sent) {
+            panic!("turn {i}: {e}");
+        }
+        state = Some(r.state);
+    }
+    // The system message, the last turn kept (8), this turn without its
+    // answer (7).
+    let largest = adapter.requests().iter().map(Vec::len).max();
+    assert_eq!(largest, Some(1 + 8 + 7));
+}

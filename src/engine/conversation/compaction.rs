@@ -1,13 +1,16 @@
 //! Compaction (goaitools' "Conversation History Compaction"): what is sent
 //! to the provider shrinks; nothing is deleted. A compactor returns where
-//! the history sent from now on starts (always a user message, so a tool
-//! exchange is never cut) and an optional summary of what it drops; the
+//! the history sent from now on starts (always a user message that no tool
+//! exchange spans, so a tool exchange is never cut; see
+//! [`compaction_boundary`]) and an optional summary of what it drops; the
 //! engine records that as a `HistoryCompacted` event.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::Result;
 use crate::event::conversation::{CallUsage, ConversationMessage, MessageRole, Metadata};
+use crate::model::CallId;
 
 use super::adapter::{ChatInputMessage, ProviderAdapter, ProviderCallOptions, ProviderChatRequest};
 use super::plan::approximate_tokens;
@@ -66,22 +69,76 @@ pub trait CompactionStrategy: Send + Sync {
     fn apply(&self, request: &CompactionRequest<'_>) -> Result<Option<Compaction>>;
 }
 
-/// The index of the first user message at or after `from`, if any: the
-/// only places compaction may cut (a user message never sits inside a tool
-/// exchange, which runs from an assistant message with calls to its last
-/// result).
+/// Which indices of `messages` a history may start at: a user message
+/// that no tool exchange spans (no tool result at or after it answers a
+/// call made before it). Cutting anywhere else would split an assistant
+/// message with calls from its results, or send a result whose call is
+/// gone, which OpenAI and Anthropic reject.
+fn boundaries(messages: &[ConversationMessage]) -> Vec<bool> {
+    let mut made: HashMap<&CallId, usize> = HashMap::new();
+    // +1 where a span (call at i, result at j) starts covering (i + 1),
+    // -1 where it stops (j + 1): the running sum counts the spans over k.
+    let mut spans = vec![0i64; messages.len() + 1];
+    for (j, m) in messages.iter().enumerate() {
+        if m.role == MessageRole::Tool
+            && let Some(&i) = m.tool_call_id.as_ref().and_then(|id| made.get(id))
+        {
+            spans[i + 1] += 1;
+            spans[j + 1] -= 1;
+        }
+        for c in &m.tool_calls {
+            made.insert(&c.call_id, j);
+        }
+    }
+    let mut open = 0;
+    messages
+        .iter()
+        .enumerate()
+        .map(|(k, m)| {
+            open += spans[k];
+            open == 0 && m.role == MessageRole::User
+        })
+        .collect()
+}
+
+/// The index of the first user message at or after `from` that no tool
+/// exchange spans, if any (goaitools' `AdvanceToFirstUserMessage`): a
+/// place compaction may cut. A user message normally never sits inside a
+/// tool exchange (an assistant message with calls, then its results); one
+/// that does (a history written by hand, say) is skipped.
 pub fn advance_to_first_user_message(
     messages: &[ConversationMessage],
     from: usize,
 ) -> Option<usize> {
-    (from..messages.len()).find(|&i| messages[i].role == MessageRole::User)
+    let ok = boundaries(messages);
+    (from..messages.len()).find(|&i| ok[i])
 }
 
-/// A cut at the first user message at or after `from`, unless that keeps
-/// everything.
+/// Where a compactor that would drop `messages[..from]` cuts: the first
+/// user-message boundary at or after `from`
+/// ([`advance_to_first_user_message`]); when there is none (the messages
+/// from `from` on are one long tool loop: a user message, then many
+/// assistant messages with calls and their results), the latest boundary
+/// before `from`, so the last turn is kept whole. `None` when that is the
+/// start (nothing can be dropped) or the messages hold no boundary.
+///
+/// goaitools' `AdvanceToFirstUserMessage` returns an empty history in the
+/// second case, which drops the turn just answered (its question and its
+/// tool results) from what the model sees next; keeping the last turn
+/// bounds the history as well: after a cut, at most `max(len - from,
+/// messages from the latest boundary on)` messages are left.
+pub fn compaction_boundary(messages: &[ConversationMessage], from: usize) -> Option<usize> {
+    let ok = boundaries(messages);
+    let k = (from..messages.len())
+        .find(|&i| ok[i])
+        .or_else(|| (0..from.min(messages.len())).rev().find(|&i| ok[i]))?;
+    (k > 0).then_some(k)
+}
+
+/// A cut at [`compaction_boundary`]`(messages, from)`, if it drops anything.
 fn cut(messages: &[ConversationMessage], from: usize, strategy: &str) -> Option<Compaction> {
-    let k = advance_to_first_user_message(messages, from)?;
-    (k > 0).then(|| Compaction {
+    let k = compaction_boundary(messages, from)?;
+    Some(Compaction {
         keep_from: k,
         summary: None,
         strategy: strategy.to_owned(),
@@ -90,6 +147,13 @@ fn cut(messages: &[ConversationMessage], from: usize, strategy: &str) -> Option<
 
 /// Keeps the last `max_messages` messages (fewer, to start at a user
 /// message). Trigger: more than `max_messages` are sent.
+///
+/// When the last `max_messages` hold no user message (turns of many tool
+/// calls, or one tool loop longer than the limit), it keeps the last turn
+/// whole, from its user message ([`compaction_boundary`]): so after a
+/// compaction at most `max(max_messages, the last turn's length)` messages
+/// are left, and never a tool result without its call. goaitools keeps
+/// nothing in that case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MessageLimitCompactor {
     /// The most messages kept (leading system messages aside).
@@ -122,7 +186,9 @@ impl Compactor for MessageLimitCompactor {
 /// `max_tokens` (input plus output of the last call), down to about
 /// `target_tokens` (default: 75% of the maximum). The tokens of each
 /// message are the reported total shared out in proportion to each
-/// message's approximate size.
+/// message's approximate size. The cut follows [`compaction_boundary`]:
+/// when the target is reached only inside the last turn, the last turn is
+/// kept whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TokenLimitCompactor {
     /// Compact above this many tokens.
@@ -287,5 +353,101 @@ impl CompactionStrategy for SummarizingStrategy {
         done.summary = Some(text.join("\n"));
         done.strategy = format!("summary({})", done.strategy);
         Ok(Some(done))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ToolCallRecord;
+
+    fn call(ids: &[&str]) -> ConversationMessage {
+        let mut m = ConversationMessage::assistant("");
+        m.tool_calls = ids
+            .iter()
+            .map(|id| ToolCallRecord::new(*id, "t", "{}"))
+            .collect();
+        m
+    }
+
+    fn result(id: &str) -> ConversationMessage {
+        let mut m = ConversationMessage::new(MessageRole::Tool, "r");
+        m.tool_call_id = Some(CallId(id.into()));
+        m
+    }
+
+    /// A turn: a user message, `loops` tool round trips, an answer.
+    fn turn(n: usize, loops: usize) -> Vec<ConversationMessage> {
+        let mut out = vec![ConversationMessage::user(format!("u{n}"))];
+        for l in 0..loops {
+            let id = format!("c{n}_{l}");
+            out.push(call(&[&id]));
+            out.push(result(&id));
+        }
+        out.push(ConversationMessage::assistant(format!("a{n}")));
+        out
+    }
+
+    #[test]
+    fn a_tool_loop_longer_than_the_limit_keeps_the_last_turn_whole() {
+        // Turns of 5 messages (2 loops), limit 4: the last 4 hold no user message.
+        let m: Vec<_> = (0..3).flat_map(|n| turn(n, 2)).collect();
+        let c = MessageLimitCompactor { max_messages: 4 };
+        let r = CompactionRequest {
+            state_messages: &m,
+            leading_system: &[],
+            summary: None,
+            last_usage: None,
+            provider: "p",
+        };
+        let done = c.compact(&r).expect("ok").expect("compacts");
+        assert_eq!(done.keep_from, 12);
+        assert_eq!(m[12].text(), "u2");
+        // Where a user message of the last N exists, the cut is still there.
+        assert_eq!(compaction_boundary(&m, 5), Some(6));
+        // Nothing before the only boundary: nothing to drop.
+        assert_eq!(compaction_boundary(&turn(0, 9), 10), None);
+    }
+
+    #[test]
+    fn a_user_message_inside_a_tool_exchange_is_no_boundary() {
+        // u0, call c, u1 (misplaced), result c, a, u2, a
+        let m = vec![
+            ConversationMessage::user("u0"),
+            call(&["c"]),
+            ConversationMessage::user("u1"),
+            result("c"),
+            ConversationMessage::assistant("a"),
+            ConversationMessage::user("u2"),
+            ConversationMessage::assistant("a"),
+        ];
+        assert_eq!(advance_to_first_user_message(&m, 1), Some(5));
+        assert_eq!(compaction_boundary(&m, 6), Some(5));
+        assert_eq!(compaction_boundary(&m[..5], 3), None);
+    }
+
+    #[test]
+    fn the_token_limit_keeps_the_last_turn_when_its_target_lies_inside_it() {
+        let m: Vec<_> = (0..2).flat_map(|n| turn(n, 6)).collect();
+        let c = TokenLimitCompactor {
+            max_tokens: 10,
+            target_tokens: Some(1),
+        };
+        let usage = CallUsage {
+            tokens: crate::event::TokenUsage {
+                input_tokens: 1000,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let r = CompactionRequest {
+            state_messages: &m,
+            leading_system: &[],
+            summary: None,
+            last_usage: Some(&usage),
+            provider: "p",
+        };
+        let done = c.compact(&r).expect("ok").expect("compacts");
+        assert_eq!(m[done.keep_from].text(), "u1");
     }
 }
