@@ -456,28 +456,51 @@ fn adapter_states_are_found_and_validated() {
         )
         .is_ok()
     );
-    // A completed SDK session is not resumable; the log slice keeps both.
+    // Later captures that are not resumable (a completed SDK session, one
+    // with an empty session id) do not hide the earlier resumable one: the
+    // recovery flow takes the most recent resumable state, as the spec's
+    // find_resumable_state does, under every validation.
     eval.capture_adapter_state(&SdkSessionState {
+        session_id: "sdk-done".into(),
         is_complete: true,
         ..state.clone()
     })
     .expect("capture");
-    assert!(
-        matches!(s.resumable_sdk_state(ResumeValidation::Relaxed, None, "triage", t), Err(Error::SessionExpired(m)) if m.contains("not resumable"))
-    );
-    assert!(
-        s.resumable_sdk_state(ResumeValidation::None, None, "x", t)
-            .is_ok()
-    );
-    // An SDK state with an empty session id is not resumable either.
     eval.capture_adapter_state(&SdkSessionState {
         session_id: String::new(),
         ..state.clone()
     })
     .expect("capture");
-    assert!(
-        matches!(s.resumable_sdk_state(ResumeValidation::Relaxed, None, "triage", t), Err(Error::SessionExpired(m)) if m.contains("no session id"))
-    );
+    for v in [strict, ResumeValidation::Relaxed, ResumeValidation::None] {
+        assert_eq!(
+            s.resumable_sdk_state(v, Some("/work/a"), "triage", t)
+                .expect("the earlier resumable state")
+                .session_id,
+            "sdk-123",
+            "{v:?}"
+        );
+    }
+    // A session whose only SDK states are not resumable has none to give,
+    // whatever the validation.
+    let other = j.create_session().expect("create");
+    let e2 = other.start_evaluation("ns", "key").expect("start");
+    e2.capture_adapter_state(&SdkSessionState {
+        is_complete: true,
+        ..state.clone()
+    })
+    .expect("capture");
+    e2.capture_adapter_state(&SdkSessionState {
+        session_id: String::new(),
+        ..state.clone()
+    })
+    .expect("capture");
+    for v in [ResumeValidation::Relaxed, ResumeValidation::None] {
+        assert!(
+            matches!(other.resumable_sdk_state(v, None, "triage", t), Err(Error::SessionExpired(m)) if m.contains("no resumable")),
+            "{v:?}"
+        );
+    }
+    assert!(other.find_resumable_state("claude_agent_sdk").is_none());
     assert_eq!(s.state().adapter_states().len(), 3);
 }
 

@@ -194,6 +194,16 @@ fn captures_follow_the_configured_checkpoint_strategy() {
 /// Worker 1: captured its SDK session after the first round trip, then
 /// died with the tool call unanswered.
 fn crashed_worker(j: &Journal, workspace: &str) -> Session {
+    crashed_worker_then(j, workspace, |_| Vec::new())
+}
+
+/// As [`crashed_worker`], and before it died, it captured the states
+/// `later` makes of its resumable one.
+fn crashed_worker_then(
+    j: &Journal,
+    workspace: &str,
+    later: impl FnOnce(&SdkSessionState) -> Vec<SdkSessionState>,
+) -> Session {
     let s = j.create_session().expect("session");
     let eval = s.start_evaluation_with("ns", "key", "sdk").expect("eval");
     eval.system("sys").expect("system");
@@ -204,7 +214,7 @@ fn crashed_worker(j: &Journal, workspace: &str) -> Session {
     )
     .expect("assistant");
     let now = agent_journal::now();
-    eval.capture_adapter_state(&SdkSessionState {
+    let state = SdkSessionState {
         session_id: "sdk-worker-1".into(),
         created_at: now,
         last_activity_at: now,
@@ -212,9 +222,64 @@ fn crashed_worker(j: &Journal, workspace: &str) -> Session {
         prompt_name: "ns:key".into(),
         message_count: 2,
         is_complete: false,
-    })
-    .expect("capture");
+    };
+    eval.capture_adapter_state(&state).expect("capture");
+    for next in later(&state) {
+        eval.capture_adapter_state(&next).expect("capture");
+    }
     s
+}
+
+#[test]
+fn a_later_capture_that_is_not_resumable_does_not_hide_the_resumable_one() {
+    // After its resumable capture, worker 1 captured a side SDK session
+    // that completed, then one that died before its init message (no
+    // session id): neither is resumable.
+    let j = Journal::memory();
+    let options = ResumeOptions {
+        mode: ResumeMode::Continue,
+        ..ResumeOptions::new("ns", "key")
+    };
+    for validation in [
+        ResumeValidation::Strict {
+            max_age: Duration::from_secs(3600),
+        },
+        ResumeValidation::Relaxed,
+        ResumeValidation::None,
+    ] {
+        let s = crashed_worker_then(&j, "/work", |state| {
+            vec![
+                SdkSessionState {
+                    session_id: "sdk-side".into(),
+                    is_complete: true,
+                    ..state.clone()
+                },
+                SdkSessionState {
+                    session_id: String::new(),
+                    ..state.clone()
+                },
+            ]
+        });
+        let p = SdkProvider::new("sdk-new");
+        let config = StateConfig {
+            workspace: Some("/work".into()),
+            resume_validation: validation,
+            ..StateConfig::default()
+        };
+        InnerLoop::stateful(&p, vec![&Echo], config)
+            .resume(&s, &options)
+            .expect("resume");
+        assert_eq!(
+            p.resumed_from(),
+            [Some("sdk-worker-1".to_owned())],
+            "{validation:?}: the most recent resumable state, with its session id"
+        );
+        let next = &sdk_states(&s)[3].1;
+        assert_eq!(
+            next.session_id, "sdk-worker-1",
+            "{validation:?}: the same SDK session went on"
+        );
+    }
 }
 
 #[test]

@@ -68,7 +68,9 @@ pub enum ResumeValidation {
     /// Only that the session id exists and the session is resumable (the
     /// adapter-state spec's `RELAXED`).
     Relaxed,
-    /// Only that it decodes.
+    /// Only that it decodes (the adapter-state spec's `NONE`). What is
+    /// checked is still the most recent resumable state: the recovery flow
+    /// finds that first, whatever the validation.
     None,
 }
 
@@ -90,11 +92,17 @@ impl Session {
             .cloned()
     }
 
-    /// Finds the latest resumable SDK session state and validates it.
+    /// The adapter-state spec's recovery flow for an SDK session: the most
+    /// recent *resumable* SDK state ([`Self::find_resumable_state`]; a
+    /// later capture that is not resumable, a completed session or one
+    /// with no session id yet, does not hide it), decoded and checked as
+    /// `validation` says ([`validate_sdk_state`]). Under
+    /// [`ResumeValidation::None`] the state found is returned unchecked,
+    /// with its session id.
     ///
     /// # Errors
-    /// [`Error::SessionExpired`] saying why it cannot be used (none found,
-    /// not resumable, another workspace or prompt, too old, undecodable).
+    /// [`Error::SessionExpired`] saying why no state can be used (no
+    /// resumable one, another workspace or prompt, too old, undecodable).
     pub fn resumable_sdk_state(
         &self,
         validation: ResumeValidation,
@@ -102,21 +110,16 @@ impl Session {
         prompt_name: &str,
         at: DateTime<Utc>,
     ) -> Result<SdkSessionState> {
-        let latest = self
-            .state()
-            .adapter_states()
-            .iter()
-            .filter(|s| s.adapter_type == SdkSessionState::ADAPTER_TYPE)
-            .last()
-            .cloned()
+        let found = self
+            .find_resumable_state(SdkSessionState::ADAPTER_TYPE)
             .ok_or_else(|| {
                 Error::SessionExpired(format!(
-                    "no {} state in session {}",
+                    "no resumable {} state in session {}",
                     SdkSessionState::ADAPTER_TYPE,
                     self.id()
                 ))
             })?;
-        validate_sdk_state(&latest, validation, workspace, prompt_name, at)
+        validate_sdk_state(&found, validation, workspace, prompt_name, at)
     }
 }
 

@@ -369,8 +369,10 @@ impl<'a> InnerLoop<'a> {
     }
 
     /// Hands a stateful provider the state to resume from: on a resume, or
-    /// with `auto_resume`, the session's latest state of its type if it
-    /// passes the configured check; else none (a fresh session).
+    /// with `auto_resume`, the session's most recent resumable state of its
+    /// type (the adapter-state spec's `find_resumable_state`: a later
+    /// capture that is not resumable does not hide it) if it passes the
+    /// configured check; else none (a fresh session).
     fn begin_state(&self, eval: &Evaluation, resuming: bool) {
         let Some((provider, config)) = &self.stateful else {
             return;
@@ -380,7 +382,7 @@ impl<'a> InnerLoop<'a> {
                 let state = eval.session().state();
                 state
                     .adapter_states()
-                    .latest(provider.adapter_type())
+                    .find_resumable(provider.adapter_type())
                     .cloned()
             })
             .flatten()
