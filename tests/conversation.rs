@@ -61,8 +61,11 @@ impl ProviderAdapter for Recording {
             .push((request.clone(), options.clone()));
         let mut m = ConversationMessage::assistant(self.reply.clone());
         m.provider_message_id = Some(format!("msg-{}", self.seen.lock().expect("lock").len()));
+        let mut response_metadata = Metadata::new();
+        response_metadata.insert("finish_reason".into(), serde_json::json!("stop"));
         Ok(ProviderChatResult {
             messages: vec![m],
+            response_metadata,
             ..Default::default()
         })
     }

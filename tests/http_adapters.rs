@@ -12,6 +12,7 @@ mod chat;
 mod openai;
 mod parsers;
 mod server;
+mod state_blob;
 
 use std::sync::Arc;
 

@@ -22,6 +22,7 @@ use serde_json::json;
 mod compaction;
 mod degradation;
 mod journal;
+pub mod wire;
 
 /// One answer of a [`Recorder`].
 #[derive(Clone, Debug, Default)]
@@ -29,7 +30,8 @@ pub struct Reply {
     pub text: String,
     /// `(tool, arguments)`: the call ids are `call_<n>`.
     pub calls: Vec<(String, String)>,
-    /// The finish reason; none given counts as a stop.
+    /// The finish reason. Default: `stop` (`tool_calls` with calls);
+    /// `"<null>"` sends a JSON null, `"<none>"` no reason at all.
     pub finish: Option<String>,
     /// The total tokens reported (input, all of it).
     pub tokens: Option<u64>,
@@ -118,8 +120,23 @@ impl ProviderAdapter for Recorder {
             .map(|(k, (name, args))| ToolCallRecord::new(format!("call_{n}_{k}"), name, args))
             .collect();
         let mut response_metadata = Metadata::new();
-        if let Some(f) = reply.finish {
-            response_metadata.insert("finish_reason".into(), json!(f));
+        let default = if m.tool_calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        };
+        match reply.finish.as_deref().unwrap_or(default) {
+            "<none>" => {}
+            "<null>" => {
+                response_metadata.insert("finish_reason".into(), serde_json::Value::Null);
+            }
+            // Anthropic's reasons go where its adapter puts them.
+            f @ ("end_turn" | "max_tokens" | "tool_use" | "stop_sequence") => {
+                response_metadata.insert("stop_reason".into(), json!(f));
+            }
+            f => {
+                response_metadata.insert("finish_reason".into(), json!(f));
+            }
         }
         Ok(ProviderChatResult {
             messages: vec![m],

@@ -247,15 +247,30 @@ impl ConversationMessage {
         m
     }
 
-    /// The content as text: the string itself, or the JSON text of
-    /// structured content.
+    /// The content as text: the string itself; for an Anthropic block list
+    /// with thinking in it (`thinking` or `redacted_thinking` blocks, which
+    /// the Anthropic adapter keeps so they are sent back), its `text`
+    /// blocks joined; else the JSON text of structured content.
     pub fn text(&self) -> String {
         match &self.content {
             Value::String(s) => s.clone(),
             Value::Null => String::new(),
+            Value::Array(blocks) if blocks.iter().any(is_thinking) => blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect(),
             other => other.to_string(),
         }
     }
+}
+
+/// An Anthropic `thinking` or `redacted_thinking` block.
+fn is_thinking(b: &Value) -> bool {
+    matches!(
+        b.get("type").and_then(Value::as_str),
+        Some("thinking" | "redacted_thinking")
+    )
 }
 
 /// Where a turn is in its life (the spec's `TurnStatus`).

@@ -397,3 +397,71 @@ proptest! {
         prop_assert_eq!(all.len(), messages.len());
     }
 }
+
+/// An adapter whose answers end as `ends` says, in turn (response
+/// metadata as the adapters fill it).
+struct Ending {
+    ends: Mutex<Vec<Metadata>>,
+}
+
+impl ProviderAdapter for Ending {
+    fn id(&self) -> &str {
+        "ending"
+    }
+
+    fn send_chat(
+        &self,
+        _request: &ProviderChatRequest,
+        _options: &ProviderCallOptions,
+    ) -> Result<ProviderChatResult, ProviderError> {
+        let response_metadata = self.ends.lock().expect("lock").remove(0);
+        Ok(ProviderChatResult {
+            messages: vec![ConversationMessage::assistant("ok")],
+            response_metadata,
+            ..Default::default()
+        })
+    }
+}
+
+/// Issue 38 item 4: the engine compacts only after a natural stop (OpenAI
+/// `stop`, Anthropic `end_turn`); a `max_tokens` or `length` ending, a null
+/// reason and no reason leave the history whole.
+#[test]
+fn the_engine_compacts_only_after_a_natural_stop() {
+    let end =
+        |k: &str, v: serde_json::Value| -> Metadata { [(k.to_owned(), v)].into_iter().collect() };
+    let cases = [
+        (end("stop_reason", json!("max_tokens")), false),
+        (end("finish_reason", json!("length")), false),
+        (end("finish_reason", serde_json::Value::Null), false),
+        (Metadata::new(), false),
+        (end("stop_reason", json!("end_turn")), true),
+        (end("finish_reason", json!("stop")), true),
+    ];
+    for (ending, compacts) in cases {
+        let adapter = Arc::new(Ending {
+            ends: Mutex::new(vec![ending.clone()]),
+        });
+        let store = Arc::new(JournalConversationStore::new(Journal::memory()));
+        let mut config = ConversationEngineConfig::new("a", store.clone()).provider(adapter, "m");
+        config.compactor = Some(Arc::new(MessageLimitCompactor { max_messages: 2 }));
+        let engine = ConversationEngine::new(config);
+        let conv = start(
+            &engine,
+            vec![
+                ConversationMessage::user("u0"),
+                ConversationMessage::assistant("a0"),
+                ConversationMessage::user("u1"),
+            ],
+        );
+        engine.run_turn(conv.id, RunTurn::default()).expect("turn");
+        let state = store.session(conv.id).expect("session").state_cloned();
+        let compacted = !state.conversation_log().compactions().is_empty();
+        assert_eq!(compacted, compacts, "{ending:?}");
+        assert_eq!(
+            agent_journal::conversation::is_natural_stop(&ending),
+            compacts,
+            "{ending:?}"
+        );
+    }
+}

@@ -205,7 +205,7 @@ fn anthropic_request_maps_history_tools_parameters_and_headers() {
 }
 
 #[test]
-fn anthropic_streams_text_tool_use_and_usage_skipping_thinking() {
+fn anthropic_streams_text_tool_use_and_usage_keeping_thinking() {
     let server = Server::start(vec![Reply::sse(
         &stream_body("Adding both.", true),
         5,
@@ -228,7 +228,17 @@ fn anthropic_streams_text_tool_use_and_usage_skipping_thinking() {
     assert!(chunks[n - 2].is_message_complete);
     assert_eq!(chunks[n - 1].usage, result.usage);
     let m = &result.messages[0];
-    assert_eq!(m.text(), "Adding both.");
+    // A thinking block makes the content the block list as it came (sent
+    // back unchanged in the tool loop), the thinking's signature included.
+    let blocks = m.content.as_array().expect("blocks");
+    assert_eq!(blocks[0]["type"], "thinking");
+    assert_eq!(blocks[0]["signature"], "EqQB");
+    let text: Vec<&str> = blocks
+        .iter()
+        .filter(|b| b["type"] == "text")
+        .filter_map(|b| b["text"].as_str())
+        .collect();
+    assert_eq!(text, ["Adding both."]);
     let calls: Vec<_> = m
         .tool_calls
         .iter()
@@ -399,11 +409,18 @@ fn anthropic_engine_streamed_turn_with_tools() {
     assert_eq!(got[1].body["system"], "Be terse.");
     let messages = got[1].body["messages"].as_array().expect("messages");
     assert_eq!(messages.len(), 3, "user, assistant, user with the results");
+    // The answer's thinking block goes back first, signature intact (the
+    // API requires it in a tool loop with extended thinking).
     assert_eq!(
         messages[1]["content"][0],
+        json!({"type": "thinking", "thinking": "Two sums.", "signature": "EqQB"})
+    );
+    assert_eq!(
+        messages[1]["content"][1],
         json!({"type": "text", "text": "Adding both."})
     );
-    assert_eq!(messages[1]["content"][2]["id"], "toolu_s2");
+    assert_eq!(messages[1]["content"][3]["id"], "toolu_s2");
+    assert_eq!(messages[1]["content"].as_array().map(Vec::len), Some(4));
     assert_eq!(
         messages[2]["content"][1],
         json!({"type": "tool_result", "tool_use_id": "toolu_s2", "content": "9"})

@@ -84,7 +84,7 @@ fn a_provider_mismatch_starts_a_fresh_conversation() {
 #[test]
 fn a_corrupted_message_starts_a_fresh_conversation() {
     let mut doc: serde_json::Value = serde_json::from_slice(&good_state("p")).expect("JSON");
-    doc["messages"][1]["role"] = json!("wizard");
+    doc["messages"][1]["role"] = json!(42);
     let d = assert_fresh(doc.to_string().as_bytes(), usize::MAX, "corrupted_message");
     assert!(
         matches!(d, Degradation::CorruptedMessage { index: 1, .. }),
@@ -92,8 +92,15 @@ fn a_corrupted_message_starts_a_fresh_conversation() {
     );
     doc["messages"][1] = json!("just text");
     assert_fresh(doc.to_string().as_bytes(), usize::MAX, "corrupted_message");
-    doc["messages"][1] = json!({"role": "user", "content": "no id, no time"});
+    doc["messages"][1] = json!({"content": "no role"});
     assert_fresh(doc.to_string().as_bytes(), usize::MAX, "corrupted_message");
+    // A wire message without our ids is not corrupted (the spec's shape):
+    // it gets a fresh id. A role this version does not know is kept as it
+    // came.
+    doc["messages"][1] = json!({"role": "wizard", "content": "no id, no time"});
+    let blob = StateBlob::decode(doc.to_string().as_bytes(), Some("p"), usize::MAX)
+        .expect("a wire message decodes");
+    assert_eq!(blob.to_json()["messages"][1], doc["messages"][1]);
 }
 
 #[test]

@@ -69,6 +69,31 @@ pub trait CompactionStrategy: Send + Sync {
     fn apply(&self, request: &CompactionRequest<'_>) -> Result<Option<Compaction>>;
 }
 
+/// True when a provider call ended at a **natural stop**, the only ending
+/// after which a conversation is compacted (goaitools': "when finish
+/// reason is `stop`"), by the engine and by
+/// [`chat_with_state`](super::state_blob::chat_with_state) alike.
+///
+/// `metadata` is a call's response metadata, as the adapters fill it:
+///
+/// - OpenAI-compatible (`finish_reason`): only `"stop"`.
+/// - Anthropic (`stop_reason`): `"end_turn"` and `"stop_sequence"`. A
+///   caller's stop sequence counts because OpenAI reports the same ending
+///   as `"stop"` too: the answer ended where the caller said it ends, so
+///   the two providers agree.
+///
+/// Everything else is not a stop: `length` and `max_tokens` (the answer was
+/// cut), `tool_calls` and `tool_use` (a tool loop goes on),
+/// `content_filter`, `refusal`, `pause_turn`, any other value, a `null`
+/// reason and no reason at all (an adapter that reports none never
+/// triggers a compaction; the [`ScriptedAdapter`](super::ScriptedAdapter)
+/// reports `"stop"` for an answer without calls).
+pub fn is_natural_stop(metadata: &Metadata) -> bool {
+    let reason = |key: &str| metadata.get(key).and_then(serde_json::Value::as_str);
+    matches!(reason("finish_reason"), Some("stop"))
+        || matches!(reason("stop_reason"), Some("end_turn" | "stop_sequence"))
+}
+
 /// Which indices of `messages` a history may start at: a user message
 /// that no tool exchange spans (no tool result at or after it answers a
 /// call made before it). Cutting anywhere else would split an assistant

@@ -69,7 +69,7 @@ pub use compaction::{
     Compaction, CompactionRequest, CompactionStrategy, CompactionTrigger, Compactor,
     CompositeCompactor, CompositeTrigger, MessageLimitCompactor, SUMMARY_INSTRUCTIONS,
     SplitCompactor, SummarizingStrategy, TokenLimitCompactor, advance_to_first_user_message,
-    compaction_boundary,
+    compaction_boundary, is_natural_stop,
 };
 pub use engine::{
     ConversationEngine, ConversationEngineConfig, CreateConversation, RunTurn, SENT_SUMMARY,

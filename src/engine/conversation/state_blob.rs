@@ -13,10 +13,19 @@
 //! - `processed_length` is the number of messages the model has seen: the
 //!   messages [`append_to_state`] adds after it are not counted until the
 //!   next [`chat_with_state`].
-//! - `messages` are the conversation's messages, each a
-//!   [`ConversationMessage`] as serde_json writes it, every field kept.
-//!   Fields of a message (and of the blob) that this version does not know
-//!   are kept too, and written back when the blob is encoded again.
+//! - `messages` are the provider's raw wire messages, as goaitools keeps
+//!   them ("the raw messages received by the backend"): OpenAI
+//!   chat-completions message objects, or, for a provider id starting with
+//!   `anthropic`, Messages API message objects with every content block
+//!   (`thinking` with its `signature`, `redacted_thinking`, `tool_use`,
+//!   `tool_result`) as it came. Members of a message (and of the blob)
+//!   that this version does not know are kept and written back.
+//! - `agent_journal` ([`SIDE_MEMBER`]) holds, per message, what a wire
+//!   message cannot: our message id, its time, turn, metadata. goaitools
+//!   ignores it; without it (a blob goaitools wrote) messages get fresh ids.
+//!
+//! Blobs of the previous format (each message a `ConversationMessage`
+//! record) are still read, and written back in this one.
 //!
 //! Leading system messages (the instructions before the first other
 //! message of a call) are never stored: the caller supplies them fresh on
@@ -64,22 +73,24 @@
 
 mod chat;
 mod journal;
+mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::event::conversation::{ConversationMessage, MessageRole};
 use crate::model::MessageId;
 
 use super::plan::SUMMARY_PREFIX;
+use wire::Dialect;
 
 pub use chat::{StateChatOptions, StateChatResult, chat_with_state};
 pub use journal::{
-    ImportStateBlob, STATE_BLOB_METADATA, export_state_blob, export_state_blob_for,
-    import_state_blob, state_blob_of,
+    ImportStateBlob, STATE_BLOB_METADATA, STATE_BLOB_WIRE, export_state_blob,
+    export_state_blob_for, import_state_blob, state_blob_of,
 };
 
 /// The version of the blob this crate writes and reads.
@@ -88,6 +99,20 @@ pub const STATE_BLOB_VERSION: u64 = 1;
 /// The default largest blob decoded: 64 MiB. A larger one degrades as
 /// [`Degradation::TooLarge`] before it is parsed.
 pub const DEFAULT_MAX_STATE_BYTES: usize = 64 * 1024 * 1024;
+
+/// The top-level member of a blob that holds what the wire messages do
+/// not: `{"messages": [side record, ...]}`, one record per message, in
+/// order (`id`, `created_at`, and when set `conversation_id`, `turn_id`,
+/// `provider_message_id`, `metadata`, `name`, `role`, `tool_status`).
+/// goaitools ignores it (and drops it when it writes the blob again); a
+/// record list whose length is not the number of messages is ignored.
+pub const SIDE_MEMBER: &str = "agent_journal";
+
+/// True for a message of the previous format: a `ConversationMessage`
+/// record rather than a wire message.
+fn is_record(o: &Map<String, Value>) -> bool {
+    o.contains_key("id") && o.contains_key("conversation_id") && o.contains_key("created_at")
+}
 
 /// The metadata key (value `true`) of the system message that carries a
 /// compaction's summary at the front of a blob's messages. Its content is
@@ -184,6 +209,8 @@ pub struct StateBlob {
     unknown: Map<String, Value>,
     /// Members of each message this version does not know, by message id.
     unknown_in: BTreeMap<MessageId, Map<String, Value>>,
+    /// The wire messages written back as they came, by message id.
+    raw: BTreeMap<MessageId, Value>,
 }
 
 /// The names of a serialized [`ConversationMessage`]'s members.
@@ -220,11 +247,20 @@ impl StateBlob {
             messages: Vec::new(),
             unknown: Map::new(),
             unknown_in: BTreeMap::new(),
+            raw: BTreeMap::new(),
         }
     }
 
     /// Decodes `bytes`, checking the provider when `provider` names one,
     /// refusing more than `max_bytes` before parsing. Never panics.
+    ///
+    /// Each message is read as a wire message of the blob's provider (see
+    /// [the format](self)); a message in the previous format of this crate
+    /// (a `ConversationMessage` record: it has `id`, `conversation_id` and
+    /// `created_at` members) is read as that record, so blobs written
+    /// before are still read. A message without a side record (a blob of
+    /// goaitools, or of a writer that dropped `agent_journal`) gets a
+    /// fresh id and is dated now.
     ///
     /// # Errors
     /// The [`Degradation`] that discards it.
@@ -270,18 +306,43 @@ impl StateBlob {
         let Some(Value::Array(raw)) = top.remove("messages") else {
             return Err(invalid("`messages` is missing or not an array".into()));
         };
+        let side = match top.remove(SIDE_MEMBER) {
+            Some(Value::Object(mut o)) => match o.remove("messages") {
+                Some(Value::Array(records)) if records.len() == raw.len() => records,
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
+        let dialect = Dialect::of(&found);
         let mut blob = StateBlob::new(found);
         blob.unknown = top;
         blob.messages.reserve(raw.len());
         for (index, v) in raw.into_iter().enumerate() {
             let corrupted = |reason: String| Degradation::CorruptedMessage { index, reason };
-            if !v.is_object() {
+            let Value::Object(o) = v else {
                 return Err(corrupted("not a JSON object".into()));
+            };
+            if is_record(&o) {
+                let v = Value::Object(o);
+                let m = ConversationMessage::deserialize(&v)
+                    .map_err(|e| corrupted(clip(&e.to_string(), 200)))?;
+                if let Value::Object(members) = v {
+                    blob.keep_unknown(m.id, members);
+                }
+                blob.messages.push(m);
+                continue;
             }
-            let m = ConversationMessage::deserialize(&v)
-                .map_err(|e| corrupted(clip(&e.to_string(), 200)))?;
-            if let Value::Object(members) = v {
-                blob.keep_unknown(m.id, members);
+            let original = (!wire::exact(dialect, &o)).then(|| Value::Object(o.clone()));
+            let read = wire::from_wire(dialect, o).map_err(corrupted)?;
+            let mut m = read.message;
+            if let Some(r) = side.get(index) {
+                wire::apply_side(&mut m, r);
+            }
+            if let Some(v) = original {
+                blob.raw.insert(m.id, v);
+            }
+            if !read.unknown.is_empty() {
+                blob.unknown_in.insert(m.id, read.unknown);
             }
             blob.messages.push(m);
         }
@@ -304,20 +365,30 @@ impl StateBlob {
         }
     }
 
+    /// Message `m` as it is written in the blob: the wire message it was
+    /// read as, if it could not be rebuilt member for member; else its wire
+    /// message with the members this version does not know.
+    pub fn wire_message(&self, m: &ConversationMessage) -> Value {
+        if let Some(raw) = self.raw.get(&m.id) {
+            return raw.clone();
+        }
+        let mut o = wire::to_wire(Dialect::of(&self.provider), m);
+        if let Some(extra) = self.unknown_in.get(&m.id) {
+            for (k, x) in extra {
+                o.entry(k.clone()).or_insert_with(|| x.clone());
+            }
+        }
+        Value::Object(o)
+    }
+
     /// The blob as a JSON document.
     pub fn to_json(&self) -> Value {
-        let messages = self
+        let dialect = Dialect::of(&self.provider);
+        let messages = self.messages.iter().map(|m| self.wire_message(m)).collect();
+        let side = self
             .messages
             .iter()
-            .map(|m| {
-                let mut v = message_value(m);
-                if let (Value::Object(o), Some(extra)) = (&mut v, self.unknown_in.get(&m.id)) {
-                    for (k, x) in extra {
-                        o.entry(k.clone()).or_insert_with(|| x.clone());
-                    }
-                }
-                v
-            })
+            .map(|m| wire::side_record(dialect, m))
             .collect();
         let mut top = self.unknown.clone();
         top.insert("version".into(), Value::from(STATE_BLOB_VERSION));
@@ -325,12 +396,27 @@ impl StateBlob {
         let processed = self.processed_length.min(self.messages.len());
         top.insert("processed_length".into(), Value::from(processed as u64));
         top.insert("messages".into(), Value::Array(messages));
+        top.insert(
+            SIDE_MEMBER.into(),
+            json!({ "messages": Value::Array(side) }),
+        );
         Value::Object(top)
     }
 
     /// The blob's bytes: its JSON document, compact.
     pub fn encode(&self) -> Vec<u8> {
         self.to_json().to_string().into_bytes()
+    }
+
+    /// The wire message message `id` was read as, when it is written back
+    /// as it came (see [`wire_message`](Self::wire_message)).
+    pub fn kept_wire(&self, id: MessageId) -> Option<&Value> {
+        self.raw.get(&id)
+    }
+
+    /// Keeps `wire` as message `id`'s wire message, written back as it is.
+    pub(crate) fn keep_wire(&mut self, id: MessageId, wire: Value) {
+        self.raw.insert(id, wire);
     }
 
     /// The members of message `id` that this version does not know, if any.
@@ -353,6 +439,7 @@ impl StateBlob {
         let ids: std::collections::BTreeSet<MessageId> =
             self.messages.iter().map(|m| m.id).collect();
         self.unknown_in.retain(|id, _| ids.contains(id));
+        self.raw.retain(|id, _| ids.contains(id));
     }
 }
 

@@ -17,7 +17,7 @@ use crate::event::conversation::{
 use crate::model::{CallId, ToolCallRecord, ToolStatus, now};
 
 use super::adapter::{AgentContext, ProviderCallOptions, ProviderChatRequest};
-use super::compaction::CompactionRequest;
+use super::compaction::{CompactionRequest, is_natural_stop};
 use super::engine::{ConversationEngine, SENT_SUMMARY, Step, turn_error};
 use super::plan::{DefaultHistoryBuilder, HistoryBuilder, HistoryContext, PlannedTurn};
 use super::store::{ConversationTurn, Page};
@@ -33,11 +33,7 @@ impl ConversationEngine {
         let Some(last) = turn.provider_calls.last() else {
             return Ok(());
         };
-        let stopped = match last.response_metadata.get("finish_reason") {
-            None => true,
-            Some(r) => matches!(r.as_str(), Some("stop" | "end_turn" | "stop_sequence")),
-        };
-        if !stopped {
+        if !is_natural_stop(&last.response_metadata) {
             return Ok(());
         }
         let id = turn.conversation_id;
@@ -71,7 +67,17 @@ impl ConversationEngine {
             tokens_before: last.usage.as_ref().map(|u| u.tokens.total()),
             at: now(),
         };
-        self.store().record_compaction(id, &record)
+        self.store().record_compaction(id, &record)?;
+        tracing::info!(
+            conversation = %id,
+            turn = %turn.id,
+            strategy = %record.strategy,
+            dropped = done.keep_from,
+            kept = record.messages_after,
+            summary = record.summary.is_some(),
+            "compacted the conversation's history"
+        );
+        Ok(())
     }
 
     /// One provider call, and the tools it asks for.

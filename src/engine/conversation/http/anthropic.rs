@@ -267,10 +267,18 @@ fn blocks(content: &Value) -> Vec<Value> {
     }
 }
 
-/// An assistant message's blocks: its text, then its calls.
+/// An assistant message's blocks: its text (or its blocks as they are),
+/// then a `tool_use` block for each call not among them.
 fn assistant(m: &ChatInputMessage) -> Vec<Value> {
     let mut out = blocks(&m.content);
     for c in &m.tool_calls {
+        let present = out.iter().any(|b| {
+            b.get("type").and_then(Value::as_str) == Some("tool_use")
+                && b.get("id").and_then(Value::as_str) == Some(c.call_id.as_str())
+        });
+        if present {
+            continue;
+        }
         out.push(json!({
             "type": "tool_use",
             "id": c.call_id.as_str(),
@@ -332,8 +340,14 @@ fn text(v: &Value) -> String {
 ///
 /// The result is one assistant message: its `text` blocks concatenated,
 /// each `tool_use` block a tool call (arguments: the JSON text of its
-/// `input`; a block without an id gets `toolu_<uuid>`); `thinking`,
-/// `redacted_thinking` and other blocks are skipped (they stay in `raw`).
+/// `input`; a block without an id gets `toolu_<uuid>`). When the content
+/// has any other block (`thinking` with its `signature`,
+/// `redacted_thinking`, a server tool's), the message's content is the
+/// whole block list as it came instead of the text, so that it is sent
+/// back unchanged (extended thinking requires its blocks, signatures
+/// intact, in a tool loop): [`anthropic_request_body`] sends an assistant
+/// message's blocks as they are and adds a `tool_use` block only for a call
+/// not among them.
 /// Usage: `input_tokens`, `output_tokens`, `cache_read_input_tokens` and
 /// `cache_creation_input_tokens` (cache writes); other members
 /// (`cache_creation`, `server_tool_use`, `service_tier`) go to the
@@ -383,10 +397,20 @@ pub(super) fn result_from_message(value: Value) -> Result<ProviderChatResult, Pr
                 Some(c) => calls.push(c),
                 None => return Err(invalid(&format!("content[{k}] is malformed"), &value)),
             },
-            _ => {} // thinking, redacted_thinking, server tools: kept in raw
+            _ => {} // thinking, redacted_thinking, server tools: below
         }
     }
-    let mut m = ConversationMessage::assistant(text);
+    let keep_blocks = blocks.iter().any(|b| {
+        !matches!(
+            b.get("type").and_then(Value::as_str),
+            Some("text" | "tool_use")
+        )
+    });
+    let mut m = if keep_blocks {
+        ConversationMessage::json(MessageRole::Assistant, Value::Array(blocks.to_vec()))
+    } else {
+        ConversationMessage::assistant(text)
+    };
     m.tool_calls = calls;
     m.provider_message_id = text_of(o.get("id"));
     let mut response_metadata = Metadata::new();

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::engine::tool::{Tool, ToolContext};
 use crate::error::{Error, Result};
@@ -18,7 +18,7 @@ use super::super::adapter::{
     AgentContext, ChatInputMessage, ProviderAdapter, ProviderCallOptions, ProviderChatRequest,
     ProviderChatResult,
 };
-use super::super::compaction::{Compaction, CompactionRequest, Compactor};
+use super::super::compaction::{Compaction, CompactionRequest, Compactor, is_natural_stop};
 use super::{
     DEFAULT_MAX_STATE_BYTES, Degradation, StateBlob, is_summary_message, load, summary_message,
     summary_text,
@@ -41,7 +41,8 @@ pub struct StateChatOptions {
     /// run in order, their results are stored as tool messages, and the
     /// provider is called again. Default: none.
     pub tools: Vec<Arc<dyn Tool>>,
-    /// Compacts the stored messages after a call whose model stopped.
+    /// Compacts the stored messages after a call that ended at a natural
+    /// stop ([`is_natural_stop`](crate::conversation::is_natural_stop)).
     /// Default: none (the state grows).
     pub compactor: Option<Arc<dyn Compactor>>,
     /// Provider calls one `chat_with_state` may make (the tool loop's
@@ -190,8 +191,10 @@ impl StateChatResult {
 /// [`TurnId`]; the assistant's tool calls are stored with their final
 /// status (completed or failed).
 ///
-/// After the last call, if its finish reason is a stop (`stop`, `end_turn`,
-/// `stop_sequence`, or none given) and a compactor is set, the compactor
+/// After the last call, if it ended at a natural stop
+/// ([`is_natural_stop`](crate::conversation::is_natural_stop): OpenAI
+/// `stop`, Anthropic `end_turn` or `stop_sequence`; never `length`,
+/// `max_tokens` or no reason) and a compactor is set, the compactor
 /// sees the stored messages (a summary message at their front, see
 /// [`SUMMARY_MARKER`](super::SUMMARY_MARKER), as the request's `summary`),
 /// the leading system messages and the last call's usage. A compaction
@@ -199,7 +202,9 @@ impl StateChatResult {
 /// and a system message with the compaction's summary, if it wrote one,
 /// goes first in their place (an earlier summary not carried over by the
 /// compaction is dropped, as in a journal, where the last compaction's
-/// summary is the one sent). Never during the tool loop.
+/// summary is the one sent). Never during the tool loop. Each compaction
+/// is logged: a `tracing::info!` with the provider, the strategy and the
+/// numbers of messages dropped and kept.
 ///
 /// # Errors
 /// [`Error::ProviderFailed`] when a provider call fails, or when
@@ -273,7 +278,10 @@ pub fn chat_with_state(
     };
     let mut compaction = None;
     let mut compaction_error = None;
-    if let (Some(compactor), true) = (&options.compactor, stopped(&response)) {
+    if let (Some(compactor), true) = (
+        &options.compactor,
+        is_natural_stop(&response.response_metadata),
+    ) {
         let usage = response.usage.as_ref();
         match compact(&mut blob, &**compactor, leading, usage) {
             Ok(done) => compaction = done,
@@ -361,15 +369,6 @@ fn run_tool(
     (status, m)
 }
 
-/// True when the model stopped: finish reason `stop`, `end_turn`,
-/// `stop_sequence`, or none given.
-fn stopped(result: &ProviderChatResult) -> bool {
-    match result.response_metadata.get("finish_reason") {
-        None | Some(Value::Null) => true,
-        Some(r) => matches!(r.as_str(), Some("stop" | "end_turn" | "stop_sequence")),
-    }
-}
-
 /// Asks `compactor` about `blob`'s messages and applies its answer: the
 /// messages before `keep_from` are dropped, the summary (if any) put first.
 fn compact(
@@ -391,7 +390,8 @@ fn compact(
     let Some(done) = compactor.compact(&request)? else {
         return Ok(None);
     };
-    if done.keep_from > rest.len() {
+    let rest_len = rest.len();
+    if done.keep_from > rest_len {
         return Ok(None);
     }
     let kept = blob.messages.split_off(offset + done.keep_from);
@@ -403,5 +403,13 @@ fn compact(
         .collect();
     blob.messages.extend(kept);
     blob.prune_unknown();
+    tracing::info!(
+        provider = %blob.provider,
+        strategy = %done.strategy,
+        dropped = done.keep_from,
+        kept = rest_len - done.keep_from,
+        summary = done.summary.is_some(),
+        "compacted the conversation state"
+    );
     Ok(Some(done))
 }

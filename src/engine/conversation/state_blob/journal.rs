@@ -20,6 +20,11 @@ use super::{DEFAULT_MAX_STATE_BYTES, STATE_BLOB_VERSION, StateBlob, summary_mess
 /// both back, so blob -> journal -> blob gives the blob back.
 pub const STATE_BLOB_METADATA: &str = "state_blob";
 
+/// The key, in an imported message's metadata, of the wire message it was
+/// read as when the blob keeps that as it came (a role or a tool call this
+/// version does not rebuild member for member); export writes it back.
+pub const STATE_BLOB_WIRE: &str = "state_blob_wire";
+
 /// Options of [`import_state_blob`].
 #[derive(Clone, Debug)]
 pub struct ImportStateBlob {
@@ -61,7 +66,8 @@ impl Default for ImportStateBlob {
 /// leading system messages' count (`stored_system`: in a blob they are
 /// stored context, not instructions) and its unknown members in the
 /// conversation's metadata under [`STATE_BLOB_METADATA`]; each message's
-/// unknown members in its metadata under the same key.
+/// unknown members in its metadata under the same key, and the wire
+/// message kept as it came, if any, under [`STATE_BLOB_WIRE`].
 ///
 /// The blob's leading system messages become the conversation's leading
 /// system messages, so the engine sends them first on every turn, as
@@ -97,6 +103,9 @@ impl StateBlob {
             if let Some(extra) = self.unknown_fields(m.id) {
                 m.metadata
                     .insert(STATE_BLOB_METADATA.into(), Value::Object(extra.clone()));
+            }
+            if let Some(wire) = self.kept_wire(m.id) {
+                m.metadata.insert(STATE_BLOB_WIRE.into(), wire.clone());
             }
             if !seen.insert(m.id) {
                 m.id = MessageId::new();
@@ -218,6 +227,9 @@ pub fn state_blob_of(
         m.conversation_id = ConversationId::from_bytes([0; 16]);
         if let Some(Value::Object(extra)) = m.metadata.remove(STATE_BLOB_METADATA) {
             blob.keep_unknown(m.id, extra);
+        }
+        if let Some(wire) = m.metadata.remove(STATE_BLOB_WIRE) {
+            blob.keep_wire(m.id, wire);
         }
     }
     if let Some(Value::Object(unknown)) = field("unknown") {

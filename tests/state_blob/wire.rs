@@ -1,0 +1,199 @@
+//! Issue 38 items 3 and 4: a blob's messages are the provider's raw wire
+//! messages (goaitools' format), the spec's own example is read and
+//! continued, blobs of the previous format still decode, Anthropic
+//! thinking blocks survive a round trip, and only a natural stop compacts.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use agent_journal::ToolStatus;
+use agent_journal::conversation::state_blob::{StateBlob, StateChatOptions, chat_with_state};
+use agent_journal::conversation::{Compactor, MessageLimitCompactor, MessageRole};
+use serde_json::{Value, json};
+
+use super::{Recorder, Reply, asst, decode, stored, user};
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/state_blob")
+        .join(name);
+    std::fs::read(path).expect("fixture")
+}
+
+fn json_of(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).expect("JSON")
+}
+
+/// The spec's example blob (`{"version": 1, "provider": "openai",
+/// "processed_length": 2, "messages": [{"role": "user", ...}, {"role":
+/// "assistant", ...}]}`) was refused with "missing field `id`".
+#[test]
+fn the_spec_example_blob_is_read_and_continued() {
+    let example = fixture("goaitools_example.json");
+    let original = json_of(&example);
+    let blob = StateBlob::decode(&example, Some("openai"), usize::MAX).expect("decodes");
+    assert_eq!(blob.messages.len(), 2);
+    assert_eq!(blob.processed_length, 2);
+    assert_ne!(blob.messages[0].id, blob.messages[1].id, "ids are minted");
+
+    let adapter = Recorder::with("openai", vec![Reply::text("It starts at 7:30pm.")]);
+    let r = chat_with_state(
+        &adapter,
+        Some(&example),
+        &StateChatOptions::new("gpt-4o")
+            .system("You are a guide.")
+            .user("When does it start?"),
+    )
+    .expect("chat");
+    assert!(r.degraded.is_none(), "{:?}", r.degraded);
+    let sent = adapter.last();
+    let texts = |i: usize| {
+        original["messages"][i]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert_eq!(
+        sent[1..3],
+        [
+            (MessageRole::User, texts(0)),
+            (MessageRole::Assistant, texts(1))
+        ]
+    );
+    assert_eq!(sent.len(), 4, "system, the example's two, the question");
+    // The new state holds the example's messages exactly, then the new ones,
+    // as wire messages; our ids are in the `agent_journal` member.
+    let doc = json_of(&r.state);
+    assert_eq!(doc["messages"][0], original["messages"][0]);
+    assert_eq!(doc["messages"][1], original["messages"][1]);
+    assert_eq!(
+        doc["messages"][3],
+        json!({"role": "assistant", "content": "It starts at 7:30pm."})
+    );
+    assert_eq!(doc["processed_length"], 4);
+    assert_eq!(
+        doc["agent_journal"]["messages"].as_array().map(Vec::len),
+        Some(4)
+    );
+    // Its ids are kept from now on.
+    let again = decode(&r.state);
+    assert_eq!(
+        again.messages[0].id,
+        decode(&r.state).messages[0].id,
+        "ids are read back"
+    );
+}
+
+/// A blob written before this change (our records as messages) still
+/// decodes, ids, statuses and unknown members included, and is written
+/// back in the wire format.
+#[test]
+fn a_blob_of_the_previous_format_still_decodes() {
+    let legacy = fixture("legacy_records_v1.json");
+    let old = json_of(&legacy);
+    let blob = StateBlob::decode(&legacy, Some("openai"), usize::MAX).expect("decodes");
+    assert_eq!(blob.messages.len(), 4);
+    assert_eq!(
+        blob.messages[1].id.to_string(),
+        old["messages"][1]["id"].as_str().expect("id")
+    );
+    assert_eq!(blob.messages[1].tool_calls[0].status, ToolStatus::Completed);
+    assert_eq!(blob.messages[2].role, MessageRole::Tool);
+    assert_eq!(blob.unknown_members()["x_top"], "kept");
+    let doc = blob.to_json();
+    assert_eq!(
+        doc["messages"][1],
+        json!({"role": "assistant", "content": "", "x_future": 7, "tool_calls": [{"id": "call_1",
+            "type": "function", "function": {"name": "list_dir", "arguments": "{\"path\":\"/tmp\"}"}}]})
+    );
+    assert_eq!(
+        doc["messages"][2],
+        json!({"role": "tool", "content": "a.txt b.txt", "tool_call_id": "call_1"})
+    );
+    let again = StateBlob::decode(&blob.encode(), None, usize::MAX).expect("decodes");
+    assert_eq!(again.messages, blob.messages);
+    assert_eq!(again.to_json(), doc);
+}
+
+/// An extended-thinking tool loop, as Anthropic's Messages API has it.
+pub fn thinking_blob() -> Value {
+    json!({"version": 1, "provider": "anthropic", "processed_length": 5, "messages": [
+        {"role": "user", "content": "What is 17 * 23, then add 5?"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "I should multiply first with the tool.",
+             "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds+sig=="},
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXGmKDxH4mPnZ5sQ7vB5URj2pLmN0"},
+            {"type": "text", "text": "Let me compute that."},
+            {"type": "tool_use", "id": "toolu_01A", "name": "multiply", "input": {"a": 17, "b": 23}}
+        ]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01A", "content": "391"}]},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Now add 5.", "signature": "Sig2=="},
+            {"type": "tool_use", "id": "toolu_01B", "name": "add", "input": {"a": 391, "b": 5}}
+        ]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01B", "content": "396"}]}
+    ]})
+}
+
+#[test]
+fn anthropic_thinking_blocks_round_trip_and_are_sent_unchanged() {
+    let original = thinking_blob();
+    let bytes = original.to_string().into_bytes();
+    let blob = StateBlob::decode(&bytes, Some("anthropic"), usize::MAX).expect("decodes");
+    assert_eq!(blob.messages[1].tool_calls.len(), 1);
+    assert_eq!(blob.messages[2].role, MessageRole::Tool, "a tool result");
+    let doc = blob.to_json();
+    assert_eq!(doc["messages"], original["messages"], "every block kept");
+    // Twice round: the same again.
+    let twice = StateBlob::decode(&blob.encode(), None, usize::MAX).expect("decodes");
+    assert_eq!(twice.to_json(), doc);
+
+    // Continued: what the adapter receives carries the blocks unchanged,
+    // and the new state keeps them.
+    let adapter = Recorder::with("anthropic", vec![Reply::text("396.").finish("end_turn")]);
+    let r =
+        chat_with_state(&adapter, Some(&bytes), &StateChatOptions::new("claude")).expect("chat");
+    assert!(r.degraded.is_none());
+    let sent = adapter.last();
+    assert_eq!(sent[1].1, original["messages"][1]["content"].to_string());
+    assert_eq!(sent[3].1, original["messages"][3]["content"].to_string());
+    let doc = json_of(&r.state);
+    for i in 0..5 {
+        assert_eq!(doc["messages"][i], original["messages"][i], "message {i}");
+    }
+}
+
+/// Item 4 in blobs: a `max_tokens` ending, a null reason and no reason do
+/// not compact; `end_turn` and `stop` do.
+#[test]
+fn a_blob_is_compacted_only_after_a_natural_stop() {
+    for (finish, compacts) in [
+        ("max_tokens", false),
+        ("length", false),
+        ("<null>", false),
+        ("<none>", false),
+        ("end_turn", true),
+        ("stop", true),
+    ] {
+        let adapter = Recorder::with(
+            "p",
+            vec![Reply::text("a1"), Reply::text("a2").finish(finish)],
+        );
+        let c: Arc<dyn Compactor> = Arc::new(MessageLimitCompactor { max_messages: 2 });
+        let first =
+            chat_with_state(&adapter, None, &StateChatOptions::new("m").user("q1")).expect("chat");
+        let r = chat_with_state(
+            &adapter,
+            Some(&first.state),
+            &StateChatOptions::new("m").user("q2").compactor(c),
+        )
+        .expect("chat");
+        assert_eq!(r.compaction.is_some(), compacts, "{finish}");
+        let expected = if compacts {
+            vec![user("q2"), asst("a2")]
+        } else {
+            vec![user("q1"), asst("a1"), user("q2"), asst("a2")]
+        };
+        assert_eq!(stored(&r.state), expected, "{finish}");
+    }
+}
