@@ -20,6 +20,7 @@ use serde_json::json;
 mod cli;
 mod compaction;
 mod kill;
+mod spec_acc;
 mod store_suite;
 mod turns;
 
