@@ -306,7 +306,7 @@ fn the_history_builder_and_planner_see_the_conversation_the_turn_and_the_agent()
     );
     assert_eq!(
         *spy.plans.lock().expect("lock"),
-        vec![(conv.id, "helper".into(), hints)]
+        vec![(conv.id, "helper".into(), hints.clone())]
     );
     let texts: Vec<String> = adapter.requests()[0]
         .0
@@ -319,6 +319,8 @@ fn the_history_builder_and_planner_see_the_conversation_the_turn_and_the_agent()
         ["S", "u0", "u1"],
         "what the builder returned is sent"
     );
+    // The hints reach the adapter too, as its call options' metadata.
+    assert_eq!(adapter.requests()[0].1.metadata, hints);
 }
 
 /// Sections 4.6 and 7.5 (step "Persist turn & conversation updatedAt"):
