@@ -227,10 +227,14 @@ fn every_role_name_and_content_is_stored_and_sent_as_given() {
     assert_eq!(turn.id.to_string().parse::<TurnId>().ok(), Some(turn.id));
 }
 
+/// What a history builder was shown: the conversation's id and title, the
+/// turn's id and agent, how many messages and leading system messages.
+type HistoryShown = (ConversationId, Option<String>, TurnId, String, usize, usize);
+
 /// What a history builder and a planner were shown.
 #[derive(Default)]
 struct Spy {
-    history: Mutex<Vec<(ConversationId, Option<String>, TurnId, String, usize, usize)>>,
+    history: Mutex<Vec<HistoryShown>>,
     plans: Mutex<Vec<(ConversationId, String, Metadata)>>,
 }
 
