@@ -21,6 +21,7 @@ mod bounded;
 mod cli;
 mod compaction;
 mod kill;
+mod spec_acc;
 mod store_suite;
 mod turns;
 

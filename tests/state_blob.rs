@@ -22,6 +22,7 @@ use serde_json::json;
 mod compaction;
 mod degradation;
 mod journal;
+mod spec_goaitools;
 pub mod wire;
 
 /// One answer of a [`Recorder`].
