@@ -134,15 +134,23 @@ impl ProviderAdapter for ToolLoop {
             .filter(|m| m.role == MessageRole::Assistant)
             .count();
         let mut m = ConversationMessage::assistant("done");
+        // As a real adapter reports it: only an answer is a natural stop
+        // (`is_natural_stop`), after which compaction runs.
+        let mut finish = "stop";
         if step < self.loops {
             let n = self.next.fetch_add(1, Ordering::SeqCst);
             m = ConversationMessage::assistant("calling");
             m.tool_calls = vec![ToolCallRecord::new(format!("call_{n}"), "ping", "{}")];
+            finish = "tool_calls";
         }
-        Ok(ProviderChatResult {
+        let mut result = ProviderChatResult {
             messages: vec![m],
             ..Default::default()
-        })
+        };
+        result
+            .response_metadata
+            .insert("finish_reason".into(), serde_json::json!(finish));
+        Ok(result)
     }
 }
 
