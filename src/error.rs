@@ -190,6 +190,20 @@ pub enum Error {
         /// Its status (`"succeeded"`).
         status: String,
     },
+    /// A new turn was asked of a conversation that has an interrupted turn
+    /// (left unfinished by a process that stopped) under
+    /// [`InterruptedTurns::Refuse`](crate::conversation::InterruptedTurns::Refuse):
+    /// nothing was written. Resume, fail or cancel that turn first. CLI
+    /// exit code 1.
+    #[error(
+        "conversation {conversation} has an interrupted turn {turn}: resume, fail or cancel it before running a new turn"
+    )]
+    InterruptedTurn {
+        /// The conversation.
+        conversation: SessionId,
+        /// The first interrupted turn.
+        turn: uuid::Uuid,
+    },
     /// A provider call outside a turn failed (a compaction's summary).
     #[error("provider {provider} failed: {message}")]
     ProviderFailed {
@@ -294,6 +308,7 @@ impl Error {
             Error::TurnNotFound { .. } => "turn_not_found",
             Error::TurnFailed { .. } => "turn_failed",
             Error::TurnFinished { .. } => "turn_finished",
+            Error::InterruptedTurn { .. } => "interrupted_turn",
             Error::ProviderFailed { .. } => "provider_failed",
             Error::Database(_) => "database",
             Error::Fenced { .. } => "fenced",

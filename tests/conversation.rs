@@ -20,6 +20,7 @@ use serde_json::json;
 mod bounded;
 mod cli;
 mod compaction;
+mod interrupted;
 mod kill;
 mod spec_acc;
 mod store_suite;
@@ -129,6 +130,15 @@ impl ConversationHooks for Log {
     fn after_turn_error(&self, t: &ConversationTurn, e: &Error, _: &Conversation) {
         self.push(format!("error {:?} {e}", t.status));
     }
+}
+
+/// Runs `f`, a panic in it caught and not printed (a process that "dies").
+pub fn quiet<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    r
 }
 
 pub fn memory_engine(
@@ -327,15 +337,14 @@ fn the_default_history_builder_limits_by_count_and_tokens_keeping_system_and_too
         .get_conversation(conv.id)
         .expect("get")
         .expect("exists");
-    let messages = engine
-        .store()
-        .get_messages(conv.id, Page::all())
-        .expect("read");
+    // In append order (`get_messages` sorts by `created_at`, and the tool
+    // messages above were made before "S").
+    let window = engine.store().history(conv.id, None).expect("read");
     let history = by_tokens.build_history(&HistoryContext {
         conversation: &conversation,
-        system: &messages[..1],
+        system: &window.system,
         summary: None,
-        messages: &messages,
+        messages: &window.messages,
         next_turn_id: agent_journal::conversation::TurnId::new(),
         agent: "a",
     });
@@ -449,7 +458,7 @@ fn every_hook_is_called_at_its_moment() {
     engine.run_turn(conv.id, RunTurn::default()).expect("turn");
     assert_eq!(
         log.lines(),
-        ["created t", "before Running", "success Succeeded 1"]
+        ["created t", "before Pending", "success Succeeded 1"]
     );
 }
 

@@ -11,8 +11,8 @@ use agent_journal::Error;
 use agent_journal::conversation::http::{AnthropicAdapter, HttpOptions, OpenAiAdapter};
 use agent_journal::conversation::{
     ConversationEngine, ConversationEngineConfig, ConversationHooks, ConversationId,
-    ConversationMessage, ConversationTurn, CreateConversation, JournalConversationStore, Metadata,
-    ProviderAdapter, ProviderStreamChunk, ResumeTurn, RunTurn,
+    ConversationMessage, ConversationTurn, CreateConversation, InterruptedTurns,
+    JournalConversationStore, Metadata, ProviderAdapter, ProviderStreamChunk, RunTurn,
 };
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
@@ -116,11 +116,15 @@ pub(crate) fn chat(cli: &Cli, args: &ChatArgs) -> Result<ExitCode, Error> {
         Some(text) => {
             let id = find_session(&journal, text)?.id();
             store.session(id)?;
-            for t in engine.interrupted_turns(id)? {
-                eprintln!("finishing interrupted turn {}", t.id);
-                if let Err(e) = engine.resume_turn(id, t.id, ResumeTurn::default()) {
-                    eprintln!("error: {}", e.to_string().replace('\n', " "));
+            // Finished before new input, by the library's own rule (a
+            // turn that cannot be is settled by `run_turn`'s default).
+            match engine.settle_interrupted(id, InterruptedTurns::Resume) {
+                Ok(done) => {
+                    for t in done {
+                        eprintln!("finished interrupted turn {}: {}", t.id, t.status.as_str());
+                    }
                 }
+                Err(e) => eprintln!("error: {}", e.to_string().replace('\n', " ")),
             }
             id
         }

@@ -68,8 +68,11 @@ fn the_conversation_commands_show_what_the_demo_recorded() {
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no turn matches"));
 
-    // Time travel: at seq 4 the first turn was running.
+    // Time travel: at seq 4 the first turn was pending (created, no
+    // provider call yet); at seq 6 (its first call and header) running.
     let early = ok(&run_cli(&db, &["show", &id, "--at", "4"]));
+    assert!(early.contains("pending!"), "{early}");
+    let early = ok(&run_cli(&db, &["show", &id, "--at", "6"]));
     assert!(early.contains("running!"), "{early}");
     let log = ok(&run_cli(&db, &["log", &id]));
     assert!(log.contains("TurnChanged"), "{log}");

@@ -122,10 +122,7 @@ fn crash_case(reference: &Transcript, n: u64, last: u64, how: &str) {
     assert_eq!(ids.len(), 1, "n={n}");
     let crashed = ids[0];
     let (_, statuses) = transcript(&db, crashed);
-    let running = statuses
-        .iter()
-        .filter(|s| **s == TurnStatus::Running)
-        .count();
+    let running = statuses.iter().filter(|s| !s.is_finished()).count();
     assert!(running <= 1, "n={n}: one turn at most runs at a time");
 
     let pending = json(&run_cli(&db, &["--json", "pending", &crashed.to_string()]));

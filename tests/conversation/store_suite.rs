@@ -70,8 +70,11 @@ fn suite(store: &dyn ConversationStore) -> (ConversationId, TurnId) {
     store
         .append_messages(id, &[messages[1].clone(), messages[1].clone()])
         .expect("append again");
-    let all = store.get_messages(id, Page::all()).expect("read");
+    let mut all = store.get_messages(id, Page::all()).expect("read");
     assert_eq!(all.len(), 3);
+    // By `created_at`: `structured` was made first.
+    assert_eq!(all[0].id, structured.id);
+    all.rotate_left(1);
     assert_eq!(all[2].content, json!({"kind": "ui", "n": [1, 2.5]}));
     assert_eq!(all[2].role, MessageRole::Other);
     assert_eq!(all[2].name.as_deref(), Some("observer"));

@@ -1,7 +1,6 @@
 //! Tools inside turns, and turns interrupted in the middle (here by a panic
 //! in a tool or an adapter; `tests/kill.rs` kills real processes).
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use super::*;
@@ -71,14 +70,6 @@ fn script(tool: &str) -> Arc<ScriptedAdapter> {
         ScriptedReply::calls("working", &[("count", "{}"), (tool, "{\"x\":1}")]),
         ScriptedReply::text("done: {results}"),
     ]]))
-}
-
-fn quiet<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let r = catch_unwind(AssertUnwindSafe(f));
-    std::panic::set_hook(hook);
-    r
 }
 
 #[test]

@@ -106,7 +106,8 @@ pub struct AgentContext {
     pub run_id: String,
     /// `conversationId`, `turnId`, `provider`, `model`.
     pub labels: BTreeMap<String, String>,
-    /// The caller's metadata.
+    /// The call options' metadata ([`ProviderCallOptions::metadata`]), as
+    /// the spec's section 8.1 wires it.
     pub metadata: Metadata,
     /// Equal to `run_id`.
     pub correlation_id: String,
@@ -128,7 +129,8 @@ pub struct ProviderCallOptions {
     pub agent_context: AgentContext,
     /// `ai.provider`, `ai.model`, `ai.request_type`, `ai.streaming`.
     pub extensions: Metadata,
-    /// The caller's hints and metadata.
+    /// The caller's hints ([`RunTurn::hints`](super::RunTurn::hints)) of
+    /// the turn; also the agent context's metadata.
     pub metadata: Metadata,
 }
 

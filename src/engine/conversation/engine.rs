@@ -13,10 +13,11 @@ use crate::event::conversation::{
 };
 use crate::model::now;
 
-use super::adapter::ProviderAdapter;
+use super::adapter::{ChatInputMessage, ProviderAdapter};
 use super::compaction::Compactor;
+use super::interrupted::InterruptedTurns;
 use super::plan::{ConversationHooks, HistoryBuilder, PlanInput, PlannedTurn, TurnPlanner};
-use super::store::{ConversationStore, ConversationTurn};
+use super::store::{ConversationStore, ConversationTurn, HistoryWindow};
 
 /// The key, in a provider call's `request_metadata`, of the compaction
 /// summary the request carried (when the history had one), so the request
@@ -53,6 +54,13 @@ pub struct ConversationEngineConfig {
     /// Compacts what is sent after a turn whose model stopped (never in
     /// the middle of a tool loop). Default: none (the history sent grows).
     pub compactor: Option<Arc<dyn Compactor>>,
+    /// What [`ConversationEngine::run_turn`] does first when the
+    /// conversation has interrupted turns (left unfinished by a process
+    /// that stopped), so that no request carries a tool call without its
+    /// result. Default: [`InterruptedTurns::Answer`] (never runs twice a
+    /// tool that must not run twice, never calls a provider for the old
+    /// turn); [`RunTurn::interrupted`] overrides it for one turn.
+    pub interrupted_turns: InterruptedTurns,
 }
 
 impl ConversationEngineConfig {
@@ -70,6 +78,7 @@ impl ConversationEngineConfig {
             max_steps: 16,
             streaming: false,
             compactor: None,
+            interrupted_turns: InterruptedTurns::default(),
         }
     }
 
@@ -114,8 +123,13 @@ pub struct RunTurn {
     pub agent: Option<String>,
     /// Default: `"user_message"`.
     pub trigger_type: Option<String>,
-    /// Hints for the planner and the adapter (`"provider"`, `"model"`).
+    /// Hints for the planner and the adapter (`"provider"`, `"model"`);
+    /// the adapter gets them as [`ProviderCallOptions::metadata`](super::ProviderCallOptions::metadata)
+    /// (and its `AgentContext`'s metadata).
     pub hints: Metadata,
+    /// What to do first about the conversation's interrupted turns.
+    /// Default: the engine's [`ConversationEngineConfig::interrupted_turns`].
+    pub interrupted: Option<InterruptedTurns>,
 }
 
 /// The conversation engine: creates conversations, runs turns against
@@ -131,6 +145,18 @@ pub struct RunTurn {
 pub struct ConversationEngine {
     pub(super) config: ConversationEngineConfig,
     pub(super) running: Mutex<BTreeSet<TurnId>>,
+    /// Turns running here that [`cancel_turn`](Self::cancel_turn) asked to stop,
+    /// with the reason given.
+    pub(super) cancelling: Mutex<BTreeMap<TurnId, String>>,
+}
+
+/// A step's history, built before its provider call: what the history
+/// builder saw and what it chose.
+pub(super) struct Prepared {
+    /// The window read from the store, cut after the turn's own messages.
+    pub(super) window: HistoryWindow,
+    /// The messages to send.
+    pub(super) history: Vec<ChatInputMessage>,
 }
 
 /// What one step of a turn did.
@@ -147,6 +173,7 @@ impl ConversationEngine {
         Self {
             config,
             running: Mutex::new(BTreeSet::new()),
+            cancelling: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -198,21 +225,39 @@ impl ConversationEngine {
     }
 
     /// Runs a turn (the spec's `runTurn`): the messages appended since the
-    /// last turn are its input; the history builder, the planner and the
-    /// hooks are consulted; provider calls and tool calls follow until the
-    /// model answers without calling a tool.
+    /// last turn are its input. First the conversation's interrupted turns
+    /// are settled as [`RunTurn::interrupted`] (or the engine's
+    /// [`interrupted_turns`](ConversationEngineConfig::interrupted_turns))
+    /// says; then the turn is stored as `pending`; the history builder
+    /// builds the history, the planner chooses provider and model (seeing
+    /// the messages the builder saw), `before_turn` is told; the turn is
+    /// stored as `running` with its first provider call; provider calls and
+    /// tool calls follow until the model answers without calling a tool.
+    ///
+    /// Guarantee: no request carries a tool call without its result (the
+    /// engine checks each history before sending it and fails the turn,
+    /// code `"unanswered_tool_call"`, rather than send one).
+    ///
+    /// A turn that [`cancel_turn`](Self::cancel_turn) stops is returned
+    /// with status `cancelled`.
     ///
     /// # Errors
     /// [`Error::TurnFailed`] when a provider call fails (the turn is stored
     /// as failed first, and `after_turn_error` told);
+    /// [`Error::InterruptedTurn`] under [`InterruptedTurns::Refuse`];
+    /// [`Error::ToolIdempotency`] under [`InterruptedTurns::Resume`];
     /// [`Error::NotAConversation`]; a storage error leaves the turn
-    /// `running`, to be resumed.
+    /// unfinished, to be resumed.
     pub fn run_turn(&self, id: ConversationId, options: RunTurn) -> Result<ConversationTurn> {
         let conversation = self
             .store()
             .get_conversation(id)?
             .ok_or(Error::NotAConversation(id))?;
+        // Read before settling: the results that settle an interrupted
+        // turn are appended after the input that came since.
         let input = self.store().unanswered_messages(id)?;
+        let policy = options.interrupted.unwrap_or(self.config.interrupted_turns);
+        self.settle_interrupted(id, policy)?;
         let agent = options
             .agent
             .unwrap_or_else(|| self.config.default_agent.clone());
@@ -224,7 +269,7 @@ impl ConversationEngine {
             output_messages: Vec::new(),
             provider_calls: Vec::new(),
             tool_calls: Vec::new(),
-            status: TurnStatus::Running,
+            status: TurnStatus::Pending,
             trigger_type: Some(
                 options
                     .trigger_type
@@ -243,14 +288,27 @@ impl ConversationEngine {
         }
         let _running = self.mark_running(turn.id);
         self.store().create_turn(&turn)?;
-        let plan = match self.plan(&conversation, &turn, &options.hints) {
+        self.start(&conversation, &mut turn, &options.hints)
+    }
+
+    /// The spec's order for a turn's first step: the history builder, then
+    /// the planner (seeing the messages the builder saw), then
+    /// `before_turn`; then the turn is driven.
+    pub(super) fn start(
+        &self,
+        conversation: &Conversation,
+        turn: &mut ConversationTurn,
+        hints: &Metadata,
+    ) -> Result<ConversationTurn> {
+        let prepared = self.prepare(conversation, turn)?;
+        let plan = match self.plan(conversation, turn, &prepared.window, hints) {
             Ok(plan) => plan,
-            Err(e) => return self.fail(&conversation, &mut turn, turn_error(&e, "plan")),
+            Err(e) => return self.fail(conversation, turn, turn_error(&e, "plan")),
         };
         if let Some(h) = &self.config.hooks {
-            h.before_turn(&turn, &conversation);
+            h.before_turn(turn, conversation);
         }
-        self.drive(&conversation, &mut turn, &plan)
+        self.drive(conversation, turn, &plan, Some(prepared))
     }
 
     /// Marks `turn` as run by this engine until the guard drops.
@@ -262,18 +320,26 @@ impl ConversationEngine {
         RunningGuard { engine: self, turn }
     }
 
-    /// The plan of the planner, or the default one.
+    /// The plan of the planner (shown the leading system messages and the
+    /// window the history builder saw), or the default one.
     pub(super) fn plan(
         &self,
         conversation: &Conversation,
         turn: &ConversationTurn,
+        window: &HistoryWindow,
         hints: &Metadata,
     ) -> Result<PlannedTurn> {
         let providers: Vec<String> = self.config.providers.keys().cloned().collect();
         if let Some(planner) = &self.config.planner {
+            let messages: Vec<ConversationMessage> = window
+                .system
+                .iter()
+                .chain(&window.messages)
+                .cloned()
+                .collect();
             let input = PlanInput {
                 conversation,
-                messages: &turn.input_messages,
+                messages: &messages,
                 agent: &turn.agent,
                 hints,
                 providers: &providers,
@@ -301,8 +367,13 @@ impl ConversationEngine {
         conversation: &Conversation,
         turn: &mut ConversationTurn,
         plan: &PlannedTurn,
+        mut first: Option<Prepared>,
     ) -> Result<ConversationTurn> {
         loop {
+            // Here every tool call of the turn has its result.
+            if let Some(reason) = self.take_cancel(turn.id) {
+                return self.cancelled(conversation, turn, &reason);
+            }
             if turn.provider_calls.len() >= self.config.max_steps as usize {
                 let e = TurnError {
                     message: format!("stopped after {} provider calls", self.config.max_steps),
@@ -312,7 +383,7 @@ impl ConversationEngine {
                 };
                 return self.fail(conversation, turn, e);
             }
-            match self.step(conversation, turn, plan)? {
+            match self.step(conversation, turn, plan, first.take())? {
                 Step::Answered => break,
                 Step::Tools => {}
             }
@@ -387,6 +458,11 @@ impl Drop for RunningGuard<'_> {
     fn drop(&mut self) {
         self.engine
             .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.turn);
+        self.engine
+            .cancelling
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&self.turn);

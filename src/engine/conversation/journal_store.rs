@@ -14,7 +14,7 @@ use crate::journal::Journal;
 use crate::session::Session;
 use crate::state::SessionState;
 
-use super::records::{conversation_of, message_events, owned, turn_events, turn_of};
+use super::records::{by_created, conversation_of, message_events, owned, turn_events, turn_of};
 use super::store::{ConversationStore, ConversationTurn, HistoryWindow, Page};
 
 /// The label every conversation session carries: `("kind", "conversation")`.
@@ -165,7 +165,7 @@ impl ConversationStore for JournalConversationStore {
 
     fn get_messages(&self, id: ConversationId, page: Page) -> Result<Vec<ConversationMessage>> {
         self.read(id, |s| {
-            owned(page.select(s.conversation_log().messages()), id)
+            by_created(s.conversation_log().messages(), page, id)
         })
     }
 

@@ -13,7 +13,7 @@ use crate::event::{Envelope, Event};
 use crate::model::now;
 use crate::state::SessionState;
 
-use super::records::{conversation_of, message_events, owned, turn_events, turn_of};
+use super::records::{by_created, conversation_of, message_events, owned, turn_events, turn_of};
 use super::store::{ConversationStore, ConversationTurn, HistoryWindow, Page};
 
 /// Conversations kept in memory: each a state folded from the same events
@@ -102,7 +102,7 @@ impl ConversationStore for InMemoryConversationStore {
 
     fn get_messages(&self, id: ConversationId, page: Page) -> Result<Vec<ConversationMessage>> {
         self.with(id, |state| {
-            Ok(owned(page.select(state.conversation_log().messages()), id))
+            Ok(by_created(state.conversation_log().messages(), page, id))
         })
     }
 

@@ -44,8 +44,10 @@ mod compaction;
 mod engine;
 #[cfg(feature = "http")]
 pub mod http;
+mod interrupted;
 mod journal_store;
 mod memory;
+mod order;
 mod plan;
 mod records;
 pub use records::rebuild_request;
@@ -74,12 +76,13 @@ pub use compaction::{
 pub use engine::{
     ConversationEngine, ConversationEngineConfig, CreateConversation, RunTurn, SENT_SUMMARY,
 };
+pub use interrupted::InterruptedTurns;
 pub use journal_store::{CONVERSATION_LABEL, JournalConversationStore};
 pub use memory::InMemoryConversationStore;
 pub use plan::{
     ConversationHooks, DefaultHistoryBuilder, HistoryBuilder, HistoryContext, PlanInput,
     PlannedTurn, SUMMARY_PREFIX, TurnPlanner, approximate_tokens,
 };
-pub use resume::{INTERRUPTED_CALL, ResumeTurn};
+pub use resume::{ANSWERED_INTERRUPTED, CANCELLED_TOOL, INTERRUPTED_CALL, ResumeTurn};
 pub use scripted::{ScriptedAdapter, ScriptedReply};
 pub use store::{ConversationStore, ConversationTurn, HistoryWindow, Order, Page};

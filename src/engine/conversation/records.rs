@@ -94,6 +94,19 @@ pub(crate) fn message_events(
         .collect()
 }
 
+/// The messages of `page`, by `created_at` (the spec's default order;
+/// ties, and equal clocks, keep append order), as messages of
+/// conversation `id`. O(n) when they were appended in time order.
+pub(crate) fn by_created(
+    messages: &[ConversationMessage],
+    page: super::store::Page,
+    id: ConversationId,
+) -> Vec<ConversationMessage> {
+    let mut sorted: Vec<&ConversationMessage> = messages.iter().collect();
+    sorted.sort_by_key(|m| m.created_at);
+    owned(page.select(&sorted).into_iter().cloned().collect(), id)
+}
+
 /// `messages` as messages of conversation `id`: a fork holds copies of
 /// its parent's messages, which name the parent.
 pub(crate) fn owned(

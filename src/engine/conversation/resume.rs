@@ -21,6 +21,15 @@ pub struct ResumeTurn {
     pub interrupt_never_tools: bool,
 }
 
+/// The result of a tool call that had none when its turn was cancelled
+/// ([`ConversationEngine::cancel_turn`]).
+pub const CANCELLED_TOOL: &str = "cancelled: the turn was cancelled before this call's result was recorded; it was not run again";
+
+/// The error of a turn settled by
+/// [`InterruptedTurns::Answer`](super::InterruptedTurns::Answer) before its
+/// model answered.
+pub const ANSWERED_INTERRUPTED: &str = "interrupted: the process stopped before the model answered; its tool calls were answered before the next turn";
+
 /// The error message of a provider call that was in flight when its
 /// process died.
 pub const INTERRUPTED_CALL: &str =
@@ -97,31 +106,68 @@ impl ConversationEngine {
     ) -> Result<ConversationTurn> {
         let (conversation, mut turn) = self.interrupted(id, turn)?;
         let _running = self.mark_running(turn.id);
-        let in_doubt: Vec<_> = turn
-            .tool_calls
-            .iter()
-            .filter(|c| c.status == ToolStatus::Started)
-            .cloned()
-            .collect();
-        let never = |name: &str| {
-            self.tool(name)
-                .is_some_and(|t| t.idempotency() == Idempotency::Never)
-        };
-        if let Some(c) = in_doubt.iter().find(|c| never(&c.name)) {
-            if !options.interrupt_never_tools {
+        if !options.interrupt_never_tools {
+            if let Some(c) = turn
+                .tool_calls
+                .iter()
+                .find(|c| c.status == ToolStatus::Started && self.never(&c.name))
+            {
                 return Err(Error::ToolIdempotency {
                     call_id: c.call_id.to_string(),
                     tool: c.name.clone(),
                 });
             }
         }
-        close_calls(&mut turn);
-        self.store().update_turn(&turn)?;
+        self.settle_tools(&mut turn)?;
+        if answered(&turn) {
+            return self.succeed(&conversation, &mut turn);
+        }
+        match turn.provider_calls.last() {
+            Some(c) => {
+                let plan = PlannedTurn {
+                    provider: c.provider.clone(),
+                    model: c.model.clone(),
+                    parameters: c.parameters.clone(),
+                };
+                self.drive(&conversation, &mut turn, &plan, None)
+            }
+            None => {
+                let hints: Metadata = turn
+                    .metadata
+                    .get("hints")
+                    .and_then(|h| h.as_object())
+                    .map(|o| o.clone().into_iter().collect())
+                    .unwrap_or_default();
+                self.start(&conversation, &mut turn, &hints)
+            }
+        }
+    }
+
+    /// True when tool `name` must never run twice.
+    fn never(&self, name: &str) -> bool {
+        self.tool(name)
+            .is_some_and(|t| t.idempotency() == Idempotency::Never)
+    }
+
+    /// Closes the provider calls left in flight, then answers every tool
+    /// call of `turn` without a result by its tool's [`Idempotency`], as
+    /// the inner loop's resume does: completed calls are kept, pending ones
+    /// run, in-doubt ones run again (`is_resume`) unless their tool must
+    /// never run twice, which get the [`INTERRUPTED_ERROR`] result.
+    fn settle_tools(&self, turn: &mut ConversationTurn) -> Result<()> {
+        close_calls(turn);
+        self.store().update_turn(turn)?;
+        let in_doubt: Vec<_> = turn
+            .tool_calls
+            .iter()
+            .filter(|c| c.status == ToolStatus::Started)
+            .cloned()
+            .collect();
         for c in &in_doubt {
-            if never(&c.name) {
-                self.record_tool_result(&mut turn, c, Err(INTERRUPTED_ERROR.to_owned()))?;
+            if self.never(&c.name) {
+                self.record_tool_result(turn, c, Err(INTERRUPTED_ERROR.to_owned()))?;
             } else {
-                self.run_tool(&mut turn, &c.call_id, true)?;
+                self.run_tool(turn, &c.call_id, true)?;
             }
         }
         let pending: Vec<_> = turn
@@ -131,37 +177,79 @@ impl ConversationEngine {
             .map(|c| c.call_id.clone())
             .collect();
         for call_id in &pending {
-            self.run_tool(&mut turn, call_id, false)?;
+            self.run_tool(turn, call_id, false)?;
         }
-        let answered = turn
-            .output_messages
-            .last()
-            .is_some_and(|m| m.role == MessageRole::Assistant && m.tool_calls.is_empty());
-        if answered {
+        Ok(())
+    }
+
+    /// Settles an interrupted turn without calling its provider again
+    /// ([`InterruptedTurns::Answer`](super::InterruptedTurns::Answer)): its
+    /// tool calls are answered as [`settle_tools`](Self::settle_tools)
+    /// says; then the turn is recorded as succeeded if its model had
+    /// answered, else as failed with code `"interrupted"`.
+    pub(super) fn answer_turn(&self, id: ConversationId, turn: TurnId) -> Result<ConversationTurn> {
+        let (conversation, mut turn) = self.interrupted(id, turn)?;
+        let _running = self.mark_running(turn.id);
+        self.settle_tools(&mut turn)?;
+        if answered(&turn) {
             return self.succeed(&conversation, &mut turn);
         }
-        let plan = match turn.provider_calls.last() {
-            Some(c) => PlannedTurn {
-                provider: c.provider.clone(),
-                model: c.model.clone(),
-                parameters: c.parameters.clone(),
-            },
-            None => {
-                let hints: Metadata = turn
-                    .metadata
-                    .get("hints")
-                    .and_then(|h| h.as_object())
-                    .map(|o| o.clone().into_iter().collect())
-                    .unwrap_or_default();
-                self.plan(&conversation, &turn, &hints)?
-            }
+        let error = TurnError {
+            message: ANSWERED_INTERRUPTED.to_owned(),
+            code: Some("interrupted".into()),
+            provider: None,
+            raw: serde_json::Value::Null,
         };
-        if turn.provider_calls.is_empty() {
-            if let Some(h) = &self.config.hooks {
-                h.before_turn(&turn, &conversation);
-            }
+        match self.fail::<()>(&conversation, &mut turn, error) {
+            Err(Error::TurnFailed { .. }) | Ok(()) => Ok(turn),
+            Err(e) => Err(e),
         }
-        self.drive(&conversation, &mut turn, &plan)
+    }
+
+    /// Records a turn that is not finished as cancelled (the spec's
+    /// `cancelled`), with `reason` in its metadata (`cancel_reason`).
+    ///
+    /// - A turn left unfinished by a process that stopped (pending or
+    ///   interrupted): nothing runs; a provider call in flight is closed as
+    ///   interrupted, and every tool call without a result gets the
+    ///   [`CANCELLED_TOOL`] result (recorded failed), so the history stays
+    ///   valid for a provider; the turn is stored as cancelled and
+    ///   returned.
+    /// - A turn this engine is running (on another thread): it stops before
+    ///   its next provider call (when every tool call it made has its
+    ///   result), is stored as cancelled, and `run_turn` returns it so;
+    ///   this returns the turn as stored now (still running).
+    ///
+    /// No hook is told (the spec has none for a cancellation).
+    ///
+    /// # Errors
+    /// [`Error::TurnFinished`], [`Error::TurnNotFound`],
+    /// [`Error::NotAConversation`].
+    pub fn cancel_turn(
+        &self,
+        id: ConversationId,
+        turn: TurnId,
+        reason: &str,
+    ) -> Result<ConversationTurn> {
+        if self.request_cancel(turn, reason) {
+            return self.store().get_turn(id, turn)?.ok_or(Error::TurnNotFound {
+                conversation: id,
+                turn: turn.0,
+            });
+        }
+        let (conversation, mut turn) = self.interrupted(id, turn)?;
+        let _running = self.mark_running(turn.id);
+        close_calls(&mut turn);
+        let open: Vec<_> = turn
+            .tool_calls
+            .iter()
+            .filter(|c| !c.status.is_terminal())
+            .cloned()
+            .collect();
+        for c in &open {
+            self.record_tool_result(&mut turn, c, Err(CANCELLED_TOOL.to_owned()))?;
+        }
+        self.cancelled(&conversation, &mut turn, reason)
     }
 
     /// Records an interrupted turn as failed without running anything: a
@@ -200,6 +288,13 @@ impl ConversationEngine {
             Ok(()) => Ok(turn),
         }
     }
+}
+
+/// True when the model's last output is an answer (no tool call).
+fn answered(turn: &ConversationTurn) -> bool {
+    turn.output_messages
+        .last()
+        .is_some_and(|m| m.role == MessageRole::Assistant && m.tool_calls.is_empty())
 }
 
 /// Records every provider call of `turn` still in flight as interrupted.

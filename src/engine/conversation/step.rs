@@ -12,13 +12,14 @@ use crate::engine::tool::{Tool, ToolContext};
 use crate::error::{Error, Result};
 use crate::event::conversation::{
     CallOutcome, CompactionRecord, Conversation, ConversationId, ConversationMessage, MessageRole,
-    Metadata, ProviderCallRecord, ProviderOperation, TurnError, TurnId,
+    Metadata, ProviderCallRecord, ProviderOperation, TurnError, TurnId, TurnStatus,
 };
 use crate::model::{CallId, ToolCallRecord, ToolStatus, now};
 
 use super::adapter::{AgentContext, ProviderCallOptions, ProviderChatRequest};
 use super::compaction::{CompactionRequest, is_natural_stop};
-use super::engine::{ConversationEngine, SENT_SUMMARY, Step, turn_error};
+use super::engine::{ConversationEngine, Prepared, SENT_SUMMARY, Step, turn_error};
+use super::order::{cut_after_turn, unanswered_call};
 use super::plan::{DefaultHistoryBuilder, HistoryBuilder, HistoryContext, PlannedTurn};
 use super::store::{ConversationTurn, Page};
 
@@ -80,12 +81,41 @@ impl ConversationEngine {
         Ok(())
     }
 
-    /// One provider call, and the tools it asks for.
+    /// The history of `turn`'s next provider call: the store's window (cut
+    /// after the turn's own messages: what was appended while it ran is
+    /// the next turn's input), shaped by the history builder.
+    pub(super) fn prepare(
+        &self,
+        conversation: &Conversation,
+        turn: &ConversationTurn,
+    ) -> Result<Prepared> {
+        let default_builder = DefaultHistoryBuilder::default();
+        let builder: &dyn HistoryBuilder = match &self.config.history_builder {
+            Some(b) => &**b,
+            None => &default_builder,
+        };
+        let mut window = self.store().history(conversation.id, builder.window())?;
+        let input: Vec<_> = turn.input_messages.iter().map(|m| m.id).collect();
+        cut_after_turn(&mut window.messages, turn.id, &input);
+        let history = builder.build_history(&HistoryContext {
+            conversation,
+            system: &window.system,
+            summary: window.summary.as_deref(),
+            messages: &window.messages,
+            next_turn_id: turn.id,
+            agent: &turn.agent,
+        });
+        Ok(Prepared { window, history })
+    }
+
+    /// One provider call (with the history `first`, or one built now), and
+    /// the tools it asks for.
     pub(super) fn step(
         &self,
         conversation: &Conversation,
         turn: &mut ConversationTurn,
         plan: &PlannedTurn,
+        first: Option<Prepared>,
     ) -> Result<Step> {
         let id = conversation.id;
         let adapter = self
@@ -98,20 +128,19 @@ impl ConversationEngine {
             Ok(a) => a,
             Err(e) => return self.fail(conversation, turn, turn_error(&e, "unknown_provider")),
         };
-        let default_builder = DefaultHistoryBuilder::default();
-        let builder: &dyn HistoryBuilder = match &self.config.history_builder {
-            Some(b) => &**b,
-            None => &default_builder,
+        let Prepared { window, history } = match first {
+            Some(p) => p,
+            None => self.prepare(conversation, turn)?,
         };
-        let window = self.store().history(id, builder.window())?;
-        let history = builder.build_history(&HistoryContext {
-            conversation,
-            system: &window.system,
-            summary: window.summary.as_deref(),
-            messages: &window.messages,
-            next_turn_id: turn.id,
-            agent: &turn.agent,
-        });
+        if let Some(problem) = unanswered_call(&history) {
+            let e = TurnError {
+                message: format!("not sent: {problem}"),
+                code: Some("unanswered_tool_call".into()),
+                provider: None,
+                raw: Value::Null,
+            };
+            return self.fail(conversation, turn, e);
+        }
         let streaming = self.config.streaming && adapter.supports_streaming();
         let run_id = format!("{id}:{}", turn.id);
         let parent = self.parent_run_id(id, turn.id)?;
@@ -129,6 +158,13 @@ impl ConversationEngine {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
+        // The spec's wiring: `AgentContext.metadata` is the call options'.
+        let metadata: Metadata = turn
+            .metadata
+            .get("hints")
+            .and_then(Value::as_object)
+            .map(|o| o.clone().into_iter().collect())
+            .unwrap_or_default();
         let options = ProviderCallOptions {
             conversation_id: id,
             turn_id: turn.id,
@@ -137,17 +173,12 @@ impl ConversationEngine {
                 agent: turn.agent.clone(),
                 run_id: run_id.clone(),
                 labels,
-                metadata: conversation.metadata.clone(),
+                metadata: metadata.clone(),
                 correlation_id: run_id.clone(),
                 parent_correlation_id: parent.clone(),
             },
             extensions: extensions.clone(),
-            metadata: turn
-                .metadata
-                .get("hints")
-                .and_then(Value::as_object)
-                .map(|o| o.clone().into_iter().collect())
-                .unwrap_or_default(),
+            metadata,
         };
         let request = ProviderChatRequest {
             messages: history,
@@ -182,6 +213,7 @@ impl ConversationEngine {
             finished_at: None,
         };
         turn.provider_calls.push(call.clone());
+        turn.status = TurnStatus::Running;
         self.store().update_turn(turn)?;
         let result = if streaming {
             let hooks = self.config.hooks.clone();

@@ -149,7 +149,9 @@ pub trait ConversationStore: Send + Sync {
     /// whose id is already stored is skipped.
     fn append_messages(&self, id: ConversationId, messages: &[ConversationMessage]) -> Result<()>;
 
-    /// Messages by creation order, paged.
+    /// Messages by `created_at` (ties in append order), paged: the spec's
+    /// default order. [`ConversationLog::messages`](crate::state::ConversationLog::messages)
+    /// gives append order.
     fn get_messages(&self, id: ConversationId, page: Page) -> Result<Vec<ConversationMessage>>;
 
     /// The messages appended since the last turn took its input: what the
@@ -190,7 +192,10 @@ pub struct HistoryWindow {
     pub system: Vec<ConversationMessage>,
     /// The summary sent in place of compacted messages, if any.
     pub summary: Option<String>,
-    /// The most recent messages not compacted (the window), oldest first.
+    /// The most recent messages not compacted (the window), in the order
+    /// they are sent: append order, except that a turn's output messages
+    /// come right after its input even when a message was appended between
+    /// them (an interrupted turn settled after new input came).
     pub messages: Vec<ConversationMessage>,
     /// How many messages are not compacted (the window's messages among them).
     pub sendable: usize,
@@ -205,10 +210,12 @@ impl HistoryWindow {
     ) -> Self {
         let sendable = log.sendable();
         let skip = window.map_or(0, |n| sendable.len().saturating_sub(n));
+        let mut messages = super::records::owned(sendable[skip..].to_vec(), id);
+        super::order::send_order(log, &mut messages);
         Self {
             system: super::records::owned(log.leading_system().to_vec(), id),
             summary: log.summary().map(str::to_owned),
-            messages: super::records::owned(sendable[skip..].to_vec(), id),
+            messages,
             sendable: sendable.len(),
         }
     }
