@@ -169,6 +169,8 @@ fn every_role_name_and_content_is_stored_and_sent_as_given() {
 
     let adapter = Recording::new("mock", "ok");
     let engine = memory_engine(|c| c.provider(adapter.clone(), "m"));
+    // Made in the order they are given: `get_messages` sorts by createdAt.
+    let system = ConversationMessage::system("Be brief.");
     let mut named = ConversationMessage::user("Hi");
     named.name = Some("alice".into());
     let mut call = ConversationMessage::assistant("");
@@ -179,13 +181,7 @@ fn every_role_name_and_content_is_stored_and_sent_as_given() {
     let mut other = ConversationMessage::json(Other, json!({"event": "checked_in", "n": [1, 2.5]}));
     other.name = Some("ui".into());
     other.metadata.insert("hint".into(), json!("badge"));
-    let given = vec![
-        ConversationMessage::system("Be brief."),
-        named,
-        call,
-        result,
-        other,
-    ];
+    let given = vec![system, named, call, result, other];
     let conv = start(&engine, given.clone());
     let turn = engine.run_turn(conv.id, RunTurn::default()).expect("turn");
 
