@@ -506,3 +506,61 @@ pub fn sendable_to_both(
     validate::anthropic(&ConversationFormat::Anthropic.to_json(&inner))
         .map_err(|e| format!("Anthropic: {e}"))
 }
+
+/// One field set of a captured `tracing` event.
+pub type Fields = std::collections::BTreeMap<String, String>;
+
+/// A `tracing` subscriber that keeps every event's level and fields.
+#[derive(Clone, Default)]
+pub struct Capture(pub std::sync::Arc<std::sync::Mutex<Vec<(tracing::Level, Fields)>>>);
+
+struct Visitor<'a>(&'a mut Fields);
+
+impl tracing::field::Visit for Visitor<'_> {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn register_callsite(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::always()
+    }
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut fields = Fields::new();
+        event.record(&mut Visitor(&mut fields));
+        self.0
+            .lock()
+            .expect("lock")
+            .push((*event.metadata().level(), fields));
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+impl Capture {
+    /// The fields of the captured events at `level` whose message is `message`.
+    pub fn events(&self, level: tracing::Level, message: &str) -> Vec<Fields> {
+        self.0
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(l, f)| *l == level && f.get("message").map(String::as_str) == Some(message))
+            .map(|(_, f)| f.clone())
+            .collect()
+    }
+}

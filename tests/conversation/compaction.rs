@@ -454,10 +454,25 @@ fn the_engine_compacts_only_after_a_natural_stop() {
                 ConversationMessage::user("u1"),
             ],
         );
-        engine.run_turn(conv.id, RunTurn::default()).expect("turn");
+        let capture = crate::common::Capture::default();
+        tracing::subscriber::with_default(capture.clone(), || {
+            engine.run_turn(conv.id, RunTurn::default()).expect("turn")
+        });
         let state = store.session(conv.id).expect("session").state_cloned();
         let compacted = !state.conversation_log().compactions().is_empty();
         assert_eq!(compacted, compacts, "{ending:?}");
+        // Every compaction is logged as well as recorded.
+        let logged = capture.events(tracing::Level::INFO, "compacted the conversation's history");
+        assert_eq!(
+            logged.len(),
+            usize::from(compacts),
+            "{ending:?}: {logged:?}"
+        );
+        if let Some(fields) = logged.first() {
+            let field = |k: &str| fields.get(k).map(String::as_str);
+            assert_eq!(field("strategy"), Some("message_limit"));
+            assert_eq!((field("dropped"), field("kept")), (Some("2"), Some("2")));
+        }
         assert_eq!(
             agent_journal::conversation::is_natural_stop(&ending),
             compacts,

@@ -6,7 +6,6 @@
 //! Every reply here names its finish reason (`stop`, or `tool_calls` in a
 //! tool loop), so these tests hold whatever a missing reason is taken for.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use agent_journal::conversation::state_blob::{
@@ -20,6 +19,7 @@ use agent_journal::conversation::{
 use agent_journal::{Tool, ToolContext};
 
 use super::{Recorder, Reply, asst, decode, rt, stored, sys, turn, user};
+use crate::common::{Capture, Fields};
 
 /// A reply that stops, reporting `tokens`.
 fn stop(text: &str, tokens: u64) -> Reply {
@@ -439,51 +439,6 @@ fn the_statecompaction_example_keeps_the_state_bounded() {
     );
 }
 
-/// One field set of a captured `tracing` event.
-type Fields = BTreeMap<String, String>;
-
-/// A `tracing` subscriber that keeps every event's level and fields.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<(tracing::Level, Fields)>>>);
-
-struct Visitor<'a>(&'a mut Fields);
-
-impl tracing::field::Visit for Visitor<'_> {
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        self.0.insert(field.name().to_owned(), value.to_owned());
-    }
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(field.name().to_owned(), format!("{value:?}"));
-    }
-}
-
-impl tracing::Subscriber for Capture {
-    fn register_callsite(
-        &self,
-        _: &'static tracing::Metadata<'static>,
-    ) -> tracing::subscriber::Interest {
-        tracing::subscriber::Interest::always()
-    }
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        let mut fields = Fields::new();
-        event.record(&mut Visitor(&mut fields));
-        self.0
-            .lock()
-            .expect("lock")
-            .push((*event.metadata().level(), fields));
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
 /// "Error Handling": a state that is not valid JSON, of another version or
 /// of another provider is discarded with a logged warning naming the
 /// provider and the kind (the spec: "discarded with log error"); the call
@@ -532,4 +487,38 @@ fn a_discarded_state_is_logged_and_the_fresh_state_carries_on() {
         );
         assert!(StateBlob::decode(&next.state, Some("p"), usize::MAX).is_ok());
     }
+}
+
+/// "When Compaction Occurs": compaction events are logged. Every
+/// compaction of a blob is a `tracing` info event saying the provider, the
+/// strategy and how many messages were dropped and kept, and a call that
+/// compacts nothing logs none.
+#[test]
+fn every_compaction_is_logged_with_what_was_dropped_and_kept() {
+    let adapter = Recorder::new("p");
+    let compactor: Arc<dyn Compactor> = Arc::new(MessageLimitCompactor { max_messages: 4 });
+    let ask = |state: Option<&[u8]>, q: &str| {
+        let options = StateChatOptions::new("m")
+            .system("Be brief.")
+            .user(q)
+            .compactor(compactor.clone());
+        chat_with_state(&adapter, state, &options).expect("chat")
+    };
+    let mut state: Option<Vec<u8>> = None;
+    let mut logged = Vec::new();
+    for q in ["q1", "q2", "q3"] {
+        let capture = Capture::default();
+        let r = tracing::subscriber::with_default(capture.clone(), || ask(state.as_deref(), q));
+        logged.push(capture.events(tracing::Level::INFO, "compacted the conversation state"));
+        state = Some(r.state);
+    }
+    assert!(logged[0].is_empty() && logged[1].is_empty(), "{logged:?}");
+    assert_eq!(logged[2].len(), 1, "{logged:?}");
+    let fields = &logged[2][0];
+    let field = |k: &str| fields.get(k).map(String::as_str);
+    assert_eq!(field("provider"), Some("p"));
+    assert_eq!(field("strategy"), Some("message_limit"));
+    assert_eq!(field("dropped"), Some("2"));
+    assert_eq!(field("kept"), Some("4"));
+    assert_eq!(field("summary"), Some("false"));
 }
