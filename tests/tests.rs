@@ -49,6 +49,7 @@ mod sandbox;
 mod sessions;
 mod sharing;
 mod space;
+mod spec_rows;
 mod state_blob;
 mod stateful;
 mod store;
