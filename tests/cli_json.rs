@@ -220,6 +220,27 @@ fn every_commands_json_output_has_the_documented_keys() {
         &object(&db, &["compact-history", &conversation, "--messages", "4"]),
         "compact-history",
     );
+    // A conversation killed inside a turn, for `cancel-turn`.
+    let killed = run_cli(
+        &db,
+        &[
+            "demo",
+            "--conversation",
+            "--sandbox",
+            path_str(&p("sb4")),
+            "--crash-after",
+            "9",
+        ],
+    );
+    assert!(!killed.status.success());
+    let all = json_lines(&run(&db, &["sessions"]));
+    let killed = all.as_array().unwrap().last().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pending = object(&db, &["pending", &killed]);
+    let turn = pending["interrupted_turns"][0]["turn"].as_str().unwrap();
+    check(&object(&db, &["cancel-turn", &killed, turn]), "cancel-turn");
 
     // Every event of every session.
     let mut seen = BTreeSet::new();

@@ -339,7 +339,10 @@ pub(crate) fn turn_value(state: &SessionState, prefix: &str) -> Result<Value, Er
     Ok(turn_json(state, find_turn(state, prefix)?))
 }
 
-fn find_turn<'a>(state: &'a SessionState, prefix: &str) -> Result<&'a TurnRecord, Error> {
+pub(crate) fn find_turn<'a>(
+    state: &'a SessionState,
+    prefix: &str,
+) -> Result<&'a TurnRecord, Error> {
     let needle = prefix.trim().to_ascii_lowercase();
     let found: Vec<&TurnRecord> = state
         .conversation_log()

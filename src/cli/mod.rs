@@ -27,6 +27,7 @@ macro_rules! outln {
 }
 
 mod admin;
+mod cancel;
 #[cfg(feature = "http")]
 mod chat;
 mod conversation;
@@ -118,6 +119,8 @@ enum Command {
     Turns(conversation::TurnsArgs),
     /// Record a compaction of a conversation's history by hand (nothing is deleted).
     CompactHistory(conversation::CompactArgs),
+    /// Give up an interrupted turn of a conversation: stored as cancelled, no tool run.
+    CancelTurn(cancel::CancelArgs),
     /// Chat with a real provider (one user message per line of stdin), recording everything.
     #[cfg(feature = "http")]
     Chat(chat::ChatArgs),
@@ -253,6 +256,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Conversations => conversation::conversations(cli),
         Command::Turns(args) => conversation::turns(cli, args),
         Command::CompactHistory(args) => conversation::compact_history(cli, args),
+        Command::CancelTurn(args) => cancel::cancel_turn(cli, args),
         #[cfg(feature = "http")]
         Command::Chat(args) => chat::chat(cli, args),
         Command::Pending(args) => read::pending(cli, args),

@@ -729,3 +729,85 @@ fn get_messages_sorts_by_created_at_with_ties_in_append_order() {
         assert_eq!(texts(Page::last(2)), ["late", "tie-b"]);
     }
 }
+
+/// The CLI face of `cancel_turn`: a `demo --conversation` killed inside a
+/// turn with a tool call open; `cancel-turn` stores the turn `cancelled`
+/// and answers the call, `pending` then reports nothing, `turns` shows it,
+/// and cancelling it again (or a finished turn) is a one-line error.
+#[test]
+fn cancel_turn_on_the_command_line_gives_up_an_interrupted_turn() {
+    use crate::common::{path_str, run_cli};
+    let json = |out: &std::process::Output| -> serde_json::Value {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("json")
+    };
+    // The first crash point that leaves a turn with a tool call open.
+    let (dir, id, turn) = (4..40)
+        .find_map(|n| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (db, sb) = (dir.path().join("db"), dir.path().join("sb"));
+            let n = n.to_string();
+            let args = [
+                "demo",
+                "--conversation",
+                "--sandbox",
+                path_str(&sb),
+                "--crash-after",
+                &n,
+            ];
+            run_cli(&db, &args);
+            let id = Journal::open(&db)
+                .ok()?
+                .sessions()
+                .ok()?
+                .first()?
+                .to_string();
+            let pending = json(&run_cli(&db, &["--json", "pending", &id]));
+            let t = pending["interrupted_turns"].as_array()?.first()?.clone();
+            let open = t["tool_calls"].as_array().is_some_and(|c| !c.is_empty());
+            open.then(|| (dir, id, t["turn"].as_str().unwrap_or_default().to_owned()))
+        })
+        .expect("a crash point inside a turn with a tool call open");
+    let db = dir.path().join("db");
+    let suffix = &turn[turn.len() - 8..];
+    let out = json(&run_cli(
+        &db,
+        &[
+            "--json",
+            "cancel-turn",
+            &id,
+            suffix,
+            "--reason",
+            "user gave up",
+        ],
+    ));
+    assert_eq!(out["status"], "cancelled");
+    assert_eq!(out["turn"], turn.as_str());
+    let pending = json(&run_cli(&db, &["--json", "pending", &id]));
+    assert_eq!(pending["interrupted_turns"], serde_json::json!([]));
+    let turns = json(&run_cli(&db, &["--json", "turns", &id]));
+    let row = turns
+        .as_array()
+        .expect("turns")
+        .iter()
+        .find(|t| t["id"] == turn.as_str())
+        .expect("the turn")
+        .clone();
+    assert_eq!(row["status"], "cancelled", "{row}");
+    // Every tool call of the conversation now has its result.
+    let s = Journal::open(&db)
+        .expect("open")
+        .session(id.parse().expect("id"))
+        .expect("session");
+    let state = s.state_cloned();
+    assert!(state.tool_calls().iter().all(|c| c.status.is_terminal()));
+    drop(s);
+    let again = run_cli(&db, &["cancel-turn", &id, suffix]);
+    assert_eq!(again.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -1,0 +1,67 @@
+//! `cancel-turn CONVERSATION TURN [--reason TEXT]`: gives up an interrupted
+//! turn for good, as the library's `ConversationEngine::cancel_turn` does.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use agent_journal::Error;
+use agent_journal::conversation::{
+    ConversationEngine, ConversationEngineConfig, JournalConversationStore,
+};
+use clap::Args;
+use serde_json::json;
+
+use crate::cli::Cli;
+use crate::cli::conversation::find_turn;
+use crate::cli::open::{find_session, open_existing, session_arg};
+use crate::cli::output::print_json;
+
+/// The arguments of `cancel-turn`.
+#[derive(Args, Debug)]
+pub(crate) struct CancelArgs {
+    /// Conversation (session) id, or a unique prefix of it.
+    #[arg(value_parser = session_arg)]
+    conversation: String,
+    /// The interrupted turn: a prefix or a suffix of its id (as `turns` prints it).
+    turn: String,
+    /// Why, kept in the turn's metadata (`cancel_reason`).
+    #[arg(long, default_value = "cancelled from the command line")]
+    reason: String,
+}
+
+/// `cancel-turn`: the turn (pending or running, that no process runs any
+/// more) is stored as `cancelled`; its calls in flight are closed and its
+/// tool calls without a result get the cancelled result, so the next turn
+/// sends a valid history. No tool and no provider is called.
+pub(crate) fn cancel_turn(cli: &Cli, args: &CancelArgs) -> Result<ExitCode, Error> {
+    let journal = open_existing(&cli.db)?;
+    let s = find_session(&journal, &args.conversation)?;
+    let state = s.state_cloned();
+    if !state.conversation_log().is_conversation() {
+        return Err(Error::NotAConversation(s.id()));
+    }
+    let turn = find_turn(&state, &args.turn)?.id;
+    let store = Arc::new(JournalConversationStore::new(journal));
+    let engine = ConversationEngine::new(ConversationEngineConfig::new("cli", store));
+    let done = engine.cancel_turn(s.id(), turn, &args.reason)?;
+    let answered = done
+        .tool_calls
+        .iter()
+        .filter(|c| c.status == agent_journal::ToolStatus::Failed)
+        .count();
+    if cli.json {
+        let v = json!({
+            "conversation": s.id().to_string(),
+            "turn": turn.to_string(),
+            "status": done.status.as_str(),
+            "reason": args.reason,
+        });
+        return print_json(&v).map(|()| ExitCode::SUCCESS);
+    }
+    outln!(
+        "turn {turn} of conversation {} is {}; {answered} tool call(s) without a result answered as cancelled",
+        s.id(),
+        done.status.as_str()
+    );
+    Ok(ExitCode::SUCCESS)
+}
