@@ -142,6 +142,110 @@ fn a_json_lines_line_over_the_record_limit_is_refused_in_bounded_memory() {
     refused_in_bounded_memory(dir.path(), &file, "jsonl", big());
 }
 
+/// A state blob (`import --format state-blob`) whose one message is past
+/// the record limit is refused, by its element, before more of it is read
+/// (it was parsed whole: a 40 MiB message peaked at 243 MiB, 5.9x).
+#[test]
+fn a_state_blob_message_over_the_record_limit_is_refused_in_bounded_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("blob.json");
+    let blob = json!({"version": 1, "provider": "openai", "processed_length": 2,
+        "messages": [{"role": "user", "content": letters(big())},
+            {"role": "assistant", "content": "ok"}]});
+    std::fs::write(&file, blob.to_string()).expect("write");
+    drop(blob);
+    refused_in_bounded_memory(dir.path(), &file, "state-blob", big());
+    // Named by its place, as the other formats name theirs.
+    let out = crate::common::run_cli(
+        &dir.path().join("db"),
+        &["import", path_str(&file), "--format", "state-blob"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "blob.json: messages[0]: over the limit of {MAX_RECORD_BYTES} bytes"
+        )),
+        "{err}"
+    );
+}
+
+/// The size of an accepted big record: under the event limit of 16 MiB
+/// with the raw provider payload its event also holds (below).
+const ACCEPTED: usize = 12 << 20;
+
+/// Imports `file` as `format` into a new database in `dir`: it succeeds
+/// within [`allowed`] memory for one record of [`ACCEPTED`] bytes, and the
+/// session holds the big message.
+fn accepted_in_bounded_memory(dir: &Path, file: &Path, format: &str) {
+    let db = dir.join(format!("db-{format}"));
+    let (code, peak) = peak_memory(&db, &["import", path_str(file), "--format", format]);
+    eprintln!(
+        "{format}: a {} MiB record imported, peak {} MiB (allowed {} MiB)",
+        ACCEPTED >> 20,
+        peak >> 20,
+        allowed(ACCEPTED) >> 20
+    );
+    assert_eq!(code, Some(0), "{format}");
+    assert!(
+        peak < allowed(ACCEPTED),
+        "{format}: peak {} MiB",
+        peak >> 20
+    );
+    let j = Journal::open(&db).expect("open");
+    let id = j.sessions().expect("sessions")[0];
+    let session = j.session(id).expect("session");
+    let state = session.state();
+    assert!(
+        state.messages().iter().any(|m| m.content.len() == ACCEPTED),
+        "{format}: the big message is there"
+    );
+}
+
+/// An OpenAI request whose message is 12 MiB (its event holds it twice:
+/// the text and the raw provider payload) imports within 1.5 times the
+/// record plus the constant: the parsed message, the payload's text and
+/// the event's frame are each made once, at their size (they were copied
+/// and grown by doubling: 113 MB for 15 MB in release).
+#[test]
+fn an_accepted_big_openai_message_imports_in_bounded_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = request(dir.path(), "openai", &letters(ACCEPTED));
+    accepted_in_bounded_memory(dir.path(), &file, "openai");
+}
+
+/// A WINK snapshot whose one message is 12 MiB (in two slices: the
+/// messages and the conversation) imports within 1.5 times the record plus
+/// the constant: the document is parsed once, from the file, and its items
+/// are moved out of it (it was read as text, parsed twice, and cloned:
+/// 161 MB for 15 MB in release).
+#[test]
+fn an_accepted_big_wink_message_imports_in_bounded_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = dir.path().join("source");
+    let id = {
+        let j = Journal::open(&source).expect("open");
+        let s = j.create_session().expect("session");
+        let e = s.start_evaluation("ns", "key").expect("evaluation");
+        e.user(letters(ACCEPTED)).expect("user");
+        e.assistant("ok", vec![]).expect("assistant");
+        s.id()
+    };
+    let file = dir.path().join("snap.json");
+    let out = crate::common::run_cli(
+        &source,
+        &[
+            "export",
+            &id.to_string(),
+            "--format",
+            "wink",
+            "-o",
+            path_str(&file),
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    accepted_in_bounded_memory(dir.path(), &file, "wink");
+}
+
 /// A Claude Code log of a question, a `Read` call, its result record
 /// carrying the tool's whole output (`toolUseResult`, `tool_output` bytes,
 /// not imported) and a file history snapshot as large (skipped), then the
