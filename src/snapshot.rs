@@ -245,4 +245,21 @@ impl SessionState {
     pub fn from_json(text: &str, registry: &SliceRegistry) -> Result<SessionState> {
         json::from_str(text, registry)
     }
+
+    /// Reads a document from `reader` as [`from_json`](Self::from_json)
+    /// reads its text, parsed straight into JSON (the text is never held
+    /// whole), each item's JSON dropped as soon as it is parsed: a document
+    /// of one long message costs about twice the message, where reading it
+    /// as text first costs the text as well.
+    ///
+    /// # Errors
+    /// As [`from_json`](Self::from_json); a read that fails is an
+    /// [`Error::SnapshotRestore`](crate::Error::SnapshotRestore) saying
+    /// "not read".
+    pub fn from_json_reader(
+        reader: impl std::io::Read,
+        registry: &SliceRegistry,
+    ) -> Result<SessionState> {
+        json::from_reader(reader, registry)
+    }
 }

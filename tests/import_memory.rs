@@ -35,7 +35,7 @@ fn letters(n: usize) -> String {
 }
 
 /// The size of the big record of the normal suite, and of the long test
-/// (`BIG_RECORD_MB=300 cargo test ... -- --ignored`).
+/// (`BIG_RECORD_MB=300 cargo test ... records_of_300_mb -- --ignored`).
 fn big() -> usize {
     std::env::var("BIG_RECORD_MB")
         .ok()
@@ -142,6 +142,116 @@ fn a_json_lines_line_over_the_record_limit_is_refused_in_bounded_memory() {
     refused_in_bounded_memory(dir.path(), &file, "jsonl", big());
 }
 
+/// A state blob (`import --format state-blob`) whose one message is past
+/// the record limit is refused, by its element, before more of it is read
+/// (it was parsed whole: a 40 MiB message peaked at 243 MiB, 5.9x).
+#[test]
+fn a_state_blob_message_over_the_record_limit_is_refused_in_bounded_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("blob.json");
+    let blob = json!({"version": 1, "provider": "openai", "processed_length": 2,
+        "messages": [{"role": "user", "content": letters(big())},
+            {"role": "assistant", "content": "ok"}]});
+    std::fs::write(&file, blob.to_string()).expect("write");
+    drop(blob);
+    refused_in_bounded_memory(dir.path(), &file, "state-blob", big());
+    // Named by its place, as the other formats name theirs.
+    let out = crate::common::run_cli(
+        &dir.path().join("db"),
+        &["import", path_str(&file), "--format", "state-blob"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "blob.json: messages[0]: over the limit of {MAX_RECORD_BYTES} bytes"
+        )),
+        "{err}"
+    );
+}
+
+/// The size of an accepted big record: under the event limit of 16 MiB
+/// with the raw provider payload its event also holds (below).
+const ACCEPTED: usize = 12 << 20;
+
+/// Imports `file` as `format` into a new database in `dir`: it succeeds
+/// within [`allowed`] memory for one record of [`ACCEPTED`] bytes, and the
+/// session holds the big message.
+fn accepted_in_bounded_memory(dir: &Path, file: &Path, format: &str) {
+    let db = dir.join(format!("db-{format}"));
+    let (code, peak) = peak_memory(&db, &["import", path_str(file), "--format", format]);
+    eprintln!(
+        "{format}: a {} MiB record imported, peak {} MiB (allowed {} MiB)",
+        ACCEPTED >> 20,
+        peak >> 20,
+        allowed(ACCEPTED) >> 20
+    );
+    assert_eq!(code, Some(0), "{format}");
+    assert!(
+        peak < allowed(ACCEPTED),
+        "{format}: peak {} MiB",
+        peak >> 20
+    );
+    let j = Journal::open(&db).expect("open");
+    let id = j.sessions().expect("sessions")[0];
+    let session = j.session(id).expect("session");
+    let state = session.state();
+    assert!(
+        state.messages().iter().any(|m| m.content.len() == ACCEPTED),
+        "{format}: the big message is there"
+    );
+}
+
+/// An OpenAI request whose message is 12 MiB (its event holds it twice:
+/// the text and the raw provider payload) should import within 1.5 times
+/// the record plus the constant. The payload's text and the event's frame
+/// are now made once, at their size (the value was cloned and the buffers
+/// grown by doubling), but the peak (debug: 130 MiB before and after) is
+/// the event held twice over and the store's copies of its frame (issue
+/// 36): ignored until then.
+#[test]
+#[ignore = "open: the store's copies of a big event (issue 36) keep it past allowed(): 130 MiB"]
+fn an_accepted_big_openai_message_imports_in_bounded_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = request(dir.path(), "openai", &letters(ACCEPTED));
+    accepted_in_bounded_memory(dir.path(), &file, "openai");
+}
+
+/// A WINK snapshot whose one message is 12 MiB (in two slices: the
+/// messages and the conversation) should import within 1.5 times the
+/// record plus the constant. The document is now parsed once, from the
+/// file, and each item's JSON dropped once parsed (it was read as text,
+/// parsed twice, and cloned): debug 130 -> 118 MiB; the rest is the state's
+/// and the events' copies of the message and the store's (issue 36):
+/// ignored until then.
+#[test]
+#[ignore = "open: the store's copies of a big event (issue 36) keep it past allowed(): 118 MiB"]
+fn an_accepted_big_wink_message_imports_in_bounded_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = dir.path().join("source");
+    let id = {
+        let j = Journal::open(&source).expect("open");
+        let s = j.create_session().expect("session");
+        let e = s.start_evaluation("ns", "key").expect("evaluation");
+        e.user(letters(ACCEPTED)).expect("user");
+        e.assistant("ok", vec![]).expect("assistant");
+        s.id()
+    };
+    let file = dir.path().join("snap.json");
+    let out = crate::common::run_cli(
+        &source,
+        &[
+            "export",
+            &id.to_string(),
+            "--format",
+            "wink",
+            "-o",
+            path_str(&file),
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    accepted_in_bounded_memory(dir.path(), &file, "wink");
+}
+
 /// A Claude Code log of a question, a `Read` call, its result record
 /// carrying the tool's whole output (`toolUseResult`, `tool_output` bytes,
 /// not imported) and a file history snapshot as large (skipped), then the
@@ -212,7 +322,7 @@ fn a_claude_code_message_over_the_record_limit_is_refused_in_bounded_memory() {
 
 /// The long version: 300 MB records in every streamed format.
 #[test]
-#[ignore = "long: BIG_RECORD_MB=300 cargo test --test integration import_memory -- --ignored"]
+#[ignore = "long: BIG_RECORD_MB=300 cargo test --test integration import_memory::records_of_300_mb -- --ignored"]
 fn records_of_300_mb_are_refused_or_skipped_in_bounded_memory() {
     if std::env::var("BIG_RECORD_MB").is_err() {
         eprintln!("set BIG_RECORD_MB=300 for the long run");
@@ -227,6 +337,7 @@ fn records_of_300_mb_are_refused_or_skipped_in_bounded_memory() {
         request_refused(format);
     }
     a_json_lines_line_over_the_record_limit_is_refused_in_bounded_memory();
+    a_state_blob_message_over_the_record_limit_is_refused_in_bounded_memory();
     a_claude_code_log_with_huge_tool_output_imports_in_bounded_memory();
     a_claude_code_message_over_the_record_limit_is_refused_in_bounded_memory();
 }

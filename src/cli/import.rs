@@ -209,9 +209,22 @@ fn import_state_blob(
     text: Option<String>,
 ) -> Result<ExitCode, Error> {
     let file = &args.file;
-    let text = read_once(text, file, args.max_bytes)?;
-    let limit = usize::try_from(args.max_bytes).unwrap_or(usize::MAX);
-    let blob = StateBlob::decode(text.as_bytes(), None, limit).map_err(|d| {
+    // A file is read a message at a time (a message over the record limit
+    // is refused before more of it is read); text `auto` read from a pipe
+    // is decoded whole.
+    let decoded = match text {
+        Some(text) => {
+            let limit = usize::try_from(args.max_bytes).unwrap_or(usize::MAX);
+            StateBlob::decode(text.as_bytes(), None, limit)
+        }
+        None => StateBlob::read(file, None, args.max_bytes).map_err(|e| match e {
+            Error::InvalidInput(r) if !r.starts_with(&file.display().to_string()) => {
+                Error::InvalidInput(format!("{}: {r}", file.display()))
+            }
+            other => other,
+        })?,
+    };
+    let blob = decoded.map_err(|d| {
         Error::InvalidInput(format!(
             "{}: not an importable state blob ({}): {d}; nothing was imported",
             file.display(),
@@ -242,7 +255,6 @@ fn import_state_blob(
 /// recorded as one atomic append.
 fn import_wink(cli: &Cli, args: &ImportArgs, text: Option<String>) -> Result<ExitCode, Error> {
     let file = &args.file;
-    let text = read_once(text, file, args.max_bytes)?;
     let named = |e: Error| match e {
         Error::SnapshotRestore(r) => Error::InvalidInput(format!(
             "{}: not an importable snapshot: {r}; nothing was imported",
@@ -250,10 +262,27 @@ fn import_wink(cli: &Cli, args: &ImportArgs, text: Option<String>) -> Result<Exi
         )),
         other => other,
     };
-    agent_journal::SessionState::from_json(&text, &agent_journal::SliceRegistry::default())
-        .map_err(named)?;
+    // Read once, before the database is opened: a file straight into its
+    // JSON (no text held), within --max-bytes.
+    let registry = agent_journal::SliceRegistry::default();
+    let state = match text {
+        Some(text) => agent_journal::SessionState::from_json(&text, &registry),
+        None => {
+            use std::io::Read;
+            let f = std::fs::File::open(file).map_err(|e| Error::Io {
+                context: format!("reading {}", file.display()),
+                source: e,
+            })?;
+            if f.metadata().map_or(0, |m| m.len()) > args.max_bytes {
+                return Err(too_large(file, args.max_bytes));
+            }
+            // A pipe is cut at the limit: its JSON then ends too soon.
+            agent_journal::SessionState::from_json_reader(f.take(args.max_bytes), &registry)
+        }
+    }
+    .map_err(named)?;
     let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
-    let s = journal.import_snapshot(&text).map_err(named)?;
+    let s = journal.import_snapshot_state(&state)?;
     if cli.json {
         print_json(&serde_json::json!({"sessions": [s.id().to_string()], "events": s.head()}))?;
     } else {
@@ -292,14 +321,6 @@ fn import_journal(cli: &Cli, journal: &Journal, file: &Path) -> Result<ExitCode,
 
 /// Reads `file` as UTF-8 text, refusing it past `limit` bytes (read no
 /// further than that, so an endless input costs `limit` at most).
-/// The text already read, else the file's (see [`read_bounded`]).
-fn read_once(text: Option<String>, file: &Path, limit: u64) -> Result<String, Error> {
-    match text {
-        Some(t) => Ok(t),
-        None => read_bounded(file, limit),
-    }
-}
-
 fn read_bounded(file: &Path, limit: u64) -> Result<String, Error> {
     use std::io::Read;
     let io = |e| Error::Io {
@@ -311,12 +332,17 @@ fn read_bounded(file: &Path, limit: u64) -> Result<String, Error> {
         .and_then(|f| f.take(limit.saturating_add(1)).read_to_string(&mut text))
         .map_err(io)?;
     if text.len() as u64 > limit {
-        return Err(Error::InvalidInput(format!(
-            "{}: larger than the limit of {limit} bytes (--max-bytes); nothing was imported",
-            file.display()
-        )));
+        return Err(too_large(file, limit));
     }
     Ok(text)
+}
+
+/// `file` is larger than `limit` (`--max-bytes`).
+fn too_large(file: &Path, limit: u64) -> Error {
+    Error::InvalidInput(format!(
+        "{}: larger than the limit of {limit} bytes (--max-bytes); nothing was imported",
+        file.display()
+    ))
 }
 
 /// The format of `file`, from its content (`import --format auto`), read

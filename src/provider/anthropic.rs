@@ -30,13 +30,13 @@ pub const LEADING_USER_TEXT: &str = "[conversation start]";
 /// The `provider_payload` for a message received from Anthropic:
 /// `{"provider": "anthropic", "message": <message>}` as JSON text.
 pub fn payload(message: &Value) -> String {
-    tag(ANTHROPIC, "message", message.clone())
+    tag(ANTHROPIC, "message", message)
 }
 
 /// The `provider_payload` for the system message of an Anthropic request:
 /// `{"provider": "anthropic", "system": <the top-level "system">}`.
 pub fn system_payload(system: &Value) -> String {
-    tag(ANTHROPIC, "system", system.clone())
+    tag(ANTHROPIC, "system", system)
 }
 
 /// The messages as a Messages API request `{"system"?, "messages"}`, always a
@@ -586,7 +586,7 @@ pub(crate) fn from_parts<V: Borrow<Value>>(
         lead.provider_payload = Some(payload(m));
         let lead = json!(lead.message_id.to_string());
         for part in first + 1..out.len() {
-            out.at_mut(part)?.provider_payload = Some(tag(ANTHROPIC, "part_of", lead.clone()));
+            out.at_mut(part)?.provider_payload = Some(tag(ANTHROPIC, "part_of", &lead));
         }
     }
     out.settle()

@@ -86,7 +86,7 @@ pub(crate) fn from_parts<V: Borrow<Value>>(
             .cloned()
             .unwrap_or_default();
         let mut m = new(Role::System, texts(&parts), 0);
-        m.provider_payload = Some(super::tag(GEMINI, "system", sys.clone()));
+        m.provider_payload = Some(super::tag(GEMINI, "system", sys));
         out.push(m);
     }
     // (message index, call index, answered), and every id given.
@@ -108,7 +108,7 @@ pub(crate) fn from_parts<V: Borrow<Value>>(
             .get("parts")
             .and_then(Value::as_array)
             .ok_or_else(|| invalid(format!("{path}: \"parts\" must be an array")))?;
-        let payload = Some(super::tag(GEMINI, "message", c.clone()));
+        let payload = Some(super::tag(GEMINI, "message", c));
         match role {
             "model" => {
                 turn += 1;
@@ -197,7 +197,7 @@ pub(crate) fn from_parts<V: Borrow<Value>>(
                         Some(super::tag(
                             GEMINI,
                             "part_of",
-                            json!(out.get(first).map(|f| f.message_id.to_string())),
+                            &json!(out.get(first).map(|f| f.message_id.to_string())),
                         ))
                     };
                     out.push(m);

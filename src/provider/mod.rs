@@ -105,7 +105,7 @@ mod ollama;
 pub mod openai;
 mod read;
 mod responses;
-mod stream;
+pub(crate) mod stream;
 pub(crate) use stream::StreamedConversation;
 pub use stream::{survey, survey_text};
 pub mod translate;
@@ -272,12 +272,47 @@ pub(crate) enum Tagged {
     PartOf(MessageId),
 }
 
-/// Tags `value` as coming from `provider`, under `key`.
-pub(crate) fn tag(provider: &str, key: &str, value: Value) -> String {
-    let mut map = Map::new();
-    map.insert("provider".to_owned(), Value::String(provider.to_owned()));
-    map.insert(key.to_owned(), value);
-    Value::Object(map).to_string()
+/// Tags `value` as coming from `provider`, under `key`: the text of
+/// `{"provider": provider, key: value}` (members in key order), written
+/// from the borrowed value into a buffer of its exact size (a message's
+/// payload is as long as the message: no copy of the value, no buffer
+/// grown by doubling).
+pub(crate) fn tag(provider: &str, key: &str, value: &Value) -> String {
+    /// The tagged object, serialized as a map of its two members.
+    struct Tag<'a>(&'a str, &'a str, &'a Value);
+    impl serde::Serialize for Tag<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let Tag(provider, key, value) = *self;
+            let mut m = s.serialize_map(Some(2))?;
+            if key < "provider" {
+                m.serialize_entry(key, value)?;
+                m.serialize_entry("provider", provider)?;
+            } else {
+                m.serialize_entry("provider", provider)?;
+                m.serialize_entry(key, value)?;
+            }
+            m.end()
+        }
+    }
+    /// Counts the bytes written to it.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let tagged = Tag(provider, key, value);
+    let mut size = Count(0);
+    // Writing a `Value` (string keys) to memory cannot fail.
+    let _ = serde_json::to_writer(&mut size, &tagged);
+    let mut out = Vec::with_capacity(size.0);
+    let _ = serde_json::to_writer(&mut out, &tagged);
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// The payload of `msg` if it was tagged as coming from `provider`.

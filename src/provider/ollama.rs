@@ -80,7 +80,7 @@ pub(crate) fn from_parts<V: Borrow<Value>>(
                 )));
             }
         };
-        let payload = Some(super::tag(OLLAMA, "message", m.clone()));
+        let payload = Some(super::tag(OLLAMA, "message", m));
         match role {
             "system" | "user" => {
                 let r = if role == "system" {

@@ -24,7 +24,7 @@ pub const ERROR_MARK: &str = "[error] ";
 /// The `provider_payload` for a message received from OpenAI:
 /// `{"provider": "openai", "message": <message>}` as JSON text.
 pub fn payload(message: &Value) -> String {
-    super::tag(OPENAI, "message", message.clone())
+    super::tag(OPENAI, "message", message)
 }
 
 /// The messages as a chat-completions message list, always a valid history

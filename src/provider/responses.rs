@@ -51,7 +51,7 @@ fn invalid(s: impl Into<String>) -> Error {
 
 /// `{"provider": "openai-responses", "items": [...]}` as JSON text.
 fn payload(items: Vec<Value>) -> String {
-    super::tag(RESPONSES, "items", Value::Array(items))
+    super::tag(RESPONSES, "items", &Value::Array(items))
 }
 
 /// The items in `m`'s payload, if it came from this format.

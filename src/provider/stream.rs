@@ -70,18 +70,54 @@ macro_rules! scalars {
     };
 }
 
+pub(crate) use scalars;
+
 /// Elements parsed ahead of the converter.
 const AHEAD: usize = 16;
 
-/// Where the text comes from.
+/// Where the text comes from: a file read in passes, or the bytes of a
+/// pipe read once.
 #[derive(Clone)]
-enum Source {
+pub(crate) enum Source {
+    /// A regular file.
     File(PathBuf),
+    /// Text already read.
     Bytes(Arc<[u8]>),
 }
 
 impl Source {
-    fn open(&self) -> Result<Box<dyn Read + Send>> {
+    /// The input `path` ([`check_input`]): a regular file of at most
+    /// `limit` bytes, read later in passes; or standard input, read now
+    /// (no further than `limit`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] past the limit or for a path that is not a
+    /// regular file; [`Error::Io`] if it cannot be read.
+    pub(crate) fn of(path: &Path, limit: u64) -> Result<Source> {
+        let too_big = || {
+            Error::InvalidInput(format!(
+                "{}: larger than the limit of {limit} bytes (--max-bytes); nothing was imported",
+                path.display()
+            ))
+        };
+        let io = |e| Error::io(format!("reading {}", path.display()), e);
+        if let Input::File { len } = check_input(path)? {
+            if len > limit {
+                return Err(too_big());
+            }
+            return Ok(Source::File(path.to_owned()));
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(limit.saturating_add(1)).read_to_end(&mut bytes))
+            .map_err(io)?;
+        if bytes.len() as u64 > limit {
+            return Err(too_big());
+        }
+        Ok(Source::Bytes(bytes.into()))
+    }
+
+    pub(crate) fn open(&self) -> Result<Box<dyn Read + Send>> {
         match self {
             Source::File(p) => Ok(Box::new(BufReader::with_capacity(
                 1 << 16,
@@ -103,7 +139,7 @@ pub(super) fn json_error(e: &serde_json::Error) -> Error {
 
 /// The bytes read of the record being parsed, shared by a [`Capped`]
 /// reader and the visitors that start each record.
-pub(super) struct Budget {
+pub(crate) struct Budget {
     used: Cell<u64>,
     /// The record being read (`messages[3]`, `tools`), once it is over.
     over: Cell<Option<usize>>,
@@ -113,7 +149,7 @@ pub(super) struct Budget {
 }
 
 impl Budget {
-    fn new() -> Rc<Self> {
+    pub(crate) fn new() -> Rc<Self> {
         Rc::new(Budget {
             used: Cell::new(0),
             over: Cell::new(None),
@@ -122,14 +158,19 @@ impl Budget {
     }
 
     /// A new record starts, at place `at`.
-    fn start(&self, at: usize) {
+    pub(crate) fn start(&self, at: usize) {
         self.used.set(0);
         self.at.set(at);
     }
 
+    /// True once a record went over the limit (the parse then fails).
+    pub(crate) fn is_over(&self) -> bool {
+        self.over.get().is_some()
+    }
+
     /// The error of a parse that failed: the record over the limit if the
     /// reader stopped it, else the JSON error.
-    fn error(&self, e: &serde_json::Error, list: &str) -> Error {
+    pub(crate) fn error(&self, e: &serde_json::Error, list: &str) -> Error {
         match self.over.get() {
             Some(usize::MAX) => Error::InvalidInput(format!(
                 "a member of the request near line {} is over the limit of {MAX_RECORD_BYTES} bytes for one record; nothing was imported",
@@ -145,9 +186,9 @@ impl Budget {
 
 /// A reader that fails once the record being parsed passes
 /// [`MAX_RECORD_BYTES`] (see [`Budget`]).
-struct Capped<R> {
-    inner: R,
-    budget: Rc<Budget>,
+pub(crate) struct Capped<R> {
+    pub(crate) inner: R,
+    pub(crate) budget: Rc<Budget>,
 }
 
 impl<R: Read> Read for Capped<R> {
@@ -164,11 +205,11 @@ impl<R: Read> Read for Capped<R> {
 }
 
 /// A JSON deserializer whose records are capped ([`Capped`]).
-type CappedDeserializer =
+pub(crate) type CappedDeserializer =
     serde_json::Deserializer<serde_json::de::IoRead<Capped<Box<dyn Read + Send>>>>;
 
 /// A JSON deserializer over `source` whose records are capped.
-fn capped(source: &Source) -> Result<(CappedDeserializer, Rc<Budget>)> {
+pub(crate) fn capped(source: &Source) -> Result<(CappedDeserializer, Rc<Budget>)> {
     let budget = Budget::new();
     let reader = Capped {
         inner: source.open()?,
@@ -203,28 +244,7 @@ impl ConversationFormat {
     /// [`Error::InvalidInput`] past the limit or for invalid JSON (with its
     /// line and column); [`Error::Io`] if the file cannot be read.
     pub(crate) fn open_file(self, path: &Path, limit: u64) -> Result<StreamedConversation> {
-        let too_big = || {
-            Error::InvalidInput(format!(
-                "{}: larger than the limit of {limit} bytes (--max-bytes); nothing was imported",
-                path.display()
-            ))
-        };
-        let io = |e| Error::io(format!("reading {}", path.display()), e);
-        let source = if let Input::File { len } = check_input(path)? {
-            if len > limit {
-                return Err(too_big());
-            }
-            Source::File(path.to_owned())
-        } else {
-            let mut bytes = Vec::new();
-            std::fs::File::open(path)
-                .and_then(|f| f.take(limit.saturating_add(1)).read_to_end(&mut bytes))
-                .map_err(io)?;
-            if bytes.len() as u64 > limit {
-                return Err(too_big());
-            }
-            Source::Bytes(bytes.into())
-        };
+        let source = Source::of(path, limit)?;
         let mut file = StreamedConversation {
             format: self,
             source,

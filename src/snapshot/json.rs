@@ -269,6 +269,6 @@ struct TsItem(#[serde(with = "crate::model::ts")] DateTime<Utc>);
 mod read;
 mod wink;
 mod wink_read;
-pub(super) use read::from_str;
 use read::{Found, err, kind, micros};
+pub(super) use read::{from_reader, from_str};
 pub(super) use wink::to_wink_value;

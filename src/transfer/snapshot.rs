@@ -38,7 +38,19 @@ impl Journal {
     /// refuses (naming where); nothing is written then.
     pub fn import_snapshot(&self, text: &str) -> Result<Session> {
         let state = SessionState::from_json(text, &self.config().slices)?;
-        let events = snapshot_events(&state);
+        self.import_snapshot_state(&state)
+    }
+
+    /// Imports a snapshot already read ([`SessionState::from_json`],
+    /// [`SessionState::from_json_reader`]) as [`import_snapshot`](Self::import_snapshot)
+    /// does: so a caller can check the document before it opens (or
+    /// creates) a journal, and read it once. Application slices are not
+    /// recorded whatever registry read it (they start from their defaults).
+    ///
+    /// # Errors
+    /// A storage error; nothing is written then.
+    pub fn import_snapshot_state(&self, state: &SessionState) -> Result<Session> {
+        let events = snapshot_events(state);
         self.create_session_from(SessionId::new(), events)
     }
 }

@@ -73,12 +73,12 @@
 
 mod chat;
 mod journal;
+mod read;
 mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::event::conversation::{ConversationMessage, MessageRole};
@@ -249,107 +249,6 @@ impl StateBlob {
             unknown_in: BTreeMap::new(),
             raw: BTreeMap::new(),
         }
-    }
-
-    /// Decodes `bytes`, checking the provider when `provider` names one,
-    /// refusing more than `max_bytes` before parsing. Never panics.
-    ///
-    /// Each message is read as a wire message of the blob's provider (see
-    /// [the format](self)); a message in the previous format of this crate
-    /// (a `ConversationMessage` record: it has `id`, `conversation_id` and
-    /// `created_at` members) is read as that record, so blobs written
-    /// before are still read. A message without a side record (a blob of
-    /// goaitools, or of a writer that dropped `agent_journal`) gets a
-    /// fresh id and is dated now.
-    ///
-    /// # Errors
-    /// The [`Degradation`] that discards it.
-    pub fn decode(
-        bytes: &[u8],
-        provider: Option<&str>,
-        max_bytes: usize,
-    ) -> Result<Self, Degradation> {
-        if bytes.len() > max_bytes {
-            return Err(Degradation::TooLarge {
-                size: bytes.len() as u64,
-                limit: max_bytes as u64,
-            });
-        }
-        let invalid = |reason: String| Degradation::InvalidJson { reason };
-        let value: Value =
-            serde_json::from_slice(bytes).map_err(|e| invalid(clip(&e.to_string(), 200)))?;
-        let Value::Object(mut top) = value else {
-            return Err(invalid("not a JSON object".into()));
-        };
-        match top.remove("version") {
-            Some(v) if v.as_u64() == Some(STATE_BLOB_VERSION) => {}
-            found => {
-                return Err(Degradation::UnsupportedVersion {
-                    found: found.map_or("missing".into(), |v| clip(&v.to_string(), 64)),
-                });
-            }
-        }
-        let Some(Value::String(found)) = top.remove("provider") else {
-            return Err(invalid("`provider` is missing or not a string".into()));
-        };
-        if let Some(expected) = provider.filter(|p| *p != found) {
-            return Err(Degradation::ProviderMismatch {
-                expected: expected.to_owned(),
-                found: clip(&found, 64),
-            });
-        }
-        let Some(processed) = top.remove("processed_length").and_then(|v| v.as_u64()) else {
-            return Err(invalid(
-                "`processed_length` is missing or not a non-negative integer".into(),
-            ));
-        };
-        let Some(Value::Array(raw)) = top.remove("messages") else {
-            return Err(invalid("`messages` is missing or not an array".into()));
-        };
-        let side = match top.remove(SIDE_MEMBER) {
-            Some(Value::Object(mut o)) => match o.remove("messages") {
-                Some(Value::Array(records)) if records.len() == raw.len() => records,
-                _ => Vec::new(),
-            },
-            _ => Vec::new(),
-        };
-        let dialect = Dialect::of(&found);
-        let mut blob = StateBlob::new(found);
-        blob.unknown = top;
-        blob.messages.reserve(raw.len());
-        for (index, v) in raw.into_iter().enumerate() {
-            let corrupted = |reason: String| Degradation::CorruptedMessage { index, reason };
-            let Value::Object(o) = v else {
-                return Err(corrupted("not a JSON object".into()));
-            };
-            if is_record(&o) {
-                let v = Value::Object(o);
-                let m = ConversationMessage::deserialize(&v)
-                    .map_err(|e| corrupted(clip(&e.to_string(), 200)))?;
-                if let Value::Object(members) = v {
-                    blob.keep_unknown(m.id, members);
-                }
-                blob.messages.push(m);
-                continue;
-            }
-            let original = (!wire::exact(dialect, &o)).then(|| Value::Object(o.clone()));
-            let read = wire::from_wire(dialect, o).map_err(corrupted)?;
-            let mut m = read.message;
-            if let Some(r) = side.get(index) {
-                wire::apply_side(&mut m, r);
-            }
-            if let Some(v) = original {
-                blob.raw.insert(m.id, v);
-            }
-            if !read.unknown.is_empty() {
-                blob.unknown_in.insert(m.id, read.unknown);
-            }
-            blob.messages.push(m);
-        }
-        blob.processed_length = usize::try_from(processed)
-            .unwrap_or(usize::MAX)
-            .min(blob.messages.len());
-        Ok(blob)
     }
 
     /// Records the members of message `id` that a message does not have

@@ -63,10 +63,11 @@ fn policy_of(name: &str, registry: &SliceRegistry) -> Option<SlicePolicy> {
         .or_else(|| registry.find(name).map(|f| f.policy))
 }
 
-/// One slice of the document: its index and its items.
+/// One slice of the document: its index and its items (each replaced by
+/// `null` once parsed, so the document shrinks as it is read).
 pub(super) struct Found<'a> {
     pub(super) index: usize,
-    pub(super) items: &'a [Value],
+    pub(super) items: &'a mut [Value],
 }
 
 impl Found<'_> {
@@ -74,12 +75,27 @@ impl Found<'_> {
         format!("slices[{}].items[{i}]", self.index)
     }
 
-    pub(super) fn parse_all<T: DeserializeOwned>(&self) -> Result<Vec<T>> {
-        self.items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| parse(v, &self.loc(i)))
-            .collect()
+    /// Each item as a `T`, its JSON dropped as soon as it is parsed.
+    pub(super) fn parse_all<T: DeserializeOwned>(&mut self) -> Result<Vec<T>> {
+        let index = self.index;
+        let mut parsed = Vec::with_capacity(self.items.len());
+        for (i, v) in self.items.iter_mut().enumerate() {
+            parsed.push(parse(v, &format!("slices[{index}].items[{i}]"))?);
+            *v = Value::Null;
+        }
+        Ok(parsed)
+    }
+
+    /// The one item of a slice that holds exactly one.
+    fn one(&self) -> Result<&Value> {
+        match &*self.items {
+            [one] => Ok(one),
+            _ => Err(err(format!(
+                "slices[{}].items: expected exactly one item, found {}",
+                self.index,
+                self.items.len()
+            ))),
+        }
     }
 
     /// Maps an `(item index, reason)` error of a slice builder.
@@ -173,21 +189,22 @@ fn check_policies(doc: &Map<String, Value>, registry: &SliceRegistry) -> Result<
 
 /// The slices of the document by type, checked for shape, type and policy.
 fn find_slices<'a>(
-    doc: &'a Map<String, Value>,
+    doc: &'a mut Map<String, Value>,
     registry: &SliceRegistry,
     with_policy: &BTreeSet<String>,
-) -> Result<BTreeMap<&'a str, Found<'a>>> {
-    let slices = match doc.get("slices") {
+) -> Result<BTreeMap<String, Found<'a>>> {
+    let slices = match doc.get_mut("slices") {
         Some(Value::Array(s)) => s,
         Some(v) => return Err(err(format!("slices: expected an array, found {}", kind(v)))),
         None => return Err(err("top level: missing key \"slices\"")),
     };
     let mut found = BTreeMap::new();
-    for (index, s) in slices.iter().enumerate() {
+    for (index, s) in slices.iter_mut().enumerate() {
         let loc = format!("slices[{index}]");
+        let what = kind(s);
         let obj = s
-            .as_object()
-            .ok_or_else(|| err(format!("{loc}: expected an object, found {}", kind(s))))?;
+            .as_object_mut()
+            .ok_or_else(|| err(format!("{loc}: expected an object, found {what}")))?;
         for key in ["item_type", "items", "slice_type"] {
             if !obj.contains_key(key) {
                 return Err(err(format!("{loc}: missing key {key:?}")));
@@ -202,7 +219,9 @@ fn find_slices<'a>(
         let name = obj
             .get("slice_type")
             .and_then(Value::as_str)
-            .ok_or_else(|| err(format!("{loc}.slice_type: expected a string")))?;
+            .ok_or_else(|| err(format!("{loc}.slice_type: expected a string")))?
+            .to_owned();
+        let name = name.as_str();
         if policy_of(name, registry).is_none() {
             return Err(err(format!("{loc}: unknown slice type {name:?}")));
         }
@@ -213,19 +232,51 @@ fn find_slices<'a>(
             return Err(err(format!("{loc}: no policy for slice type {name:?}")));
         }
         let items = obj
-            .get("items")
-            .and_then(Value::as_array)
+            .get_mut("items")
+            .and_then(Value::as_array_mut)
             .ok_or_else(|| err(format!("{loc}.items: expected an array")))?;
-        if found.insert(name, Found { index, items }).is_some() {
+        if found
+            .insert(name.to_owned(), Found { index, items })
+            .is_some()
+        {
             return Err(err(format!("{loc}: slice type {name:?} appears twice")));
         }
     }
     Ok(found)
 }
 
+/// Takes slice `name` out of `found`.
+fn required<'a>(found: &mut BTreeMap<String, Found<'a>>, name: &str) -> Result<Found<'a>> {
+    found
+        .remove(name)
+        .ok_or_else(|| err(format!("slices: missing slice {name:?}")))
+}
+
 /// Reads a document; see [`SessionState::from_json`].
 pub(in crate::snapshot) fn from_str(text: &str, registry: &SliceRegistry) -> Result<SessionState> {
-    let mut value: Value = serde_json::from_str(text).map_err(|e| err(format!("not JSON: {e}")))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| err(format!("not JSON: {e}")))?;
+    from_value(value, registry)
+}
+
+/// Reads a document from `reader`, parsed straight into its JSON value (no
+/// text kept); see [`SessionState::from_json_reader`].
+pub(in crate::snapshot) fn from_reader(
+    reader: impl std::io::Read,
+    registry: &SliceRegistry,
+) -> Result<SessionState> {
+    let value: Value =
+        serde_json::from_reader(std::io::BufReader::new(reader)).map_err(|e| {
+            match e.classify() {
+                serde_json::error::Category::Io => Error::SnapshotRestore(format!("not read: {e}")),
+                _ => err(format!("not JSON: {e}")),
+            }
+        })?;
+    from_value(value, registry)
+}
+
+/// Reads a parsed document, moving its parts out of it as it goes (each
+/// item's JSON is dropped once the item is parsed).
+fn from_value(mut value: Value, registry: &SliceRegistry) -> Result<SessionState> {
     let doc = value.as_object().ok_or_else(|| {
         err(format!(
             "top level: expected an object, found {}",
@@ -234,7 +285,10 @@ pub(in crate::snapshot) fn from_str(text: &str, registry: &SliceRegistry) -> Res
     })?;
     check_header(doc)?;
     if super::wink_read::is_wink(doc) {
-        match super::wink_read::from_wink(doc.clone())? {
+        let Value::Object(doc) = value else {
+            return Err(err("top level: expected an object"));
+        };
+        match super::wink_read::from_wink(doc)? {
             super::wink_read::Wink::Native(events) => {
                 return Ok(super::wink_read::fold(events, registry));
             }
@@ -242,25 +296,20 @@ pub(in crate::snapshot) fn from_str(text: &str, registry: &SliceRegistry) -> Res
         }
     }
     let doc = value
-        .as_object()
+        .as_object_mut()
         .ok_or_else(|| err("top level: expected an object"))?;
     check_header(doc)?;
     let with_policy = check_policies(doc, registry)?;
-    let found = find_slices(doc, registry, &with_policy)?;
-    let required = |name: &str| {
-        found
-            .get(name)
-            .ok_or_else(|| err(format!("slices: missing slice {name:?}")))
-    };
+    let mut found = find_slices(doc, registry, &with_policy)?;
 
-    let f = required(MESSAGES)?;
+    let mut f = required(&mut found, MESSAGES)?;
     let items: Vec<InnerMessage> = f.parse_all()?;
     for (i, m) in items.iter().enumerate() {
         micros(&m.created_at, &f.loc(i), "created_at")?;
     }
     let mut messages = Messages::from_items(items).map_err(f.at())?;
 
-    let f = required(TOOL_CALLS)?;
+    let mut f = required(&mut found, TOOL_CALLS)?;
     let items: Vec<ToolCallInfo> = f.parse_all()?;
     for (i, c) in items.iter().enumerate() {
         let loc = f.loc(i);
@@ -272,7 +321,7 @@ pub(in crate::snapshot) fn from_str(text: &str, registry: &SliceRegistry) -> Res
     }
     let tool_calls = ToolCalls::from_items(items).map_err(f.at())?;
 
-    let f = required(EVALUATIONS)?;
+    let mut f = required(&mut found, EVALUATIONS)?;
     let items: Vec<EvaluationInfo> = f.parse_all()?;
     for (i, e) in items.iter().enumerate() {
         micros_opt(&e.started_at, &f.loc(i), "started_at")?;
@@ -280,7 +329,7 @@ pub(in crate::snapshot) fn from_str(text: &str, registry: &SliceRegistry) -> Res
     }
     let evaluations = Evaluations::from_items(items).map_err(f.at())?;
 
-    let f = required(CONVERSATION)?;
+    let mut f = required(&mut found, CONVERSATION)?;
     let items: Vec<ConversationItem> = f.parse_all()?;
     let conversation = Conversation::from_messages(&messages);
     let expected = conversation_items(&conversation);
@@ -293,9 +342,9 @@ pub(in crate::snapshot) fn from_str(text: &str, registry: &SliceRegistry) -> Res
         )));
     }
 
-    let adapter_states = match found.get(ADAPTER_STATES) {
+    let adapter_states = match found.remove(ADAPTER_STATES) {
         None => AdapterStates::default(),
-        Some(f) => {
+        Some(mut f) => {
             let items: Vec<AdapterStateItem> = f.parse_all()?;
             let mut states = Vec::with_capacity(items.len());
             for (i, a) in items.into_iter().enumerate() {
@@ -314,7 +363,7 @@ pub(in crate::snapshot) fn from_str(text: &str, registry: &SliceRegistry) -> Res
         }
     };
 
-    let f = required(USAGE)?;
+    let mut f = required(&mut found, USAGE)?;
     let items: Vec<UsageItem> = f.parse_all()?;
     let usage = Usage::from_items(items.into_iter().map(|u| {
         let usage = TokenUsage {
@@ -331,30 +380,12 @@ pub(in crate::snapshot) fn from_str(text: &str, registry: &SliceRegistry) -> Res
     }))
     .map_err(f.at())?;
 
-    let f = required(SESSION_INFO)?;
-    let info: SessionInfoItem = match f.items {
-        [one] => parse(one, &f.loc(0))?,
-        _ => {
-            return Err(err(format!(
-                "slices[{}].items: expected exactly one item, found {}",
-                f.index,
-                f.items.len()
-            )));
-        }
-    };
+    let f = required(&mut found, SESSION_INFO)?;
+    let info: SessionInfoItem = parse(f.one()?, &f.loc(0))?;
 
-    let conversations = match found.get(CONVERSATION_LOG) {
+    let conversations = match found.remove(CONVERSATION_LOG) {
         None => ConversationLog::default(),
-        Some(f) => match f.items {
-            [one] => parse(one, &f.loc(0))?,
-            _ => {
-                return Err(err(format!(
-                    "slices[{}].items: expected exactly one item, found {}",
-                    f.index,
-                    f.items.len()
-                )));
-            }
-        },
+        Some(f) => parse(f.one()?, &f.loc(0))?,
     };
 
     let mut app: Vec<Box<dyn DynSlice>> = Vec::with_capacity(registry.len());
@@ -364,17 +395,9 @@ pub(in crate::snapshot) fn from_str(text: &str, registry: &SliceRegistry) -> Res
             (None, SlicePolicy::State) => {
                 return Err(err(format!("slices: missing slice {:?}", factory.name)));
             }
-            (Some(f), _) => match f.items {
-                [one] => app
-                    .push((factory.from_json)(one).map_err(|e| err(format!("{}: {e}", f.loc(0))))?),
-                _ => {
-                    return Err(err(format!(
-                        "slices[{}].items: expected exactly one item, found {}",
-                        f.index,
-                        f.items.len()
-                    )));
-                }
-            },
+            (Some(f), _) => app.push(
+                (factory.from_json)(f.one()?).map_err(|e| err(format!("{}: {e}", f.loc(0))))?,
+            ),
         }
     }
 

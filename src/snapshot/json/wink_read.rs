@@ -135,12 +135,12 @@ pub(super) fn from_wink(mut doc: Map<String, Value>) -> Result<Wink> {
             .collect()
     };
     let eval_ids = ids(&message_items);
-    let messages: Vec<Value> = message_items
+    let mut messages: Vec<Value> = message_items
         .into_iter()
         .map(|m| journal_message(m, &eval_ids))
         .collect();
     let (ai, adapter_items) = adapter_states.unwrap_or_default();
-    let adapters: Vec<Value> = adapter_items
+    let mut adapters: Vec<Value> = adapter_items
         .into_iter()
         .enumerate()
         .map(|(k, a)| journal_adapter_state(a, k, &eval_ids))
@@ -180,9 +180,9 @@ pub(super) fn from_wink(mut doc: Map<String, Value>) -> Result<Wink> {
     if let Some(kept) = &kept {
         tags.insert(OTHER_SLICES_LABEL.into(), Value::String(kept.to_string()));
     }
-    let f = Found {
+    let mut f = Found {
         index: mi,
-        items: &messages,
+        items: &mut messages,
     };
     let mut parsed: Vec<InnerMessage> = f.parse_all()?;
     for (i, m) in parsed.iter().enumerate() {
@@ -199,7 +199,7 @@ pub(super) fn from_wink(mut doc: Map<String, Value>) -> Result<Wink> {
         .collect();
     let adapters: Vec<crate::event::AdapterStateSnapshot> = Found {
         index: ai,
-        items: &adapters,
+        items: &mut adapters,
     }
     .parse_all()?;
     for (i, a) in adapters.iter().enumerate() {
