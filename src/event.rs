@@ -12,8 +12,10 @@ use uuid::Uuid;
 use crate::model::{CallId, EvaluationId, InnerMessage, SessionId, ToolStatus};
 
 pub mod conversation;
+mod usage;
 
 use conversation::ConversationEvent;
+pub use usage::TokenUsage;
 
 /// How an evaluation ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,26 +30,6 @@ pub enum Outcome {
     },
     /// It was cancelled by the caller.
     Cancelled,
-}
-
-/// Token counts of one provider call.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenUsage {
-    /// Prompt (input) tokens.
-    pub input_tokens: u64,
-    /// Completion (output) tokens.
-    pub output_tokens: u64,
-    /// Input tokens read from the provider's prompt cache.
-    pub cache_read_tokens: u64,
-    /// Input tokens written to the provider's prompt cache.
-    pub cache_write_tokens: u64,
-}
-
-impl TokenUsage {
-    /// Input plus output tokens.
-    pub fn total(&self) -> u64 {
-        self.input_tokens.saturating_add(self.output_tokens)
-    }
 }
 
 /// How a provider call ended.

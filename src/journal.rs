@@ -272,19 +272,7 @@ impl Journal {
                 inner.readers = service;
             }
         }
-        // An import of an exported journal that a crash interrupted is
-        // rolled back before anything reads the database.
-        // An intent file that does not read whole is left as it is, for the
-        // next import to report (the database still opens for reading).
-        {
-            let _one_at_a_time = intent::one_import_at_a_time();
-            match journal.roll_back_interrupted_import() {
-                Err(e) if e.is_corruption() => {}
-                other => {
-                    other?;
-                }
-            }
-        }
+        journal.roll_back_interrupted_import_at_open()?;
         Ok(journal)
     }
 
@@ -442,7 +430,7 @@ impl Journal {
         #[cfg(not(unix))]
         {
             let _ = config;
-            Err(crate::Error::Unsupported(format!(
+            Err(crate::error::Error::Unsupported(format!(
                 "{}: live reads need Unix sockets",
                 path.display()
             )))
@@ -466,7 +454,7 @@ impl Journal {
     #[cfg(not(feature = "postgres"))]
     fn open_postgres(url: &str, _config: JournalConfig) -> Result<Journal> {
         let _ = url;
-        Err(crate::Error::Unsupported(
+        Err(crate::error::Error::Unsupported(
             "this build has no PostgreSQL store (cargo feature `postgres`)".into(),
         ))
     }
@@ -600,7 +588,7 @@ impl Journal {
         id: SessionId,
         from: u64,
         to: u64,
-        visit: &mut dyn FnMut(u64, crate::SharedBytes) -> Result<Visit>,
+        visit: &mut dyn FnMut(u64, crate::format::SharedBytes) -> Result<Visit>,
     ) -> Result<()> {
         self.inner.store.scan_shared(id, from, to, visit)
     }

@@ -7,8 +7,8 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::event::{Envelope, Event};
 use crate::format;
+use crate::journal::Journal;
 use crate::journal::records::COPYING;
-use crate::journal::{Journal, JournalConfig};
 use crate::model::SessionId;
 use crate::store::Durability;
 use crate::store::Visit;
@@ -17,8 +17,11 @@ use crate::store::sled::raw;
 use crate::verify::Problem;
 
 mod salvage;
-use salvage::{group, problem, whole_database_problem, write_salvaged};
-pub use salvage::{salvage_database, salvage_database_with, salvage_file, salvage_file_with};
+use salvage::{CHUNK, group, open_new, problem, whole_database_problem, write_salvaged};
+pub use salvage::{
+    SALVAGE_GAP_KIND, SalvageReport, salvage_database, salvage_database_with, salvage_file,
+    salvage_file_with,
+};
 
 /// What `compact_to` did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,43 +37,6 @@ pub struct CompactReport {
     /// Whether the new database compresses its pages.
     pub compressed: bool,
 }
-
-/// What `salvage_to` did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SalvageReport {
-    /// Sessions written to the new database.
-    pub sessions: u64,
-    /// Records copied.
-    pub copied: u64,
-    /// Records copied under a new seq because records before them were lost.
-    pub renumbered: u64,
-    /// Of the records copied, those the store did not give back (a gap, a
-    /// damaged frame, a scan that ended early, a loss, or a database sled
-    /// refuses) that were found whole in the bytes of the database's files
-    /// (an older page, a segment file, the write-ahead log).
-    pub from_files: u64,
-    /// What was dropped, and where.
-    pub dropped: Vec<Problem>,
-}
-
-/// Kind of the marker event salvage puts where records were lost.
-pub const SALVAGE_GAP_KIND: &str = "agent_journal.salvage_gap";
-
-/// Opens the new database being built in the temporary directory `dir`,
-/// its pages compressed if `compress`.
-fn open_new(dir: &Path, compress: bool) -> Result<Journal> {
-    Journal::open_with(
-        dir,
-        JournalConfig {
-            durability: Durability::Buffered,
-            serve_readers: false,
-            compress,
-            ..JournalConfig::default()
-        },
-    )
-}
-
-const CHUNK: usize = 4096;
 
 impl Journal {
     /// Deletes a session: its events and snapshots.
@@ -148,7 +114,7 @@ impl Journal {
     }
 
     /// Whether this journal's database compresses its pages
-    /// ([`JournalConfig::compress`]): `false` for an exported file or a
+    /// ([`JournalConfig::compress`](crate::JournalConfig::compress)): `false` for an exported file or a
     /// PostgreSQL database, which sled does not hold.
     pub fn compressed(&self) -> bool {
         self.path()

@@ -15,11 +15,6 @@ use crate::provider::ConversationFormat;
 use crate::session::Session;
 use crate::store::Durability;
 
-/// An import into a database appends each session in chunks of this many
-/// events (one sled batch each: a batch of a whole large conversation made
-/// sled hold many times its size in memory).
-const IMPORT_CHUNK: usize = 1024;
-
 mod claude_code;
 mod conversation;
 mod copy;
@@ -29,12 +24,9 @@ mod snapshot;
 pub use claude_code::{
     CLAUDE_CODE_SUMMARY, CLAUDE_CODE_SYSTEM, read_claude_code, read_claude_code_with,
 };
-pub use conversation::ConversationFile;
+use conversation::IMPORT_CHUNK;
+pub use conversation::{ConversationFile, REQUEST_FIELDS};
 pub use copy::CopyReport;
-
-/// Kind of the `Custom` event that keeps an imported request's other
-/// fields with its evaluation: `{"format", "evaluation", "fields"}` as JSON.
-pub const REQUEST_FIELDS: &str = "agent_journal.request_fields";
 
 impl Session {
     /// The request fields recorded with evaluation `evaluation` (see

@@ -130,6 +130,18 @@ pub(crate) fn remove(path: &Path) -> Result<()> {
 }
 
 impl Journal {
+    /// At open: an import of an exported journal that a crash interrupted
+    /// is rolled back before anything reads the database. An intent file
+    /// that does not read whole is left as it is, for the next import to
+    /// report (the database still opens for reading).
+    pub(crate) fn roll_back_interrupted_import_at_open(&self) -> Result<()> {
+        let _one_at_a_time = one_import_at_a_time();
+        match self.roll_back_interrupted_import() {
+            Err(e) if e.is_corruption() => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+
     /// Deletes sessions `ids` (those an import wrote before it failed),
     /// durably: they survive neither a crash nor power loss after this.
     pub(crate) fn remove_imported(&self, ids: &[SessionId]) -> Result<()> {

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::{CHUNK, SALVAGE_GAP_KIND, SalvageReport, open_new};
 use crate::error::{Error, Result};
 use crate::event::{Envelope, Event};
 use crate::format;
@@ -18,6 +17,44 @@ use crate::store::atomic;
 use crate::store::records::RecordWrite;
 use crate::store::sled::raw;
 use crate::verify::{Problem, ProblemKind};
+
+/// What `salvage_to` did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SalvageReport {
+    /// Sessions written to the new database.
+    pub sessions: u64,
+    /// Records copied.
+    pub copied: u64,
+    /// Records copied under a new seq because records before them were lost.
+    pub renumbered: u64,
+    /// Of the records copied, those the store did not give back (a gap, a
+    /// damaged frame, a scan that ended early, a loss, or a database sled
+    /// refuses) that were found whole in the bytes of the database's files
+    /// (an older page, a segment file, the write-ahead log).
+    pub from_files: u64,
+    /// What was dropped, and where.
+    pub dropped: Vec<Problem>,
+}
+
+/// Kind of the marker event salvage puts where records were lost.
+pub const SALVAGE_GAP_KIND: &str = "agent_journal.salvage_gap";
+
+/// Opens the new database being built in the temporary directory `dir`,
+/// its pages compressed if `compress`.
+pub(super) fn open_new(dir: &Path, compress: bool) -> Result<Journal> {
+    Journal::open_with(
+        dir,
+        JournalConfig {
+            durability: Durability::Buffered,
+            serve_readers: false,
+            compress,
+            ..JournalConfig::default()
+        },
+    )
+}
+
+/// Records copied per append.
+pub(super) const CHUNK: usize = 4096;
 
 /// Salvages the sled database at `path`: every readable record into a new
 /// database at `dest`, as [`Journal::salvage_to`] does, also when the

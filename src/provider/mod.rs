@@ -250,7 +250,7 @@ impl ConversationFormat {
         evaluation_id: EvaluationId,
         prompt_ns: &str,
         prompt_key: &str,
-    ) -> crate::Result<Vec<InnerMessage>> {
+    ) -> crate::error::Result<Vec<InnerMessage>> {
         let json = || serde_json::from_str::<Value>(text).map_err(|e| stream::json_error(&e));
         match self {
             ConversationFormat::Jsonl => jsonl::from_jsonl(text),
@@ -353,20 +353,20 @@ pub(crate) type JsonObject = serde_json::Map<String, Value>;
 pub(crate) fn message_list<'a>(
     value: &'a Value,
     expected: &str,
-) -> crate::Result<(Option<&'a JsonObject>, &'a Vec<Value>)> {
+) -> crate::error::Result<(Option<&'a JsonObject>, &'a Vec<Value>)> {
     match value {
         Value::Array(a) => Ok((None, a)),
         Value::Object(o) => match o.get("messages") {
             Some(Value::Array(a)) => Ok((Some(o), a)),
-            Some(other) => Err(crate::Error::InvalidInput(format!(
+            Some(other) => Err(crate::error::Error::InvalidInput(format!(
                 "\"messages\" must be an array, found {}",
                 kind(other)
             ))),
-            None => Err(crate::Error::InvalidInput(format!(
+            None => Err(crate::error::Error::InvalidInput(format!(
                 "{expected}; the object has no \"messages\""
             ))),
         },
-        other => Err(crate::Error::InvalidInput(format!(
+        other => Err(crate::error::Error::InvalidInput(format!(
             "{expected}, found {}",
             kind(other)
         ))),

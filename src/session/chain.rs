@@ -3,7 +3,7 @@
 //! before a seq. A link that cannot be read or applied ends the chain
 //! before it: the events after the last good link are replayed instead.
 
-use crate::SharedBytes;
+use crate::format::SharedBytes;
 use crate::journal::Journal;
 use crate::model::SessionId;
 use crate::session::replay::decode_snapshot;

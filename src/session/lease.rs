@@ -89,7 +89,7 @@ impl Session {
 
     fn held(&self) -> Result<Lease> {
         self.core().lease.clone().ok_or_else(|| {
-            crate::Error::InvalidInput(format!("session {} holds no lease", self.id()))
+            crate::error::Error::InvalidInput(format!("session {} holds no lease", self.id()))
         })
     }
 }

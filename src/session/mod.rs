@@ -20,7 +20,6 @@ use crate::event::{Envelope, Event};
 use crate::format::{self, SharedBytes, TailDamage};
 use crate::journal::{Journal, SessionInfo, SessionStatus};
 use crate::model::{SessionId, now};
-use crate::session::recorder::Evaluation;
 use crate::state::SessionState;
 use crate::store::Loss;
 
@@ -573,7 +572,6 @@ fn _assert_send_sync<T: Send + Sync>() {}
 fn _assert_handles_are_send_sync() {
     _assert_send_sync::<Journal>();
     _assert_send_sync::<Session>();
-    _assert_send_sync::<Evaluation>();
 }
 
 /// The damaged tail a session opens with, extended by the acknowledged

@@ -72,7 +72,7 @@ impl Journal {
             return Ok(Session::from_shared(self.clone(), shared));
         }
         if self.incomplete_copies()?.contains(&id) {
-            return Err(crate::Error::IncompleteSession(id));
+            return Err(crate::error::Error::IncompleteSession(id));
         }
         let session = Session::load(self.clone(), id)?;
         // Another thread may have loaded it meanwhile: keep the first.

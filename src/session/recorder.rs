@@ -385,3 +385,11 @@ impl Session {
         ))
     }
 }
+
+/// An evaluation handle is `Send + Sync` (checked at compile time), as the
+/// journal's and a session's are.
+#[allow(dead_code)]
+fn _assert_evaluation_is_send_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Evaluation>();
+}

@@ -12,10 +12,10 @@ use crate::store::Visit;
 
 /// Decodes a snapshot frame; `Err(reason)` if it cannot be used.
 pub(crate) fn decode_snapshot(
-    frame: crate::SharedBytes,
+    frame: crate::format::SharedBytes,
     seq: u64,
     len: u64,
-    config: &crate::JournalConfig,
+    config: &crate::journal::JournalConfig,
 ) -> std::result::Result<SessionState, String> {
     if seq >= len {
         return Err(format!(

@@ -23,7 +23,7 @@ fn fold_owned(start: SessionState, envs: &[Envelope]) -> SessionState {
 
 /// Decodes a snapshot of `s` as a store would hand it over: a whole frame.
 fn lazy(s: &SessionState, reg: &SliceRegistry) -> SessionState {
-    let frame = crate::SharedBytes::from(seal(&s.encode_snapshot(LIMIT).expect("encode")));
+    let frame = crate::format::SharedBytes::from(seal(&s.encode_snapshot(LIMIT).expect("encode")));
     SessionState::decode_snapshot_shared(frame, FRAME_HEADER_LEN, reg, LIMIT).expect("decode")
 }
 

@@ -170,7 +170,7 @@ impl SessionState {
     pub(crate) fn apply_framed(
         &mut self,
         envelope: Envelope,
-        frame: &crate::SharedBytes,
+        frame: &crate::format::SharedBytes,
         start: usize,
     ) {
         if self.fold(&envelope) {
@@ -196,7 +196,7 @@ impl SessionState {
     pub(crate) fn fold_plain_message(
         &mut self,
         m: &PeekedMessage<'_>,
-        frame: Option<(&crate::SharedBytes, usize)>,
+        frame: Option<(&crate::format::SharedBytes, usize)>,
     ) -> bool {
         let ids = &m.ids;
         let eval = ids.evaluation_id;

@@ -181,7 +181,7 @@ pub trait Store: Send + Sync + 'static {
                 Err(e) => e,
             };
             let seq = match &e {
-                crate::Error::Corruption {
+                crate::error::Error::Corruption {
                     session: Some(s),
                     seq: Some(seq),
                     ..
@@ -216,7 +216,7 @@ pub trait Store: Send + Sync + 'static {
     /// [`Error::Unsupported`](crate::Error::Unsupported).
     fn add_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
         let _ = (session, seq, frame);
-        Err(crate::Error::Unsupported(format!(
+        Err(crate::error::Error::Unsupported(format!(
             "the {} store keeps no chain of snapshots",
             self.kind()
         )))
@@ -333,7 +333,7 @@ pub trait Store: Send + Sync + 'static {
         ttl: std::time::Duration,
     ) -> Result<Lease> {
         let _ = (session, owner, instance, ttl);
-        Err(crate::Error::Unsupported(format!(
+        Err(crate::error::Error::Unsupported(format!(
             "leases need a store shared between processes (PostgreSQL), not {}",
             self.kind()
         )))
@@ -385,7 +385,7 @@ pub trait Store: Send + Sync + 'static {
     /// [`Error::Unsupported`](crate::Error::Unsupported).
     fn write_records(&self, writes: &[(String, String, Option<Vec<u8>>)]) -> Result<()> {
         let _ = writes;
-        Err(crate::Error::Unsupported(format!(
+        Err(crate::error::Error::Unsupported(format!(
             "the {} store keeps no records",
             self.kind()
         )))

@@ -7,7 +7,6 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::{IMPORT_CHUNK, REQUEST_FIELDS};
 use crate::error::{Error, Result};
 use crate::event::{Envelope, Event};
 use crate::format;
@@ -16,6 +15,15 @@ use crate::model::{EvaluationId, InnerMessage, SessionId, now};
 use crate::provider::ConversationFormat;
 use crate::session::Session;
 use crate::store::Durability;
+
+/// An import into a database appends each session in chunks of this many
+/// events (one sled batch each: a batch of a whole large conversation made
+/// sled hold many times its size in memory).
+pub(super) const IMPORT_CHUNK: usize = 1024;
+
+/// Kind of the `Custom` event that keeps an imported request's other
+/// fields with its evaluation: `{"format", "evaluation", "fields"}` as JSON.
+pub const REQUEST_FIELDS: &str = "agent_journal.request_fields";
 
 /// A chunk of an import is written once its frames hold this many bytes
 /// (or it has [`IMPORT_CHUNK`] events): each chunk passes through the

@@ -11,7 +11,7 @@ use crate::provider::{anthropic, openai, validate};
 
 pub(super) fn oa(v: &Value) -> Vec<InnerMessage> {
     crate::provider::stream::convert_whole(
-        crate::ConversationFormat::OpenAi,
+        crate::provider::ConversationFormat::OpenAi,
         v,
         EvaluationId::new(),
         "ns",
@@ -22,7 +22,7 @@ pub(super) fn oa(v: &Value) -> Vec<InnerMessage> {
 
 pub(super) fn an(v: &Value) -> Vec<InnerMessage> {
     crate::provider::stream::convert_whole(
-        crate::ConversationFormat::Anthropic,
+        crate::provider::ConversationFormat::Anthropic,
         v,
         EvaluationId::new(),
         "ns",
@@ -33,7 +33,7 @@ pub(super) fn an(v: &Value) -> Vec<InnerMessage> {
 
 pub(super) fn oa_err(v: Value) -> String {
     match crate::provider::stream::convert_whole(
-        crate::ConversationFormat::OpenAi,
+        crate::provider::ConversationFormat::OpenAi,
         &v,
         EvaluationId::new(),
         "ns",
@@ -46,7 +46,7 @@ pub(super) fn oa_err(v: Value) -> String {
 
 pub(super) fn an_err(v: Value) -> String {
     match crate::provider::stream::convert_whole(
-        crate::ConversationFormat::Anthropic,
+        crate::provider::ConversationFormat::Anthropic,
         &v,
         EvaluationId::new(),
         "ns",

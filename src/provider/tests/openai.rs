@@ -177,7 +177,7 @@ fn openai_import_errors_name_the_message_and_the_reason() {
     }
     // The Display of the error says what it is.
     let e = crate::provider::stream::convert_whole(
-        crate::ConversationFormat::OpenAi,
+        crate::provider::ConversationFormat::OpenAi,
         &json!([{"role": "robot"}]),
         EvaluationId::new(),
         "",

@@ -22,7 +22,7 @@ fn fold_owned(start: SessionState, envs: &[Envelope]) -> SessionState {
 
 /// Decodes a snapshot of `s` as a store would hand it over: a whole frame.
 fn lazy(s: &SessionState, reg: &SliceRegistry) -> SessionState {
-    let frame = crate::SharedBytes::from(seal(&s.encode_snapshot(LIMIT).expect("encode")));
+    let frame = crate::format::SharedBytes::from(seal(&s.encode_snapshot(LIMIT).expect("encode")));
     SessionState::decode_snapshot_shared(frame, FRAME_HEADER_LEN, reg, LIMIT).expect("decode")
 }
 
@@ -133,7 +133,7 @@ fn a_status_after_decoding_updates_the_message_held_as_bytes() {
 fn a_snapshot_of_an_unknown_format_or_out_of_range_start_is_refused() {
     let reg = SliceRegistry::new();
     let s = fold(SessionState::new(), &envelopes(build_events(&spec())));
-    let frame = crate::SharedBytes::from(seal(&s.encode_snapshot(LIMIT).expect("encode")));
+    let frame = crate::format::SharedBytes::from(seal(&s.encode_snapshot(LIMIT).expect("encode")));
     assert!(verify_frame(&frame).is_ok());
     let past = SessionState::decode_snapshot_shared(frame.clone(), frame.len() + 1, &reg, LIMIT);
     assert!(past.is_err());
@@ -173,7 +173,7 @@ fn a_big_snapshot_decodes_on_two_threads_and_still_checks_its_crc() {
     let frame = s.encode_snapshot_frame(u64::MAX, 0).expect("encode");
     assert!(frame.len() >= super::PARALLEL_MIN, "{}", frame.len());
     let got = SessionState::decode_snapshot_frame(
-        crate::SharedBytes::from(frame.clone()),
+        crate::format::SharedBytes::from(frame.clone()),
         &reg,
         u64::MAX,
     )
@@ -183,8 +183,12 @@ fn a_big_snapshot_decodes_on_two_threads_and_still_checks_its_crc() {
     for at in [FRAME_HEADER_LEN + 3, frame.len() / 2, frame.len() - 3] {
         let mut bad = frame.clone();
         bad[at] ^= 0x01;
-        let e = SessionState::decode_snapshot_frame(crate::SharedBytes::from(bad), &reg, u64::MAX)
-            .expect_err("a flipped byte");
+        let e = SessionState::decode_snapshot_frame(
+            crate::format::SharedBytes::from(bad),
+            &reg,
+            u64::MAX,
+        )
+        .expect_err("a flipped byte");
         assert!(e.to_string().contains("checksum"), "at {at}: {e}");
     }
 }
@@ -200,7 +204,7 @@ fn a_format_2_snapshot_is_refused() {
     body[0] = 2;
     let r = SessionState::decode_snapshot(&body, &reg, LIMIT);
     assert!(
-        matches!(&r, Err(crate::Error::SnapshotRestore(m)) if m.contains("snapshot format 2 where 3 is expected")),
+        matches!(&r, Err(crate::error::Error::SnapshotRestore(m)) if m.contains("snapshot format 2 where 3 is expected")),
         "{:?}",
         r.err()
     );

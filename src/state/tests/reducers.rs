@@ -56,7 +56,7 @@ proptest! {
                 }
                 .expect("encode");
                 live.mark(k as u64 - 1);
-                chain.push(crate::SharedBytes::from(frame));
+                chain.push(crate::format::SharedBytes::from(frame));
             }
             let mut back =
                 SessionState::decode_snapshot_frame(chain[0].clone(), &reg, LIMIT).expect("whole");
@@ -118,7 +118,7 @@ proptest! {
                     Some(m) => {
                         prop_assert_eq!((m.session, m.seq), (env.session, env.seq));
                         // Kept in its frame, or copied, in turns.
-                        let shared = crate::SharedBytes::from(frame.clone());
+                        let shared = crate::format::SharedBytes::from(frame.clone());
                         let keep = (env.seq % 2 == 0).then_some((&shared, crate::format::FRAME_HEADER_LEN));
                         if lazy.fold_plain_message(&m, keep) {
                             kept += 1;
@@ -134,7 +134,7 @@ proptest! {
                         // decoded, in turns (as a replay and an append do).
                         match crate::format::message::message_start(body) {
                             Some(start) if env.seq % 3 != 0 => {
-                                let shared = crate::SharedBytes::from(frame.clone());
+                                let shared = crate::format::SharedBytes::from(frame.clone());
                                 lazy.apply_framed(env.clone(), &shared, crate::format::FRAME_HEADER_LEN + start);
                             }
                             Some(_) => lazy.apply_owned(env.clone()),

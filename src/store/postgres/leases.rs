@@ -44,11 +44,39 @@ fn seconds(ttl: Duration) -> f64 {
     ttl.as_secs_f64()
 }
 
+impl PostgresStore {
+    /// See [`acquire`].
+    pub(super) fn take_lease(
+        &self,
+        session: SessionId,
+        owner: &str,
+        instance: Uuid,
+        ttl: Duration,
+    ) -> Result<Lease> {
+        acquire(self, session, owner, instance, ttl)
+    }
+
+    /// See [`renew`].
+    pub(super) fn extend_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        renew(self, lease, ttl)
+    }
+
+    /// See [`release`].
+    pub(super) fn give_up_lease(&self, lease: &Lease) -> Result<()> {
+        release(self, lease)
+    }
+
+    /// See [`current`].
+    pub(super) fn live_lease(&self, session: SessionId) -> Result<Option<Lease>> {
+        current(self, session)
+    }
+}
+
 /// Takes the session's lease for `owner`'s `instance` for `ttl`: a new
 /// lease (epoch 1), a renewal of that instance's own live lease (same
 /// epoch), or the takeover of an expired one (epoch + 1). A live lease of
 /// another instance, even one of the same name, is [`Error::LeaseHeld`].
-pub(super) fn acquire(
+fn acquire(
     store: &PostgresStore,
     session: SessionId,
     owner: &str,
@@ -139,7 +167,7 @@ pub(super) fn acquire(
 }
 
 /// Extends `lease` by `ttl` from now, if it is still the session's.
-pub(super) fn renew(store: &PostgresStore, lease: &Lease, ttl: Duration) -> Result<Lease> {
+fn renew(store: &PostgresStore, lease: &Lease, ttl: Duration) -> Result<Lease> {
     let session = lease.session;
     let mut c = store.client()?;
     let row = c
@@ -177,7 +205,7 @@ pub(super) fn renew(store: &PostgresStore, lease: &Lease, ttl: Duration) -> Resu
 }
 
 /// Gives `lease` up (nothing happens if it is no longer the session's).
-pub(super) fn release(store: &PostgresStore, lease: &Lease) -> Result<()> {
+fn release(store: &PostgresStore, lease: &Lease) -> Result<()> {
     let mut c = store.client()?;
     c.execute(
         &format!(
@@ -201,7 +229,7 @@ pub(super) fn release(store: &PostgresStore, lease: &Lease) -> Result<()> {
 }
 
 /// The session's live lease (by the server's clock), if any.
-pub(super) fn current(store: &PostgresStore, session: SessionId) -> Result<Option<Lease>> {
+fn current(store: &PostgresStore, session: SessionId) -> Result<Option<Lease>> {
     read(store, session, "AND expires_at > now()")
 }
 

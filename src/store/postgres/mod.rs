@@ -511,19 +511,19 @@ impl Store for PostgresStore {
         instance: uuid::Uuid,
         ttl: std::time::Duration,
     ) -> Result<Lease> {
-        leases::acquire(self, session, owner, instance, ttl)
+        self.take_lease(session, owner, instance, ttl)
     }
 
     fn renew_lease(&self, lease: &Lease, ttl: std::time::Duration) -> Result<Lease> {
-        leases::renew(self, lease, ttl)
+        self.extend_lease(lease, ttl)
     }
 
     fn release_lease(&self, lease: &Lease) -> Result<()> {
-        leases::release(self, lease)
+        self.give_up_lease(lease)
     }
 
     fn lease(&self, session: SessionId) -> Result<Option<Lease>> {
-        leases::current(self, session)
+        self.live_lease(session)
     }
 
     fn records(&self) -> Result<Vec<(String, String, Vec<u8>)>> {
