@@ -189,14 +189,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "engine/conversation/store.rs",
     ],
     &[
-        "engine/conversation/http/anthropic.rs",
-        "engine/conversation/http/anthropic_stream.rs",
-        "engine/conversation/http/mod.rs",
-        "engine/conversation/http/openai.rs",
-        "engine/conversation/http/openai_stream.rs",
-        "engine/conversation/http/transport.rs",
-    ],
-    &[
         "provider/anthropic/turns.rs",
         "provider/anthropic.rs",
         "provider/gemini.rs",
