@@ -180,15 +180,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "cli/sandbox.rs",
     ],
     &[
-        "engine/conversation/compaction.rs",
-        "engine/conversation/engine.rs",
-        "engine/conversation/interrupted.rs",
-        "engine/conversation/plan.rs",
-        "engine/conversation/records.rs",
-        "engine/conversation/resume.rs",
-        "engine/conversation/store.rs",
-    ],
-    &[
         "provider/anthropic/turns.rs",
         "provider/anthropic.rs",
         "provider/gemini.rs",
