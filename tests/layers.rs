@@ -180,23 +180,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "cli/sandbox.rs",
     ],
     &[
-        "engine/conversation/compaction.rs",
-        "engine/conversation/engine.rs",
-        "engine/conversation/interrupted.rs",
-        "engine/conversation/plan.rs",
-        "engine/conversation/records.rs",
-        "engine/conversation/resume.rs",
-        "engine/conversation/store.rs",
-    ],
-    &[
-        "engine/conversation/http/anthropic.rs",
-        "engine/conversation/http/anthropic_stream.rs",
-        "engine/conversation/http/mod.rs",
-        "engine/conversation/http/openai.rs",
-        "engine/conversation/http/openai_stream.rs",
-        "engine/conversation/http/transport.rs",
-    ],
-    &[
         "provider/anthropic/turns.rs",
         "provider/anthropic.rs",
         "provider/gemini.rs",

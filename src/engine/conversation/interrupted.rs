@@ -8,44 +8,9 @@ use crate::error::{Error, Result};
 use crate::event::conversation::{Conversation, ConversationId, TurnId, TurnStatus};
 use crate::model::now;
 
-use super::engine::ConversationEngine;
+use super::engine::{ConversationEngine, InterruptedTurns};
 use super::resume::ResumeTurn;
 use super::store::ConversationTurn;
-
-/// What [`ConversationEngine::run_turn`] does first when the conversation
-/// has interrupted turns (unfinished, and not running in this engine: left
-/// so by a process that stopped). Whichever is chosen, the new turn never
-/// sends a tool call without its result.
-///
-/// Default: [`Answer`](Self::Answer), the safe choice that keeps a
-/// conversation going: it never runs twice a tool that must not run twice
-/// ([`Idempotency::Never`](crate::Idempotency::Never)), never fails on one,
-/// and never calls a provider to finish a question the user may have moved
-/// past.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum InterruptedTurns {
-    /// Settle each interrupted turn without calling its provider: a
-    /// provider call in flight is closed as interrupted; its tool calls
-    /// without a result are answered by their tools' idempotency, as the
-    /// inner loop's resume does (completed calls are kept, pending ones
-    /// run, in-doubt ones run again with `is_resume` unless their tool is
-    /// `Never`, which gets the [`INTERRUPTED_ERROR`](crate::INTERRUPTED_ERROR)
-    /// result); the turn is then stored as succeeded if its model had
-    /// answered, else as failed with code `"interrupted"` (hooks told as
-    /// usual). The new turn's model sees every result.
-    #[default]
-    Answer,
-    /// Finish each interrupted turn first, as
-    /// [`resume_turn`](ConversationEngine::resume_turn) with
-    /// [`ResumeTurn::default`] does (its provider is called until its model
-    /// answers; it does not see what was appended after it started). An
-    /// in-doubt call of a `Never` tool stops with
-    /// [`Error::ToolIdempotency`]: nothing written, no new turn.
-    Resume,
-    /// Return [`Error::InterruptedTurn`] naming the first interrupted turn;
-    /// nothing is written. The caller resumes, fails or cancels it.
-    Refuse,
-}
 
 impl ConversationEngine {
     /// Settles every interrupted turn of conversation `id` as `policy`

@@ -50,7 +50,6 @@ mod memory;
 mod order;
 mod plan;
 mod records;
-pub use records::rebuild_request;
 mod resume;
 mod scripted;
 pub mod state_blob;
@@ -74,14 +73,13 @@ pub use compaction::{
     compaction_boundary, is_natural_stop,
 };
 pub use engine::{
-    ConversationEngine, ConversationEngineConfig, CreateConversation, RunTurn, SENT_SUMMARY,
+    ConversationEngine, ConversationEngineConfig, CreateConversation, InterruptedTurns, RunTurn,
 };
-pub use interrupted::InterruptedTurns;
 pub use journal_store::{CONVERSATION_LABEL, JournalConversationStore};
 pub use memory::InMemoryConversationStore;
 pub use plan::{
     ConversationHooks, DefaultHistoryBuilder, HistoryBuilder, HistoryContext, PlanInput,
-    PlannedTurn, SUMMARY_PREFIX, TurnPlanner, approximate_tokens,
+    PlannedTurn, SENT_SUMMARY, SUMMARY_PREFIX, TurnPlanner, approximate_tokens, rebuild_request,
 };
 pub use resume::{ANSWERED_INTERRUPTED, CANCELLED_TOOL, INTERRUPTED_CALL, ResumeTurn};
 pub use scripted::{ScriptedAdapter, ScriptedReply};

@@ -1,13 +1,16 @@
 //! The pluggable parts of a turn (the spec's sections 7.2 to 7.4): which
 //! messages are sent (`HistoryBuilder`), to which provider and model
-//! (`TurnPlanner`), and what is told to whom along the way (`ConversationHooks`).
+//! (`TurnPlanner`), and what is told to whom along the way (`ConversationHooks`);
+//! and the request of a past call rebuilt as the default history builder
+//! built it (`rebuild_request`).
 
 use crate::error::Error;
 use crate::event::conversation::{
     Conversation, ConversationMessage, MessageRole, Metadata, TurnId,
 };
+use crate::state::ConversationLog;
 
-use super::adapter::{ChatInputMessage, ProviderStreamChunk};
+use super::adapter::{ChatInputMessage, ProviderChatRequest, ProviderStreamChunk};
 use super::store::ConversationTurn;
 
 /// What a history builder sees.
@@ -58,6 +61,11 @@ pub struct DefaultHistoryBuilder {
 
 /// What starts the system message that carries a compaction's summary.
 pub const SUMMARY_PREFIX: &str = "Summary of the earlier conversation:\n";
+
+/// The key, in a provider call's `request_metadata`, of the compaction
+/// summary the request carried (when the history had one), so the request
+/// can be rebuilt ([`rebuild_request`](super::rebuild_request)).
+pub const SENT_SUMMARY: &str = "history_summary";
 
 /// About how many tokens a message takes: 4 characters a token, plus 4.
 pub fn approximate_tokens(m: &ChatInputMessage) -> u64 {
@@ -161,4 +169,41 @@ pub trait ConversationHooks: Send + Sync {
         _conversation: &Conversation,
     ) {
     }
+}
+
+/// The request of provider call `call` of the conversation in `log`, rebuilt
+/// from what its record keeps: the model, the parameters and tools as sent,
+/// and the messages it was built from (`sent_messages`), with the summary
+/// it carried after the leading system messages, as the default history
+/// builder places it. Exact for the default history builder; a custom
+/// builder that rewrites messages sent something else. `None` when there is
+/// no such call.
+pub fn rebuild_request(log: &ConversationLog, call: uuid::Uuid) -> Option<ProviderChatRequest> {
+    let record = log.call(call)?;
+    let mut messages: Vec<ChatInputMessage> = record
+        .sent_messages
+        .iter()
+        .filter_map(|id| log.message(*id))
+        .map(ChatInputMessage::from)
+        .collect();
+    if let Some(summary) = record
+        .request_metadata
+        .get(SENT_SUMMARY)
+        .and_then(|v| v.as_str())
+    {
+        let at = messages
+            .iter()
+            .take_while(|m| m.role == MessageRole::System)
+            .count();
+        let text = format!("{SUMMARY_PREFIX}{summary}");
+        let mut m = ChatInputMessage::from(&ConversationMessage::system(text));
+        m.source = None;
+        messages.insert(at, m);
+    }
+    Some(ProviderChatRequest {
+        messages,
+        model: record.model.clone(),
+        parameters: record.parameters.clone(),
+        tools: record.tools.clone(),
+    })
 }

@@ -1,6 +1,7 @@
 //! What both stores share: the events that record a change of a turn, and
 //! the turn rebuilt from a folded state. The in-memory store folds these
-//! events without writing them; the journal store appends them.
+//! events without writing them; the journal store appends them. And the
+//! window of history both return ([`HistoryWindow::of`]).
 
 use crate::event::Event;
 use crate::event::conversation::{
@@ -8,9 +9,10 @@ use crate::event::conversation::{
     TurnRecord,
 };
 use crate::model::{ToolCallRecord, ToolStatus};
-use crate::state::SessionState;
+use crate::state::{ConversationLog, SessionState};
 
-use super::store::ConversationTurn;
+use super::order::send_order;
+use super::store::{ConversationTurn, HistoryWindow};
 
 /// The events that bring `state` to `turn`: output messages not yet
 /// stored, then changed tool statuses, changed provider calls, and the
@@ -171,43 +173,18 @@ pub(crate) fn turn_of(
     }
 }
 
-/// The request of provider call `call` of the conversation in `log`, rebuilt
-/// from what its record keeps: the model, the parameters and tools as sent,
-/// and the messages it was built from (`sent_messages`), with the summary
-/// it carried after the leading system messages, as the default history
-/// builder places it. Exact for the default history builder; a custom
-/// builder that rewrites messages sent something else. `None` when there is
-/// no such call.
-pub fn rebuild_request(
-    log: &crate::state::ConversationLog,
-    call: uuid::Uuid,
-) -> Option<super::adapter::ProviderChatRequest> {
-    use super::adapter::ChatInputMessage;
-    let record = log.call(call)?;
-    let mut messages: Vec<ChatInputMessage> = record
-        .sent_messages
-        .iter()
-        .filter_map(|id| log.message(*id))
-        .map(ChatInputMessage::from)
-        .collect();
-    if let Some(summary) = record
-        .request_metadata
-        .get(super::engine::SENT_SUMMARY)
-        .and_then(|v| v.as_str())
-    {
-        let at = messages
-            .iter()
-            .take_while(|m| m.role == crate::event::conversation::MessageRole::System)
-            .count();
-        let text = format!("{}{summary}", super::plan::SUMMARY_PREFIX);
-        let mut m = ChatInputMessage::from(&ConversationMessage::system(text));
-        m.source = None;
-        messages.insert(at, m);
+impl HistoryWindow {
+    /// The window of `log`, its messages as messages of `id`.
+    pub(crate) fn of(log: &ConversationLog, id: ConversationId, window: Option<usize>) -> Self {
+        let sendable = log.sendable();
+        let skip = window.map_or(0, |n| sendable.len().saturating_sub(n));
+        let mut messages = owned(sendable[skip..].to_vec(), id);
+        send_order(log, &mut messages);
+        Self {
+            system: owned(log.leading_system().to_vec(), id),
+            summary: log.summary().map(str::to_owned),
+            messages,
+            sendable: sendable.len(),
+        }
     }
-    Some(super::adapter::ProviderChatRequest {
-        messages,
-        model: record.model.clone(),
-        parameters: record.parameters.clone(),
-        tools: record.tools.clone(),
-    })
 }

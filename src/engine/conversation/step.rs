@@ -18,9 +18,11 @@ use crate::model::{CallId, ToolCallRecord, ToolStatus, now};
 
 use super::adapter::{AgentContext, ProviderCallOptions, ProviderChatRequest};
 use super::compaction::{CompactionRequest, is_natural_stop};
-use super::engine::{ConversationEngine, Prepared, SENT_SUMMARY, Step, turn_error};
+use super::engine::{ConversationEngine, Prepared, Step, turn_error};
 use super::order::{cut_after_turn, unanswered_call};
-use super::plan::{DefaultHistoryBuilder, HistoryBuilder, HistoryContext, PlannedTurn};
+use super::plan::{
+    DefaultHistoryBuilder, HistoryBuilder, HistoryContext, PlannedTurn, SENT_SUMMARY,
+};
 use super::store::{ConversationTurn, Page};
 
 impl ConversationEngine {

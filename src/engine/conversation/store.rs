@@ -200,23 +200,3 @@ pub struct HistoryWindow {
     /// How many messages are not compacted (the window's messages among them).
     pub sendable: usize,
 }
-
-impl HistoryWindow {
-    /// The window of `log`, its messages as messages of `id`.
-    pub(crate) fn of(
-        log: &crate::state::ConversationLog,
-        id: ConversationId,
-        window: Option<usize>,
-    ) -> Self {
-        let sendable = log.sendable();
-        let skip = window.map_or(0, |n| sendable.len().saturating_sub(n));
-        let mut messages = super::records::owned(sendable[skip..].to_vec(), id);
-        super::order::send_order(log, &mut messages);
-        Self {
-            system: super::records::owned(log.leading_system().to_vec(), id),
-            summary: log.summary().map(str::to_owned),
-            messages,
-            sendable: sendable.len(),
-        }
-    }
-}

@@ -6,10 +6,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::anthropic::{in_band_error, result_from_message};
-use super::cut_stream;
+use super::anthropic_response::{in_band_error, result_from_message};
 use super::sse::{SseEvent, SseParser};
-use super::transport::parse_error;
+use super::transport::{cut_stream, parse_error};
 use crate::engine::conversation::adapter::{
     ProviderChatResult, ProviderError, ProviderStreamChunk,
 };

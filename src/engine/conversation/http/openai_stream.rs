@@ -5,10 +5,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::cut_stream;
-use super::openai::{in_band_error, result_from_completion};
+use super::openai_response::{in_band_error, result_from_completion};
 use super::sse::{SseEvent, SseParser};
-use super::transport::parse_error;
+use super::transport::{cut_stream, parse_error};
 use crate::engine::conversation::adapter::{
     ProviderChatResult, ProviderError, ProviderStreamChunk,
 };

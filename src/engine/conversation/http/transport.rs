@@ -6,7 +6,7 @@ use std::io::Read;
 
 use serde_json::Value;
 
-use super::HttpOptions;
+use super::options::HttpOptions;
 use crate::engine::conversation::adapter::{
     ProviderChatRequest, ProviderChatResult, ProviderError, ProviderStreamChunk,
 };
@@ -338,6 +338,37 @@ pub(super) fn bad_body(reason: impl std::fmt::Display, body: &[u8]) -> ProviderE
     e
 }
 
+/// The error a streamed call ends with when the stream stops before its end
+/// marker: `network` (the connection dropped), retryable.
+pub(super) fn cut_stream(marker: &str) -> ProviderError {
+    ProviderError::new(
+        "network",
+        format!("the stream ended before {marker}: the response was cut off"),
+    )
+}
+
+/// Gives a result that came in one piece to `on_chunk` as the default
+/// [`ProviderAdapter::stream_chat`](crate::engine::conversation::adapter::ProviderAdapter::stream_chat)
+/// does: each message as one complete chunk, then the usage.
+pub(super) fn emit_whole(
+    result: &ProviderChatResult,
+    on_chunk: &mut dyn FnMut(&ProviderStreamChunk),
+) {
+    for m in &result.messages {
+        on_chunk(&ProviderStreamChunk {
+            delta: Some(m.content.clone()),
+            is_message_complete: true,
+            ..ProviderStreamChunk::default()
+        });
+    }
+    if result.usage.is_some() {
+        on_chunk(&ProviderStreamChunk {
+            usage: result.usage.clone(),
+            ..ProviderStreamChunk::default()
+        });
+    }
+}
+
 /// What differs between two providers' wire protocols; the call itself
 /// ([`call`]) is the same for both.
 pub(super) trait Wire {
@@ -397,7 +428,7 @@ pub(super) fn call<W: Wire>(
             let bytes = reply.read_all()?;
             let result = W::parse_response(&bytes).map_err(|e| reply.annotate(e))?;
             if let Some(on_chunk) = on_chunk {
-                super::emit_whole(&result, on_chunk);
+                emit_whole(&result, on_chunk);
             }
             result
         }
