@@ -228,12 +228,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "state/messages/slot.rs",
         "state/messages.rs",
     ],
-    &[
-        "store/applier.rs",
-        "store/sled/contain.rs",
-        "store/sled/mod.rs",
-        "store/sled/seal.rs",
-    ],
 ];
 
 /// The strongly connected components of more than one file (Tarjan).
