@@ -223,11 +223,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "state/session.rs",
         "state/tool_calls.rs",
     ],
-    &[
-        "state/messages/run.rs",
-        "state/messages/slot.rs",
-        "state/messages.rs",
-    ],
 ];
 
 /// The strongly connected components of more than one file (Tarjan).
