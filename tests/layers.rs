@@ -216,13 +216,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "snapshot/json.rs",
         "snapshot.rs",
     ],
-    &[
-        "state/binary.rs",
-        "state/conversations.rs",
-        "state/delta.rs",
-        "state/session.rs",
-        "state/tool_calls.rs",
-    ],
 ];
 
 /// The strongly connected components of more than one file (Tarjan).
