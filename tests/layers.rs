@@ -199,24 +199,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "snapshot/json.rs",
         "snapshot.rs",
     ],
-    &[
-        "state/binary.rs",
-        "state/conversations.rs",
-        "state/delta.rs",
-        "state/session.rs",
-        "state/tool_calls.rs",
-    ],
-    &[
-        "state/messages/run.rs",
-        "state/messages/slot.rs",
-        "state/messages.rs",
-    ],
-    &[
-        "store/applier.rs",
-        "store/sled/contain.rs",
-        "store/sled/mod.rs",
-        "store/sled/seal.rs",
-    ],
 ];
 
 /// The strongly connected components of more than one file (Tarjan).

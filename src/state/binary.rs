@@ -38,6 +38,10 @@ mod tests;
 /// tell which evaluation was started last once the clock stepped back.
 pub(crate) const SNAPSHOT_FORMAT: u32 = 3;
 
+/// The format number of a delta snapshot's body (`delta.rs`), next to the
+/// whole one's: the layout of both is read here ([`SessionState::layout`]).
+pub(crate) const DELTA_FORMAT: u32 = 4;
+
 /// The name under which the head's `app` list holds the
 /// [`ConversationLog`](crate::state::ConversationLog), when the session has
 /// a conversation: a snapshot without it (format 3 from before the
@@ -305,7 +309,7 @@ impl SessionState {
             return Err(Error::SnapshotRestore(format!(
                 "snapshot format {format} where {want} is expected (this build reads {SNAPSHOT_FORMAT} \
                  and deltas of format {})",
-                crate::state::delta::DELTA_FORMAT
+                DELTA_FORMAT
             )));
         }
         if body.len() as u64 > limit {

@@ -12,7 +12,7 @@ use crate::event::conversation::{
     ProviderCallRecord, TurnId, TurnRecord, TurnStatus,
 };
 use crate::model::MessageId;
-use crate::state::delta::ListDelta;
+use crate::state::list_delta::ListDelta;
 
 /// The conversation a session holds, if the conversation engine made it
 /// (state slice). Every lookup is O(log n); reading the last `k` messages

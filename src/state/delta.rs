@@ -26,26 +26,15 @@
 use bincode::Options;
 use serde::{Deserialize, Serialize};
 
-use super::binary::decode_app;
+use super::binary::{DELTA_FORMAT, SNAPSHOT_FORMAT, decode_app};
 use super::conversations::{LogDelta, LogDeltaRef};
+use super::list_delta::ListDelta;
 use super::messages::{apply_delta_section, write_delta_section};
 use crate::error::{Error, Result};
 use crate::event::AdapterStateSnapshot;
 use crate::format::{FRAME_HEADER_LEN, SharedBytes, codec};
 use crate::model::{EvaluationId, SessionId};
 use crate::state::{EvaluationInfo, SessionState, SliceRegistry, ToolCallInfo, UsageTotals};
-
-/// The format number of a delta snapshot's body.
-pub(crate) const DELTA_FORMAT: u32 = 4;
-
-/// What changed in a list since a snapshot: its length then, the items
-/// below it that changed (by index), and the items added after it.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub(crate) struct ListDelta<T> {
-    pub(crate) before: u64,
-    pub(crate) changed: Vec<(u64, T)>,
-    pub(crate) added: Vec<T>,
-}
 
 #[derive(Serialize)]
 struct HeadRef<'a> {
@@ -103,7 +92,7 @@ pub(crate) fn builds_on(frame: &[u8]) -> Result<Option<u64>> {
         .allow_trailing_bytes();
     let format: u32 = opts.deserialize(body).map_err(undecodable)?;
     match format {
-        super::binary::SNAPSHOT_FORMAT => Ok(None),
+        SNAPSHOT_FORMAT => Ok(None),
         DELTA_FORMAT => {
             let (_, prev): (u32, u64) = opts.deserialize(body).map_err(undecodable)?;
             Ok(Some(prev))

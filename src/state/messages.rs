@@ -22,7 +22,7 @@ pub(crate) use section::{
     apply_delta_section, read_derived, read_section, section_evaluations, write_delta_section,
     write_section,
 };
-use slot::Slot;
+use slot::{CallSlot, Slot};
 
 /// Where the bytes of a plain message come from.
 pub(crate) enum PlainBytes<'a> {
@@ -30,16 +30,6 @@ pub(crate) enum PlainBytes<'a> {
     Copy(&'a [u8]),
     /// A part of a shared frame: kept, not copied.
     Shared(SharedBytes),
-}
-
-/// The status of one tool call, as joined from everything known about it.
-#[derive(Clone, Debug, Default)]
-struct CallSlot {
-    /// The highest-ranked status seen, from `ToolStatus` events and from the
-    /// records of the messages that made the call.
-    status: ToolStatus,
-    /// The messages (by `(sequence, message_id)`) whose `tool_calls` hold the call.
-    holders: Vec<(u64, MessageId)>,
 }
 
 /// Every [`InnerMessage`] of the session (state slice).

@@ -17,6 +17,7 @@ mod dyn_slice;
 mod evaluations;
 mod hash;
 mod keys;
+mod list_delta;
 mod messages;
 mod session;
 mod tool_calls;

@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, ToolCallRecord, ToolStatus};
-use crate::state::delta::ListDelta;
 use crate::state::hash::{FastMap, FastState};
+use crate::state::list_delta::ListDelta;
 
 /// One tool call of an evaluation and what became of it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

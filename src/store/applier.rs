@@ -35,6 +35,7 @@ use crate::store::frame_files::FrameFiles;
 use crate::store::keys::key;
 use crate::store::poison::Poison;
 use crate::store::runs::{self, RUN_HEADER, RUN_MAX};
+use crate::store::sled::fault::panic_message;
 use crate::store::snapfiles::INLINE_MAX;
 
 /// Asked to pack a session's runs into a block (the sealer).
@@ -314,7 +315,7 @@ impl Applier {
                         Err(p) => {
                             s.poison.set(format!(
                                 "sled failed while inserting ({})",
-                                crate::store::sled::panic_message(&*p)
+                                panic_message(&*p)
                             ));
                             return;
                         }

@@ -21,10 +21,10 @@
 use crate::format::SharedBytes;
 use std::collections::hash_map::Entry;
 
+use super::Messages;
 use super::index::Index;
 use super::run::EvalMessages;
-use super::slot::Slot;
-use super::{CallSlot, Messages};
+use super::slot::{CallSlot, Slot};
 use crate::format::message::{
     Bad, Reader, check_body, encode_body, role_and_turn, stale_statuses, write_varint,
 };

@@ -6,11 +6,20 @@ use std::sync::OnceLock;
 use bincode::Options;
 use chrono::{DateTime, Utc};
 
-use super::CallSlot;
 use crate::format::SharedBytes;
 use crate::format::codec;
-use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, Role};
+use crate::model::{CallId, EvaluationId, InnerMessage, MessageId, Role, ToolStatus};
 use crate::state::hash::FastMap;
+
+/// The status of one tool call, as joined from everything known about it.
+#[derive(Clone, Debug, Default)]
+pub(super) struct CallSlot {
+    /// The highest-ranked status seen, from `ToolStatus` events and from the
+    /// records of the messages that made the call.
+    pub(super) status: ToolStatus,
+    /// The messages (by `(sequence, message_id)`) whose `tool_calls` hold the call.
+    pub(super) holders: Vec<(u64, MessageId)>,
+}
 
 /// The call slots of a message's evaluation, whose statuses a message's
 /// tool-call records take when it is decoded (the bytes may hold older

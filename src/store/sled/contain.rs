@@ -4,53 +4,24 @@
 //! its `serialization.rs`), in whatever call first reads them: the open, a
 //! read, an insert that pages a node in. The journal promises no panic on
 //! any database content, so every call into the sled store goes through
-//! [`Guarded`], which runs it under `catch_unwind` and turns such a panic
-//! into [`Error::Corruption`] naming the database file. A panic of the
-//! caller's own code (a visitor of a scan: a reducer, an application slice)
-//! is not sled's: it is let through as it came.
+//! [`Guarded`], which runs it under `catch_unwind` (`fault.rs`) and turns
+//! such a panic into
+//! [`Error::Corruption`](crate::error::Error::Corruption) naming the
+//! database file. A panic of the caller's own code (a visitor of a scan: a
+//! reducer, an application slice) is not sled's: it is let through as it
+//! came.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::path::{Path, PathBuf};
 
 use super::SledStore;
-use crate::error::{Error, Result};
+use super::fault::contained;
+use crate::error::Result;
 use crate::format::SharedBytes;
 use crate::model::SessionId;
 use crate::store::poison::Poison;
 use crate::store::{Durability, Loss, Store, SyncStats, Visit};
-
-/// The text of a panic's payload.
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".to_owned()
-    }
-}
-
-/// The error for a panic of sled while `what` in the database at `path`.
-pub(crate) fn sled_panicked(path: &Path, what: &str, payload: &(dyn Any + Send)) -> Error {
-    Error::corruption(
-        None,
-        None,
-        None,
-        format!(
-            "sled failed while {what} in {} ({}): its files are damaged; \
-             `salvage` recovers what the write-ahead log and the snapshots still hold",
-            path.join("db").display(),
-            panic_message(payload)
-        ),
-    )
-}
-
-/// Runs `f`, a call into sled for `what`, turning a panic into
-/// [`Error::Corruption`].
-pub(crate) fn contained<T>(path: &Path, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| Err(sled_panicked(path, what, &*p)))
-}
 
 /// The sled store, every call contained.
 pub(crate) struct Guarded {
@@ -237,23 +208,5 @@ impl Store for Guarded {
 
     fn write_records(&self, writes: &[(String, String, Option<Vec<u8>>)]) -> Result<()> {
         self.store.write_records(writes)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_panic_inside_is_corruption_naming_the_file() {
-        let path = Path::new("/data/agent.db");
-        let r: Result<()> = contained(path, "reading", || panic!("bad page"));
-        let Err(e) = r else { panic!("contained") };
-        assert!(e.is_corruption(), "{e:?}");
-        let text = e.to_string();
-        assert!(
-            text.contains("/data/agent.db/db") && text.contains("bad page"),
-            "{text}"
-        );
     }
 }

@@ -40,6 +40,7 @@ use crate::store::wal::Wal;
 use crate::store::{SharedBytes, Store, Visit};
 
 mod contain;
+pub(crate) mod fault;
 mod open;
 pub(crate) mod raw;
 mod read;
@@ -48,40 +49,11 @@ mod recover;
 mod seal;
 mod snapshots;
 
+use fault::{contained, storage};
 use seal::Sealer;
 
-pub(crate) use contain::{Guarded, panic_message};
+pub(crate) use contain::Guarded;
 pub(crate) use open::compressed;
-
-/// The seq and value of an item of a scan of `session`'s events.
-fn scanned(
-    session: SessionId,
-    item: sled::Result<(sled::IVec, sled::IVec)>,
-) -> Result<(u64, sled::IVec)> {
-    let (k, v) = item.map_err(|e| storage(e, "reading events"))?;
-    match split_key(&k) {
-        Some((_, seq)) => Ok((seq, v)),
-        None => Err(Error::corruption(
-            Some(session),
-            None,
-            None,
-            "malformed key in tree events",
-        )),
-    }
-}
-
-fn storage(e: sled::Error, context: &str) -> Error {
-    match e {
-        sled::Error::Io(io) => Error::io(context.to_owned(), io),
-        sled::Error::Corruption { at, .. } => Error::corruption(
-            None,
-            None,
-            at.map(|p| p.lid()),
-            format!("sled reports corruption while {context}"),
-        ),
-        other => Error::Storage(format!("{context}: {other}")),
-    }
-}
 
 /// The sled-backed store.
 pub(crate) struct SledStore {
@@ -512,7 +484,7 @@ impl Drop for SledStore {
     fn drop(&mut self) {
         // Contained: sled panics on some damaged pages, and a panic out of
         // a drop (maybe during an unwind) would abort the process.
-        let _ = contain::contained(&self.path.clone(), "closing", || {
+        let _ = contained(&self.path.clone(), "closing", || {
             // Stops the insert thread; what it had queued is inserted.
             self.applier.stop();
             // The seals asked for are made (before the checkpoint below).

@@ -7,7 +7,8 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::{Sealer, SledStore, storage};
+use super::fault::storage;
+use super::{Sealer, SledStore};
 use crate::error::{Error, Result};
 use crate::store::applier::Applier;
 use crate::store::frame_files::FrameFiles;

@@ -4,7 +4,8 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use super::{SledStore, contain, scanned};
+use super::SledStore;
+use super::fault::{scanned, sled_panicked};
 use crate::error::{Error, Result};
 use crate::model::SessionId;
 use crate::store::frame_files;
@@ -234,8 +235,7 @@ impl SledStore {
                     }
                 };
                 if let Err(p) = catch_unwind(AssertUnwindSafe(read)) {
-                    let _ =
-                        guarded_tx.send(Err(contain::sled_panicked(path, "reading events", &*p)));
+                    let _ = guarded_tx.send(Err(sled_panicked(path, "reading events", &*p)));
                 }
             };
             std::thread::Builder::new()

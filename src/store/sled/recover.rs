@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use super::{SledStore, storage};
+use super::SledStore;
+use super::fault::storage;
 use crate::error::Result;
 use crate::model::SessionId;
 use crate::store::frame_files;

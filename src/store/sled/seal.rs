@@ -33,7 +33,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use super::{scanned, storage};
+use super::fault::{panic_message, scanned, storage};
 use crate::error::{Error, Result};
 use crate::model::SessionId;
 use crate::store::frame_files::FrameFiles;
@@ -266,10 +266,7 @@ impl Sealer {
                     let failed = match sealed {
                         Ok(Ok(_)) => continue,
                         Ok(Err(e)) => e.to_string(),
-                        Err(p) => format!(
-                            "sled failed while sealing ({})",
-                            crate::store::sled::panic_message(&*p)
-                        ),
+                        Err(p) => format!("sled failed while sealing ({})", panic_message(&*p)),
                     };
                     let first = asked.first().map(|(id, _)| *id);
                     s.poison.set(format!(

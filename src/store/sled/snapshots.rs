@@ -3,7 +3,8 @@
 //! (`store/snapfiles.rs`) with a pointer in the tree; a whole snapshot
 //! replaces the session's others, a delta is kept beside them (its chain).
 
-use super::{SledStore, storage};
+use super::SledStore;
+use super::fault::storage;
 use crate::error::Result;
 use crate::model::SessionId;
 use crate::store::SharedBytes;
