@@ -9,7 +9,7 @@ use std::sync::Arc;
 /// keeps its message bodies in it, so a snapshot of hundreds of MiB is
 /// neither copied when read nor decoded before a message is looked at.
 ///
-/// A part of a buffer ([`slice`](SharedBytes::slice)) shares the buffer:
+/// A part of a buffer (a slice of it, made by the crate) shares the buffer:
 /// it costs no allocation, and the buffer lives while any part of it does.
 #[derive(Clone)]
 pub struct SharedBytes {

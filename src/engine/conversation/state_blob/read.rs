@@ -195,8 +195,9 @@ impl StateBlob {
     /// its bytes, holding one message of it at a time while it parses: a
     /// blob of one message of `n` bytes costs about `n` (the message
     /// itself) and its parse, where `decode` costs about four times the
-    /// blob. Two passes over the file ([module docs](self)); standard input
-    /// named `/dev/stdin` (a pipe) is read into memory first.
+    /// blob. Two passes over the file: the first skips the messages, the
+    /// second reads them one by one; standard input named `/dev/stdin` (a
+    /// pipe) is read into memory first.
     ///
     /// Returns `Ok(Err(degradation))` for a blob `decode` would discard.
     ///
