@@ -208,7 +208,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "provider/responses.rs",
         "provider/stream.rs",
     ],
-    &["provider/claude_code/lines.rs", "provider/claude_code.rs"],
     &[
         "snapshot/json/read.rs",
         "snapshot/json/wink.rs",
