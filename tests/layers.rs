@@ -209,13 +209,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "provider/stream.rs",
     ],
     &[
-        "snapshot/json/read.rs",
-        "snapshot/json/wink.rs",
-        "snapshot/json/wink_read.rs",
-        "snapshot/json.rs",
-        "snapshot.rs",
-    ],
-    &[
         "state/binary.rs",
         "state/conversations.rs",
         "state/delta.rs",
