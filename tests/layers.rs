@@ -197,18 +197,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "engine/conversation/http/transport.rs",
     ],
     &[
-        "provider/anthropic/turns.rs",
-        "provider/anthropic.rs",
-        "provider/gemini.rs",
-        "provider/media.rs",
-        "provider/mod.rs",
-        "provider/ollama.rs",
-        "provider/openai.rs",
-        "provider/read.rs",
-        "provider/responses.rs",
-        "provider/stream.rs",
-    ],
-    &[
         "state/binary.rs",
         "state/conversations.rs",
         "state/delta.rs",

@@ -34,9 +34,10 @@ use serde_json::{Map, Value};
 mod survey;
 pub use survey::{survey, survey_text};
 
+use super::conversation_format::ConversationFormat;
 use super::input::{Input, MAX_RECORD_BYTES, check_input};
 use super::window::{Sink, Window};
-use super::{ConversationFormat, anthropic, gemini, ollama, openai, responses};
+use super::{anthropic, gemini, ollama, openai, responses};
 use crate::error::{Error, Result};
 use crate::model::{EvaluationId, InnerMessage};
 
