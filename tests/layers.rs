@@ -174,12 +174,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "cli/view.rs",
     ],
     &[
-        "cli/sandbox/portable.rs",
-        "cli/sandbox/registry.rs",
-        "cli/sandbox/unix.rs",
-        "cli/sandbox.rs",
-    ],
-    &[
         "engine/conversation/compaction.rs",
         "engine/conversation/engine.rs",
         "engine/conversation/interrupted.rs",
