@@ -1,8 +1,9 @@
 //! The command line. Exit codes: 0 ok, 1 error, 2 usage, 3 corruption
 //! found, 4 a lease held or lost.
 //!
-//! This file holds the top-level parser and the dispatch; each group of
-//! commands lives in its own file with its arguments and handlers:
+//! This file holds the top-level parser and the dispatch; the options every
+//! command takes are `global`'s ([`Global`], what each handler gets); each
+//! group of commands lives in its own file with its arguments and handlers:
 //! `record` (demo, resume), `read` (sessions, log, show, pending), `diff`,
 //! `stats`, `view` and `serve` (the timeline page), `conversation`
 //! (conversations, turns, and the conversation views of show and pending;
@@ -11,9 +12,10 @@
 //! compact, fork, sessions --delete). `open` finds databases and sessions
 //! (attaching to a writer's read service, and warning on stderr of what
 //! reading cut off), `filter` the filters of log and show, `event_json` the
-//! JSON of an event, `output` prints JSON and progress, `style` colour,
-//! times and the pager, `render` formats for people, `demo` is the scripted
-//! agent and `sandbox` the folder its tools cannot leave.
+//! JSON of an event, `output` writes stdout's lines (`outln!`), JSON,
+//! errors and warnings and progress, `style` colour, times and the pager,
+//! `render` formats for people, `demo` is the scripted agent and `sandbox`
+//! the folder its tools cannot leave.
 
 /// `println!` that ends the process quietly when stdout is a closed pipe
 /// (`agent-journal log X | head`) instead of panicking.
