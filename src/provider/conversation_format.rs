@@ -5,9 +5,10 @@
 
 use serde_json::{Map, Value};
 
-/// A conversation format: how a list of [`InnerMessage`]s is written for a
-/// provider, and read back. The one way to export messages (a resume plan's,
-/// a session's at any seq) in a provider's format.
+/// A conversation format: how a list of
+/// [`InnerMessage`](crate::InnerMessage)s is written for a provider, and
+/// read back. The one way to export messages (a resume plan's, a session's
+/// at any seq) in a provider's format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConversationFormat {
     /// An OpenAI chat-completions `messages` array (or a request body holding one).
