@@ -1,10 +1,13 @@
 //! Snapshots: when to take them ([`CheckpointStrategy`]) and the WINK-shaped
-//! JSON form of a [`SessionState`] ([`SessionState::to_json`],
-//! [`SessionState::from_json`]).
+//! JSON form of a [`SessionState`](crate::state::SessionState)
+//! ([`SessionState::to_json`](crate::state::SessionState::to_json),
+//! [`SessionState::from_json`](crate::state::SessionState::from_json), in
+//! `json.rs`).
 //!
-//! The binary form is [`SessionState::encode_snapshot`]. Snapshots are only a
-//! cache of the fold: one that cannot be restored is ignored and the stream
-//! is replayed.
+//! The binary form is
+//! [`SessionState::encode_snapshot`](crate::state::SessionState::encode_snapshot).
+//! Snapshots are only a cache of the fold: one that cannot be restored is
+//! ignored and the stream is replayed.
 
 mod json;
 #[cfg(test)]
@@ -16,10 +19,8 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
-use crate::error::Result;
 use crate::event::{Envelope, Event};
 use crate::model::SessionId;
-use crate::state::{SessionState, SliceRegistry};
 
 /// When to write a snapshot of a session's state (adapter-state spec).
 ///
@@ -169,8 +170,9 @@ pub enum SliceNames {
     },
 }
 
-/// Options of [`SessionState::to_json`]. Default: no logs, no parent, no
-/// tags, `created_at` now, the crate's slice names.
+/// Options of [`SessionState::to_json`](crate::state::SessionState::to_json).
+/// Default: no logs, no parent, no tags, `created_at` now, the crate's slice
+/// names.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JsonOptions {
     /// The slices' type names. Default: [`SliceNames::Journal`].
@@ -189,77 +191,4 @@ pub struct JsonOptions {
     /// `created_at` of the document. Default: `None`, which writes the time
     /// of the call.
     pub created_at: Option<DateTime<Utc>>,
-}
-
-impl SessionState {
-    /// The state as a WINK-shaped JSON snapshot, every object's keys sorted:
-    ///
-    /// ```text
-    /// {"children_ids":[],"created_at":"...","parent_id":null,
-    ///  "policies":{"agent_journal:InnerMessage":"state",...},
-    ///  "slices":[{"item_type":"agent_journal:InnerMessage","items":[...],
-    ///             "slice_type":"agent_journal:InnerMessage"},...],
-    ///  "tags":{},"version":"1"}
-    /// ```
-    ///
-    /// Slices: `agent_journal:InnerMessage` (the messages, as serde writes
-    /// [`InnerMessage`](crate::InnerMessage)), `agent_journal:ToolCall`,
-    /// `agent_journal:Evaluation`, `agent_journal:ConversationState` (message
-    /// ids by turn), `agent_journal:AdapterStateSnapshot` (LOG, always), `agent_journal:Usage`, `agent_journal:SessionInfo`
-    /// (labels, fork origin, seq), then each application slice under its
-    /// name, with its JSON as the only item. With [`SliceNames::Wink`] the
-    /// document carries the specs' names instead (see there).
-    ///
-    /// An application slice serde cannot write as JSON (a map with non-string
-    /// keys) is written with no items, which [`from_json`](Self::from_json) rejects.
-    pub fn to_json(&self, opts: &JsonOptions) -> String {
-        match &opts.names {
-            SliceNames::Journal => json::to_value(self, opts).to_string(),
-            SliceNames::Wink { module } => {
-                json::to_wink_value(self, opts, module.as_deref()).to_string()
-            }
-        }
-    }
-
-    /// Reads a JSON snapshot written by [`to_json`](Self::to_json) under
-    /// either kind of [`SliceNames`], or by WINK itself from the specs'
-    /// `InnerMessage` items (with `ConversationState` and
-    /// `AdapterStateSnapshot` items beside them, if any): then the state is
-    /// the fold of the messages in sequence order per evaluation, each
-    /// call's status as its record gives it; an `evaluation_id` that is not
-    /// a UUID gets a UUID derived from it (v5), and the session label
-    /// `agent_journal.wink_evaluation_ids` keeps the originals, so a WINK
-    /// export writes them back. The application slices are those of
-    /// `registry`. LOG slices may be absent (they start empty); every STATE
-    /// slice must be there. Indexes are rebuilt from the items, so
-    /// `from_json(to_json(s))` equals `s` when `include_logs` was set (or
-    /// the application has no LOG slice).
-    ///
-    /// # Errors
-    /// [`Error::SnapshotRestore`](crate::Error::SnapshotRestore) naming what
-    /// is wrong and where (`slices[0].items[3]: invalid timestamp
-    /// "yesterday"`): not JSON, not an object, a missing or unknown key, a
-    /// version other than `"1"`, a bad timestamp or id, an item of the wrong
-    /// shape, an unknown or repeated slice type, a policy that disagrees with
-    /// the slice's, a missing STATE slice. Never panics.
-    pub fn from_json(text: &str, registry: &SliceRegistry) -> Result<SessionState> {
-        json::from_str(text, registry)
-    }
-
-    /// Reads a document from `reader` as [`from_json`](Self::from_json)
-    /// reads its text, parsed straight into JSON (the text is never held
-    /// whole), each item's JSON dropped as soon as it is parsed: a document
-    /// of one long message costs about twice the message, where reading it
-    /// as text first costs the text as well.
-    ///
-    /// # Errors
-    /// As [`from_json`](Self::from_json); a read that fails is an
-    /// [`Error::SnapshotRestore`](crate::Error::SnapshotRestore) saying
-    /// "not read".
-    pub fn from_json_reader(
-        reader: impl std::io::Read,
-        registry: &SliceRegistry,
-    ) -> Result<SessionState> {
-        json::from_reader(reader, registry)
-    }
 }

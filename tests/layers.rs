@@ -117,15 +117,8 @@ pub fn problems(src: &Path) -> Vec<String> {
             }
         }
     }
-    let mut known: BTreeSet<Vec<String>> = KNOWN_CIRCLES
-        .iter()
-        .map(|c| c.iter().map(|f| (*f).to_owned()).collect())
-        .collect();
     for circle in circles(&file_edges) {
         let names: Vec<String> = circle.iter().map(|f| show(f)).collect();
-        if known.remove(&names) && src == self::src() {
-            continue;
-        }
         let mut edges = Vec::new();
         for a in &circle {
             for b in file_edges.get(a).into_iter().flatten() {
@@ -141,65 +134,8 @@ pub fn problems(src: &Path) -> Vec<String> {
             edges.join("\n    ")
         ));
     }
-    if src == self::src() {
-        for gone in known {
-            problems.push(format!(
-                "a known circle is gone or changed: remove it from KNOWN_CIRCLES: {}",
-                gone.join(", ")
-            ));
-        }
-    }
     problems
 }
-
-/// Circles of files that remain, each the sorted list of its files (paths
-/// under `src/`): the check fails on any other circle, and on a listed one
-/// that is gone or changed, so this list only shrinks (issue 34 item 3).
-const KNOWN_CIRCLES: &[&[&str]] = &[
-    &[
-        "cli/admin.rs",
-        "cli/cancel.rs",
-        "cli/chat.rs",
-        "cli/conversation.rs",
-        "cli/copy.rs",
-        "cli/diff.rs",
-        "cli/import.rs",
-        "cli/mod.rs",
-        "cli/open.rs",
-        "cli/read.rs",
-        "cli/record.rs",
-        "cli/serve.rs",
-        "cli/stats.rs",
-        "cli/transfer.rs",
-        "cli/view.rs",
-    ],
-    &[
-        "cli/sandbox/portable.rs",
-        "cli/sandbox/registry.rs",
-        "cli/sandbox/unix.rs",
-        "cli/sandbox.rs",
-    ],
-    &[
-        "provider/anthropic/turns.rs",
-        "provider/anthropic.rs",
-        "provider/gemini.rs",
-        "provider/media.rs",
-        "provider/mod.rs",
-        "provider/ollama.rs",
-        "provider/openai.rs",
-        "provider/read.rs",
-        "provider/responses.rs",
-        "provider/stream.rs",
-    ],
-    &["provider/claude_code/lines.rs", "provider/claude_code.rs"],
-    &[
-        "snapshot/json/read.rs",
-        "snapshot/json/wink.rs",
-        "snapshot/json/wink_read.rs",
-        "snapshot/json.rs",
-        "snapshot.rs",
-    ],
-];
 
 /// The strongly connected components of more than one file (Tarjan).
 fn circles(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<Vec<PathBuf>> {

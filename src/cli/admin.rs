@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use agent_journal::Error;
 use clap::Args;
 
-use crate::cli::Cli;
+use crate::cli::global::Global;
 use crate::cli::open::{find_session_id, open_existing};
 use crate::cli::output::{print_json, progress};
 
@@ -54,7 +54,7 @@ pub(crate) struct ForkArgs {
 }
 
 /// `compact --to NEW [--compress | --no-compress]`.
-pub(crate) fn compact(cli: &Cli, args: &CompactArgs) -> Result<ExitCode, Error> {
+pub(crate) fn compact(cli: &Global, args: &CompactArgs) -> Result<ExitCode, Error> {
     let to = &args.new.to;
     let compress = match (args.compress, args.no_compress) {
         (true, _) => Some(true),
@@ -90,7 +90,7 @@ pub(crate) fn compact(cli: &Cli, args: &CompactArgs) -> Result<ExitCode, Error> 
 }
 
 /// `salvage --to NEW`.
-pub(crate) fn salvage(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
+pub(crate) fn salvage(cli: &Global, to: &Path) -> Result<ExitCode, Error> {
     let limit = agent_journal::DEFAULT_MAX_EVENT_BYTES;
     let bar = progress(0, "salvage");
     let tick = |done, total| {
@@ -134,7 +134,7 @@ pub(crate) fn salvage(cli: &Cli, to: &Path) -> Result<ExitCode, Error> {
 }
 
 /// `verify [SESSION]`.
-pub(crate) fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error> {
+pub(crate) fn verify(cli: &Global, session: Option<&str>) -> Result<ExitCode, Error> {
     // `verify` reports what a damaged file end cut off itself, and looks at
     // a private copy of a database's files (or through the process that
     // has it open): opening a damaged sled log repairs it, destroying the
@@ -229,7 +229,7 @@ pub(crate) fn verify(cli: &Cli, session: Option<&str>) -> Result<ExitCode, Error
 }
 
 /// `fork SESSION --at SEQ`.
-pub(crate) fn fork(cli: &Cli, args: &ForkArgs) -> Result<ExitCode, Error> {
+pub(crate) fn fork(cli: &Global, args: &ForkArgs) -> Result<ExitCode, Error> {
     let journal = open_existing(&cli.db)?;
     // One event written; neither session's state is loaded.
     let parent = find_session_id(&journal, &args.session)?;
@@ -246,7 +246,7 @@ pub(crate) fn fork(cli: &Cli, args: &ForkArgs) -> Result<ExitCode, Error> {
 }
 
 /// `sessions --delete SESSION [--force]`.
-pub(crate) fn delete_session(cli: &Cli, session: &str, force: bool) -> Result<ExitCode, Error> {
+pub(crate) fn delete_session(cli: &Global, session: &str, force: bool) -> Result<ExitCode, Error> {
     let journal = open_existing(&cli.db)?;
     let id = find_session_id(&journal, session)?;
     journal.delete_session(id, force)?;

@@ -11,8 +11,8 @@ use agent_journal::conversation::{
 use clap::Args;
 use serde_json::json;
 
-use crate::cli::Cli;
 use crate::cli::conversation::find_turn;
+use crate::cli::global::Global;
 use crate::cli::open::{find_session, open_existing, session_arg};
 use crate::cli::output::print_json;
 
@@ -33,7 +33,7 @@ pub(crate) struct CancelArgs {
 /// more) is stored as `cancelled`; its calls in flight are closed and its
 /// tool calls without a result get the cancelled result, so the next turn
 /// sends a valid history. No tool and no provider is called.
-pub(crate) fn cancel_turn(cli: &Cli, args: &CancelArgs) -> Result<ExitCode, Error> {
+pub(crate) fn cancel_turn(cli: &Global, args: &CancelArgs) -> Result<ExitCode, Error> {
     let journal = open_existing(&cli.db)?;
     let s = find_session(&journal, &args.conversation)?;
     let state = s.state_cloned();

@@ -17,7 +17,7 @@ use agent_journal::conversation::{
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 
-use crate::cli::Cli;
+use crate::cli::global::Global;
 use crate::cli::open::{find_session, session_arg};
 use crate::cli::output::print_json;
 
@@ -101,7 +101,7 @@ fn adapter(args: &ChatArgs) -> Arc<dyn ProviderAdapter> {
 }
 
 /// `chat --provider P --model M [--conversation ID] [--system TEXT] [--stream]`.
-pub(crate) fn chat(cli: &Cli, args: &ChatArgs) -> Result<ExitCode, Error> {
+pub(crate) fn chat(cli: &Global, args: &ChatArgs) -> Result<ExitCode, Error> {
     let journal = crate::cli::open::open_creating(&cli.db, cli.compress)?;
     let store = Arc::new(JournalConversationStore::new(journal.clone()));
     let adapter = adapter(args);

@@ -13,7 +13,7 @@ use agent_journal::{Error, Session, SessionState, ToolStatus};
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::cli::Cli;
+use crate::cli::global::Global;
 use crate::cli::open::{open_for_reading, read_session, session_arg};
 use crate::cli::output::print_json;
 use crate::cli::render::clip;
@@ -76,7 +76,7 @@ fn turn_json(state: &SessionState, turn: &TurnRecord) -> Value {
 }
 
 /// `conversations`: every conversation of the database.
-pub(crate) fn conversations(cli: &Cli) -> Result<ExitCode, Error> {
+pub(crate) fn conversations(cli: &Global) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let store = JournalConversationStore::new(journal);
     let mut rows = Vec::new();
@@ -135,7 +135,7 @@ pub(crate) fn conversations(cli: &Cli) -> Result<ExitCode, Error> {
 }
 
 /// `turns CONVERSATION`: one line per turn.
-pub(crate) fn turns(cli: &Cli, args: &TurnsArgs) -> Result<ExitCode, Error> {
+pub(crate) fn turns(cli: &Global, args: &TurnsArgs) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.conversation)?;
     let state = s.state_cloned();
@@ -365,7 +365,7 @@ pub(crate) fn find_turn<'a>(
 
 /// `pending` of a conversation: its interrupted turns, with their calls in
 /// flight and their tool calls pending or in doubt.
-pub(crate) fn pending(cli: &Cli, s: &Session) -> Result<ExitCode, Error> {
+pub(crate) fn pending(cli: &Global, s: &Session) -> Result<ExitCode, Error> {
     let state = s.state_cloned();
     let log = state.conversation_log();
     let rows: Vec<Value> = log
@@ -443,7 +443,7 @@ pub(crate) struct CompactArgs {
 
 /// `compact-history CONVERSATION --messages N | --tokens N [--dry-run]`:
 /// records a compaction by hand.
-pub(crate) fn compact_history(cli: &Cli, args: &CompactArgs) -> Result<ExitCode, Error> {
+pub(crate) fn compact_history(cli: &Global, args: &CompactArgs) -> Result<ExitCode, Error> {
     let journal = crate::cli::open::open_existing(&cli.db)?;
     let s = crate::cli::open::find_session(&journal, &args.conversation)?;
     let store = JournalConversationStore::new(journal);

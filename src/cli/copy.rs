@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use agent_journal::Error;
 use clap::Args;
 
-use crate::cli::Cli;
+use crate::cli::global::Global;
 use crate::cli::open::open_for_reading;
 use crate::cli::output::{print_json, progress};
 
@@ -24,7 +24,7 @@ pub(crate) struct CopyArgs {
 }
 
 /// `copy --from DB --to DB`.
-pub(crate) fn copy(cli: &Cli, args: &CopyArgs) -> Result<ExitCode, Error> {
+pub(crate) fn copy(cli: &Global, args: &CopyArgs) -> Result<ExitCode, Error> {
     let from = open_for_reading(&args.from)?;
     let to = crate::cli::open::open_creating(&args.to, cli.compress)?;
     let total: u64 = from

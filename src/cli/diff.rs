@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use agent_journal::{Error, Event, InnerMessage, Session, StateChange, ToolStatus, diff_states};
 use clap::Args;
 
-use crate::cli::Cli;
+use crate::cli::global::Global;
 use crate::cli::open::{open_for_reading, read_session};
 use crate::cli::output::print_json;
 use crate::cli::render::{event_line, outcome};
@@ -24,7 +24,7 @@ pub(crate) struct DiffArgs {
 }
 
 /// `diff SESSION A B`.
-pub(crate) fn diff(cli: &Cli, args: &DiffArgs) -> Result<ExitCode, Error> {
+pub(crate) fn diff(cli: &Global, args: &DiffArgs) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.session)?;
     let d = compute(&s, args.a, args.b)?;

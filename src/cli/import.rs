@@ -9,7 +9,7 @@ use agent_journal::conversation::state_blob::{ImportStateBlob, StateBlob};
 use agent_journal::{ConversationFormat, Error, Journal};
 use clap::{Args, ValueEnum};
 
-use crate::cli::Cli;
+use crate::cli::global::Global;
 use crate::cli::open::warn;
 use crate::cli::output::{print_json, progress};
 
@@ -79,7 +79,7 @@ fn pin_mmap_threshold() {
 }
 
 /// `import FILE --format F`.
-pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
+pub(crate) fn import(cli: &Global, args: &ImportArgs) -> Result<ExitCode, Error> {
     pin_mmap_threshold();
     let file = &args.file;
     // A FIFO, a device (/dev/zero) or a socket is refused before a byte of
@@ -124,7 +124,7 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
 }
 
 fn import_format(
-    cli: &Cli,
+    cli: &Global,
     args: &ImportArgs,
     format: ImportFormat,
     text: Option<String>,
@@ -191,7 +191,7 @@ fn import_format(
 }
 
 /// Says what an import made.
-fn imported(cli: &Cli, id: agent_journal::SessionId, events: u64) -> Result<ExitCode, Error> {
+fn imported(cli: &Global, id: agent_journal::SessionId, events: u64) -> Result<ExitCode, Error> {
     if cli.json {
         print_json(&serde_json::json!({"sessions": [id.to_string()], "events": events}))?;
     } else {
@@ -204,7 +204,7 @@ fn imported(cli: &Cli, id: agent_journal::SessionId, events: u64) -> Result<Exit
 /// opened (a blob that does not decode creates nothing), then imported as
 /// one atomic write. `--max-bytes` is the blob's size limit.
 fn import_state_blob(
-    cli: &Cli,
+    cli: &Global,
     args: &ImportArgs,
     text: Option<String>,
 ) -> Result<ExitCode, Error> {
@@ -253,7 +253,7 @@ fn import_state_blob(
 /// `import FILE --format wink`: the snapshot is read and checked before the
 /// database is opened (a document that does not read creates nothing), then
 /// recorded as one atomic append.
-fn import_wink(cli: &Cli, args: &ImportArgs, text: Option<String>) -> Result<ExitCode, Error> {
+fn import_wink(cli: &Global, args: &ImportArgs, text: Option<String>) -> Result<ExitCode, Error> {
     let file = &args.file;
     let named = |e: Error| match e {
         Error::SnapshotRestore(r) => Error::InvalidInput(format!(
@@ -296,7 +296,7 @@ fn import_wink(cli: &Cli, args: &ImportArgs, text: Option<String>) -> Result<Exi
 }
 
 /// `import FILE --format journal`.
-fn import_journal(cli: &Cli, journal: &Journal, file: &Path) -> Result<ExitCode, Error> {
+fn import_journal(cli: &Global, journal: &Journal, file: &Path) -> Result<ExitCode, Error> {
     let bar = progress(0, "import");
     let (ids, tail) = journal.import_journal_with(file, |done, total| {
         bar.set_length(total);
@@ -485,7 +485,7 @@ fn detect_file(file: &Path, text: Option<&str>) -> Result<ImportFormat, Error> {
 }
 
 /// `import PATH --format claude-code`: a log file or a directory of them.
-fn import_claude_code(cli: &Cli, args: &ImportArgs) -> Result<ExitCode, Error> {
+fn import_claude_code(cli: &Global, args: &ImportArgs) -> Result<ExitCode, Error> {
     // Checked before the database is opened (or created): bad input creates
     // nothing.
     let logs = agent_journal::read_claude_code_with(&args.file, args.max_bytes, &mut |p, why| {

@@ -1,8 +1,9 @@
 //! The command line. Exit codes: 0 ok, 1 error, 2 usage, 3 corruption
 //! found, 4 a lease held or lost.
 //!
-//! This file holds the top-level parser and the dispatch; each group of
-//! commands lives in its own file with its arguments and handlers:
+//! This file holds the top-level parser and the dispatch; the options every
+//! command takes are `global`'s ([`Global`], what each handler gets); each
+//! group of commands lives in its own file with its arguments and handlers:
 //! `record` (demo, resume), `read` (sessions, log, show, pending), `diff`,
 //! `stats`, `view` and `serve` (the timeline page), `conversation`
 //! (conversations, turns, and the conversation views of show and pending;
@@ -11,18 +12,19 @@
 //! compact, fork, sessions --delete). `open` finds databases and sessions
 //! (attaching to a writer's read service, and warning on stderr of what
 //! reading cut off), `filter` the filters of log and show, `event_json` the
-//! JSON of an event, `output` prints JSON and progress, `style` colour,
-//! times and the pager, `render` formats for people, `demo` is the scripted
-//! agent and `sandbox` the folder its tools cannot leave.
+//! JSON of an event, `output` writes stdout's lines (`outln!`), JSON,
+//! errors and warnings and progress, `style` colour, times and the pager,
+//! `render` formats for people, `demo` is the scripted agent and `sandbox`
+//! the folder its tools cannot leave.
 
 /// `println!` that ends the process quietly when stdout is a closed pipe
 /// (`agent-journal log X | head`) instead of panicking.
 macro_rules! outln {
     () => {
-        $crate::cli::emit(format_args!(""))
+        $crate::cli::output::emit(format_args!(""))
     };
     ($($arg:tt)*) => {
-        $crate::cli::emit(format_args!($($arg)*))
+        $crate::cli::output::emit(format_args!($($arg)*))
     };
 }
 
@@ -37,6 +39,7 @@ mod demo;
 mod diff;
 mod event_json;
 mod filter;
+mod global;
 mod import;
 mod lease;
 mod open;
@@ -52,56 +55,20 @@ mod style;
 mod transfer;
 mod view;
 
-/// Writes one line to stdout; a closed pipe ends the process with success.
-pub(crate) fn emit(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    if style::to_pager(args).is_some() {
-        return;
-    }
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        eprintln!("error: writing to stdout: {e}");
-        std::process::exit(1);
-    }
-}
-
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use agent_journal::Error;
 use clap::{Parser, Subcommand};
 
+use self::global::Global;
+use self::output::{JSON, report_error};
+
 /// Replay-debug the runs of AI agents recorded in an agent-journal.
 #[derive(Parser, Debug)]
 #[command(name = "agent-journal", version, about)]
-pub(crate) struct Cli {
-    /// The database directory, or an exported .ajournal file for read commands.
-    #[arg(
-        long,
-        global = true,
-        env = "AGENT_JOURNAL_DB",
-        default_value = "agent-journal.db"
-    )]
-    pub(crate) db: PathBuf,
-    /// Machine-readable output (JSON) on stdout.
-    #[arg(long, global = true)]
-    pub(crate) json: bool,
-    /// Times in UTC (default: local time, with its zone).
-    #[arg(long, global = true)]
-    pub(crate) utc: bool,
-    /// Never page `log` and `show` (default: through `$PAGER`, else
-    /// `less -FRX`, when stdout is a terminal).
-    #[arg(long, global = true)]
-    pub(crate) no_pager: bool,
-    /// Compress the pages of a database this command creates (zstd: about
-    /// 2.4x smaller on agent messages; appends cost more CPU). A database
-    /// keeps the setting it was created with; `compact --compress` or
-    /// `--no-compress` rewrites it.
-    #[arg(long, global = true)]
-    pub(crate) compress: bool,
+struct Cli {
+    #[command(flatten)]
+    global: Global,
     #[command(subcommand)]
     command: Command,
 }
@@ -167,32 +134,6 @@ enum Command {
     Man,
 }
 
-/// True under `--json`: errors and warnings go to stderr as JSON too.
-static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// One error on stderr: `error: MESSAGE`, or under `--json` one line
-/// `{"error": {"code": EXIT, "kind": KIND, "message": MESSAGE}}`.
-pub(crate) fn report_error(code: u8, kind: &str, message: &str) {
-    let line = message.replace(['\r', '\n'], " ");
-    if JSON.load(std::sync::atomic::Ordering::Relaxed) {
-        let v = serde_json::json!({"error": {"code": code, "kind": kind, "message": line}});
-        eprintln!("{v}");
-    } else {
-        eprintln!("error: {line}");
-    }
-}
-
-/// One warning on stderr: `warning: MESSAGE`, or under `--json` one line
-/// `{"warning": {"message": MESSAGE}}`.
-pub(crate) fn report_warning(message: &str) {
-    let line = message.replace(['\r', '\n'], " ");
-    if JSON.load(std::sync::atomic::Ordering::Relaxed) {
-        eprintln!("{}", serde_json::json!({"warning": {"message": line}}));
-    } else {
-        eprintln!("warning: {line}");
-    }
-}
-
 /// Runs the command line and maps errors to exit codes.
 pub fn main() -> ExitCode {
     // Known before parsing, so that a usage error under `--json` is JSON.
@@ -202,7 +143,7 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
-    style::init(cli.json, cli.utc);
+    style::init(cli.global.json, cli.global.utc);
     let result = run(&cli);
     style::finish_pager();
     match result {
@@ -250,33 +191,34 @@ fn usage_error(e: clap::Error) -> ExitCode {
 
 /// Hands the parsed command to its handler.
 fn run(cli: &Cli) -> Result<ExitCode, Error> {
+    let g = &cli.global;
     match &cli.command {
-        Command::Demo(args) => record::demo(cli, args),
-        Command::Resume(args) => record::resume(cli, args),
-        Command::Conversations => conversation::conversations(cli),
-        Command::Turns(args) => conversation::turns(cli, args),
-        Command::CompactHistory(args) => conversation::compact_history(cli, args),
-        Command::CancelTurn(args) => cancel::cancel_turn(cli, args),
+        Command::Demo(args) => record::demo(g, args),
+        Command::Resume(args) => record::resume(g, args),
+        Command::Conversations => conversation::conversations(g),
+        Command::Turns(args) => conversation::turns(g, args),
+        Command::CompactHistory(args) => conversation::compact_history(g, args),
+        Command::CancelTurn(args) => cancel::cancel_turn(g, args),
         #[cfg(feature = "http")]
-        Command::Chat(args) => chat::chat(cli, args),
-        Command::Pending(args) => read::pending(cli, args),
-        Command::Diff(args) => diff::diff(cli, args),
+        Command::Chat(args) => chat::chat(g, args),
+        Command::Pending(args) => read::pending(g, args),
+        Command::Diff(args) => diff::diff(g, args),
         Command::Sessions(args) => match &args.delete {
-            Some(session) => admin::delete_session(cli, session, args.force),
-            None => read::sessions(cli),
+            Some(session) => admin::delete_session(g, session, args.force),
+            None => read::sessions(g),
         },
-        Command::Compact(args) => admin::compact(cli, args),
-        Command::Salvage(args) => admin::salvage(cli, &args.to),
-        Command::Log(args) => read::log(cli, args),
-        Command::Show(args) => read::show(cli, args),
-        Command::View(args) => view::view(cli, args),
-        Command::Serve(args) => serve::serve(cli, args),
-        Command::Stats(args) => stats::stats(cli, args),
-        Command::Verify(args) => admin::verify(cli, args.session.as_deref()),
-        Command::Export(args) => transfer::export(cli, args),
-        Command::Import(args) => import::import(cli, args),
-        Command::Fork(args) => admin::fork(cli, args),
-        Command::Copy(args) => copy::copy(cli, args),
+        Command::Compact(args) => admin::compact(g, args),
+        Command::Salvage(args) => admin::salvage(g, &args.to),
+        Command::Log(args) => read::log(g, args),
+        Command::Show(args) => read::show(g, args),
+        Command::View(args) => view::view(g, args),
+        Command::Serve(args) => serve::serve(g, args),
+        Command::Stats(args) => stats::stats(g, args),
+        Command::Verify(args) => admin::verify(g, args.session.as_deref()),
+        Command::Export(args) => transfer::export(g, args),
+        Command::Import(args) => import::import(g, args),
+        Command::Fork(args) => admin::fork(g, args),
+        Command::Copy(args) => copy::copy(g, args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = Cli::command();

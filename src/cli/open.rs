@@ -193,7 +193,7 @@ fn short_reason(e: &Error) -> String {
 /// One warning on stderr (`warning: ...`, or a JSON line under `--json`):
 /// stdout holds only the data, so that it can be parsed.
 pub(crate) fn warn(text: impl Display) {
-    crate::cli::report_warning(&text.to_string());
+    crate::cli::output::report_warning(&text.to_string());
 }
 
 /// Warns when the session's stream ends in a torn tail (cut off, not shown).

@@ -1,8 +1,12 @@
-//! Machine output on stdout and progress on stderr.
+//! Output: lines on stdout (`outln!`, which ends the process quietly on a
+//! closed pipe), machine output, errors and warnings on stderr (as JSON
+//! under `--json`), and progress on stderr.
 
 use std::io::IsTerminal;
 
 use agent_journal::Error;
+
+use super::style;
 
 /// Prints `value` as pretty JSON on stdout.
 pub(crate) fn print_json(value: &serde_json::Value) -> Result<(), Error> {
@@ -41,4 +45,46 @@ pub(crate) fn working(what: &str) -> indicatif::ProgressBar {
     bar.set_message(what.to_owned());
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     bar
+}
+
+/// Writes one line to stdout; a closed pipe ends the process with success.
+pub(crate) fn emit(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    if style::to_pager(args).is_some() {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: writing to stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// True under `--json`: errors and warnings go to stderr as JSON too.
+pub(crate) static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// One error on stderr: `error: MESSAGE`, or under `--json` one line
+/// `{"error": {"code": EXIT, "kind": KIND, "message": MESSAGE}}`.
+pub(crate) fn report_error(code: u8, kind: &str, message: &str) {
+    let line = message.replace(['\r', '\n'], " ");
+    if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        let v = serde_json::json!({"error": {"code": code, "kind": kind, "message": line}});
+        eprintln!("{v}");
+    } else {
+        eprintln!("error: {line}");
+    }
+}
+
+/// One warning on stderr: `warning: MESSAGE`, or under `--json` one line
+/// `{"warning": {"message": MESSAGE}}`.
+pub(crate) fn report_warning(message: &str) {
+    let line = message.replace(['\r', '\n'], " ");
+    if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("{}", serde_json::json!({"warning": {"message": line}}));
+    } else {
+        eprintln!("warning: {line}");
+    }
 }

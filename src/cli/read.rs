@@ -7,11 +7,12 @@ use agent_journal::{Error, Journal, JsonOptions, Session, SessionId};
 use clap::Args;
 
 use crate::cli::filter::{Filter, FilterArgs};
+use crate::cli::global::Global;
 use crate::cli::open::{
     at_or_last, open_for_reading, open_quietly, read_session, session_arg, warn_torn_tail,
 };
 use crate::cli::output::print_json;
-use crate::cli::{Cli, conversation, event_json, render, style};
+use crate::cli::{conversation, event_json, render, style};
 
 /// The arguments of `sessions`.
 #[derive(Args, Debug)]
@@ -75,7 +76,7 @@ pub(crate) struct PendingArgs {
 
 /// `sessions` (without `--delete`, which `admin::delete_session` handles);
 /// under `--json` one object a line, each written as its session is read.
-pub(crate) fn sessions(cli: &Cli) -> Result<ExitCode, Error> {
+pub(crate) fn sessions(cli: &Global) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let ids = journal.sessions()?;
     if cli.json {
@@ -102,7 +103,7 @@ pub(crate) fn sessions(cli: &Cli) -> Result<ExitCode, Error> {
 /// each, or one JSON object a line under `--json`; streamed, in constant
 /// memory.
 fn print_events(
-    cli: &Cli,
+    cli: &Global,
     s: &Session,
     from: u64,
     to: u64,
@@ -121,7 +122,7 @@ fn print_events(
 }
 
 /// `log SESSION [--from A] [--to B]`.
-pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<ExitCode, Error> {
+pub(crate) fn log(cli: &Global, args: &LogArgs) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.session)?;
     let head = s.head();
@@ -157,7 +158,12 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<ExitCode, Error> {
 /// poll, so that an agent can start meanwhile and the file's new records
 /// are read; one read through a writer's read service or on PostgreSQL is
 /// kept, and waits for appends there.
-fn follow(cli: &Cli, id: SessionId, mut next: u64, filter: &mut Filter) -> Result<ExitCode, Error> {
+fn follow(
+    cli: &Global,
+    id: SessionId,
+    mut next: u64,
+    filter: &mut Filter,
+) -> Result<ExitCode, Error> {
     let mut kept: Option<(Journal, Session)> = None;
     loop {
         let (journal, s) = match kept.take() {
@@ -198,7 +204,7 @@ fn follow(cli: &Cli, id: SessionId, mut next: u64, filter: &mut Filter) -> Resul
 }
 
 /// `show SESSION [--at SEQ]`.
-pub(crate) fn show(cli: &Cli, args: &ShowArgs) -> Result<ExitCode, Error> {
+pub(crate) fn show(cli: &Global, args: &ShowArgs) -> Result<ExitCode, Error> {
     let filter = Filter::new(&args.filter, false)?;
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.session)?;
@@ -234,7 +240,7 @@ pub(crate) fn show(cli: &Cli, args: &ShowArgs) -> Result<ExitCode, Error> {
 }
 
 /// `pending SESSION`.
-pub(crate) fn pending(cli: &Cli, args: &PendingArgs) -> Result<ExitCode, Error> {
+pub(crate) fn pending(cli: &Global, args: &PendingArgs) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.session)?;
     if s.state().conversation_log().is_conversation() {

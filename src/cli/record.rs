@@ -8,9 +8,10 @@ use agent_journal::conversation::TurnStatus;
 use agent_journal::{Error, Journal, JournalConfig, ResumeMode, Session};
 use clap::{Args, ValueEnum};
 
+use crate::cli::global::Global;
 use crate::cli::open::{find_session, open_existing};
 use crate::cli::output::print_json;
-use crate::cli::{Cli, conversation, conversation_demo, demo, render};
+use crate::cli::{conversation, conversation_demo, demo, render};
 
 /// The arguments of `demo`.
 #[derive(Args, Debug)]
@@ -63,7 +64,7 @@ enum CrashWith {
 }
 
 /// `demo [--sandbox DIR] [--crash-after N] [--crash-with abort|kill]`.
-pub(crate) fn demo(cli: &Cli, args: &DemoArgs) -> Result<ExitCode, Error> {
+pub(crate) fn demo(cli: &Global, args: &DemoArgs) -> Result<ExitCode, Error> {
     let mut config = JournalConfig {
         compress: cli.compress,
         ..JournalConfig::default()
@@ -138,7 +139,7 @@ pub(crate) fn demo(cli: &Cli, args: &DemoArgs) -> Result<ExitCode, Error> {
 }
 
 /// `demo --conversation`: the conversation, then its turns.
-fn demo_conversation(cli: &Cli, journal: &Journal, sandbox: &Path) -> Result<ExitCode, Error> {
+fn demo_conversation(cli: &Global, journal: &Journal, sandbox: &Path) -> Result<ExitCode, Error> {
     let (id, sandbox) = conversation_demo::run(journal, sandbox)?;
     let session = journal.session(id)?;
     let state = session.state_cloned();
@@ -179,7 +180,7 @@ fn demo_conversation(cli: &Cli, journal: &Journal, sandbox: &Path) -> Result<Exi
 
 /// `resume` of a demo conversation.
 fn resume_conversation(
-    cli: &Cli,
+    cli: &Global,
     args: &ResumeArgs,
     s: &Session,
     mode: ResumeMode,
@@ -220,7 +221,7 @@ fn resume_conversation(
 }
 
 /// `resume SESSION [--continue] [--interrupt-never] [--sandbox DIR]`.
-pub(crate) fn resume(cli: &Cli, args: &ResumeArgs) -> Result<ExitCode, Error> {
+pub(crate) fn resume(cli: &Global, args: &ResumeArgs) -> Result<ExitCode, Error> {
     let journal = open_existing(&cli.db)?;
     let s = find_session(&journal, &args.session)?;
     let mode = if args.continue_in_place {

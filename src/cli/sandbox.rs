@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use agent_journal::{Error, Journal, SessionId};
 
 mod calls;
+mod mode;
 #[cfg(not(unix))]
 mod portable;
 mod registry;
@@ -37,6 +38,7 @@ mod registry;
 mod unix;
 
 pub(crate) use calls::{CallRecord, encode};
+use mode::Mode;
 #[cfg(not(unix))]
 use portable as sys;
 #[cfg(unix)]
@@ -53,17 +55,6 @@ const ADMITTED: &str = ".agent-journal-sandbox";
 const RESERVED: [&str; 3] = [CALLS, EXECUTIONS, ADMITTED];
 /// The most a file the demo reads for itself may hold (the sandbox marker).
 const MAX_OWN_FILE: u64 = 1 << 20;
-
-/// How a file is opened.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    /// Read only.
-    Read,
-    /// Write, creating it if missing (the caller truncates it after checks).
-    Write,
-    /// Append, creating it if missing.
-    Append,
-}
 
 /// An open sandbox folder.
 pub(crate) struct Sandbox {

@@ -24,9 +24,10 @@ use std::process::ExitCode;
 use agent_journal::{Error, SessionInfo};
 use clap::Args;
 
+use crate::cli::global::Global;
 use crate::cli::open::{find_session, open_quietly};
 use crate::cli::view::{Live, events_array, page, status_word};
-use crate::cli::{Cli, event_json, render};
+use crate::cli::{event_json, render};
 use http::{Reply, Request, text};
 
 /// The arguments of `serve`.
@@ -39,7 +40,7 @@ pub(crate) struct ServeArgs {
 }
 
 /// `serve [--port P]`: serves until interrupted.
-pub(crate) fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode, Error> {
+pub(crate) fn serve(cli: &Global, args: &ServeArgs) -> Result<ExitCode, Error> {
     // The database must exist (and be readable) before we listen.
     drop(open_quietly(&cli.db)?);
     let listener = TcpListener::bind(("127.0.0.1", args.port)).map_err(|e| Error::Io {

@@ -12,9 +12,10 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 use serde_json::json;
 
+use crate::cli::global::Global;
 use crate::cli::open::{open_for_reading, read_session, session_arg};
 use crate::cli::output::print_json;
-use crate::cli::{Cli, render};
+use crate::cli::render;
 
 /// The arguments of `stats`.
 #[derive(Args, Debug)]
@@ -59,7 +60,7 @@ fn ms(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
 }
 
 /// `stats SESSION`.
-pub(crate) fn stats(cli: &Cli, args: &StatsArgs) -> Result<ExitCode, Error> {
+pub(crate) fn stats(cli: &Global, args: &StatsArgs) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.session)?;
     let mut calls: Vec<Call> = Vec::new();

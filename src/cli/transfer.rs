@@ -7,7 +7,7 @@ use agent_journal::conversation::state_blob::export_state_blob_for;
 use agent_journal::{ConversationFormat, Error, JsonOptions, SliceNames};
 use clap::{Args, ValueEnum};
 
-use crate::cli::Cli;
+use crate::cli::global::Global;
 use crate::cli::open::{at_or_last, open_for_reading, read_session};
 use crate::cli::output::{print_json, progress};
 use crate::cli::redact::Redactor;
@@ -94,7 +94,7 @@ enum ExportFormat {
 }
 
 /// `export SESSION --format F [--at SEQ] [-o FILE] [--include-logs]`.
-pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<ExitCode, Error> {
+pub(crate) fn export(cli: &Global, args: &ExportArgs) -> Result<ExitCode, Error> {
     let mut redactor = if args.redact || !args.redact_pattern.is_empty() {
         Some(Redactor::new(&args.redact_pattern)?)
     } else {
@@ -279,7 +279,7 @@ fn body_text(
 /// added (one line each; JSON lines under `--json`).
 /// Under `--redact`, the notes are redacted too (not counted: they are not
 /// part of the export).
-fn report_translation(cli: &Cli, notes: &[TranslationNote], redactor: Option<&Redactor>) {
+fn report_translation(cli: &Global, notes: &[TranslationNote], redactor: Option<&Redactor>) {
     for n in notes {
         let (kind, detail) = match redactor {
             Some(r) => (r.quietly(&n.kind), r.quietly(&n.detail)),

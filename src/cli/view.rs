@@ -16,10 +16,11 @@ use agent_journal::{Error, Journal, Session, SessionId, SessionStatus};
 use clap::Args;
 
 use crate::cli::event_json;
+use crate::cli::global::Global;
 use crate::cli::open::{open_for_reading, read_session, session_arg};
 use crate::cli::output::print_json;
+use crate::cli::render;
 use crate::cli::transfer::write_output;
-use crate::cli::{Cli, render};
 
 const TEMPLATE: &str = include_str!("view/timeline.html");
 const SCRIPT: &str = include_str!("view/timeline.js");
@@ -46,7 +47,7 @@ pub(crate) struct Live {
 }
 
 /// `view SESSION [-o FILE]`.
-pub(crate) fn view(cli: &Cli, args: &ViewArgs) -> Result<ExitCode, Error> {
+pub(crate) fn view(cli: &Global, args: &ViewArgs) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.session)?;
     let spinner = crate::cli::output::working("view");

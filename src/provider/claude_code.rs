@@ -283,47 +283,6 @@ impl ClaudeCodeFile {
         self.messages
     }
 
-    /// The log's lines, read from its file again.
-    ///
-    /// # Errors
-    /// [`Error::Io`]; [`Error::InvalidInput`] for a log given as text.
-    pub(crate) fn file_lines(&self) -> Result<Lines<'_>> {
-        let Some(path) = &self.path else {
-            return Err(Error::InvalidInput(format!(
-                "{}: the log was given as text, not read from a file",
-                self.name
-            )));
-        };
-        let file = std::fs::File::open(path)
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        Ok(Lines {
-            log: self,
-            text: None,
-            file: Some(file),
-        })
-    }
-
-    /// The log's lines, from `text`, the text it was read from.
-    pub(crate) fn text_lines<'a>(&'a self, text: &'a str) -> Lines<'a> {
-        Lines {
-            log: self,
-            text: Some(text),
-            file: None,
-        }
-    }
-
-    /// Converts every thread, keeping nothing: the messages they make.
-    fn count(&self, lines: Lines<'_>) -> Result<u64> {
-        let mut messages = 0u64;
-        for i in 0..self.threads.len() {
-            lines.thread(i, EvaluationId::new(), &mut |_| {
-                messages += 1;
-                Ok(())
-            })?;
-        }
-        Ok(messages)
-    }
-
     fn check(&mut self) -> Result<()> {
         let messages = self.count(self.file_lines()?)?;
         self.messages = messages;

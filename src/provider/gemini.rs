@@ -15,9 +15,11 @@ use std::borrow::Borrow;
 
 use serde_json::{Map, Value, json};
 
+use super::history::{Res, Turn, plan};
+use super::read::{imported, kind};
 use super::window::Window;
-use super::{INTERRUPTED_RESULT, Res, Turn, imported, kind, plan};
 use crate::error::{Error, Result};
+use crate::model::INTERRUPTED_RESULT;
 use crate::model::{EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
 
 /// The tag of a Gemini payload.
@@ -86,7 +88,7 @@ pub(crate) fn from_parts<V: Borrow<Value>>(
             .cloned()
             .unwrap_or_default();
         let mut m = new(Role::System, texts(&parts), 0);
-        m.provider_payload = Some(super::tag(GEMINI, "system", sys));
+        m.provider_payload = Some(super::payload::tag(GEMINI, "system", sys));
         out.push(m);
     }
     // (message index, call index, answered), and every id given.
@@ -108,7 +110,7 @@ pub(crate) fn from_parts<V: Borrow<Value>>(
             .get("parts")
             .and_then(Value::as_array)
             .ok_or_else(|| invalid(format!("{path}: \"parts\" must be an array")))?;
-        let payload = Some(super::tag(GEMINI, "message", c));
+        let payload = Some(super::payload::tag(GEMINI, "message", c));
         match role {
             "model" => {
                 turn += 1;
@@ -194,7 +196,7 @@ pub(crate) fn from_parts<V: Borrow<Value>>(
                     m.provider_payload = if out.len() == first {
                         payload.clone()
                     } else {
-                        Some(super::tag(
+                        Some(super::payload::tag(
                             GEMINI,
                             "part_of",
                             &json!(out.get(first).map(|f| f.message_id.to_string())),
@@ -210,7 +212,7 @@ pub(crate) fn from_parts<V: Borrow<Value>>(
 }
 
 fn original(m: &InnerMessage) -> Option<Map<String, Value>> {
-    super::tagged_message(m, GEMINI)
+    super::payload::tagged_message(m, GEMINI)
 }
 
 fn plain(m: &InnerMessage) -> Value {
@@ -253,7 +255,10 @@ fn results(t: &Turn<'_>, out: &mut Vec<Value>) {
             }
             // Part of a content already emitted by its first result.
             Res::Real { msg, .. }
-                if matches!(super::tagged(msg, GEMINI), Some(super::Tagged::PartOf(_))) => {}
+                if matches!(
+                    super::payload::tagged(msg, GEMINI),
+                    Some(super::payload::Tagged::PartOf(_))
+                ) => {}
             Res::Real { msg, call } => {
                 synthesized.push(response(call, Value::String(msg.content.clone())))
             }
@@ -282,9 +287,9 @@ pub(crate) fn to_request(messages: &[InnerMessage]) -> Value {
     let mut system: Option<Value> = None;
     for m in &plan.head {
         if m.role == Role::System {
-            let sys = super::tagged(m, GEMINI)
+            let sys = super::payload::tagged(m, GEMINI)
                 .and_then(|t| match t {
-                    super::Tagged::System(s) => Some(s),
+                    super::payload::Tagged::System(s) => Some(s),
                     _ => None,
                 })
                 .unwrap_or_else(|| json!({"parts": [{"text": m.content}]}));

@@ -12,7 +12,7 @@
 
 use serde_json::{Value, json};
 
-use super::{ANTHROPIC, OPENAI, tagged_message};
+use super::payload::{ANTHROPIC, OPENAI, tagged_message};
 use crate::model::InnerMessage;
 
 /// The OpenAI content parts for the images and documents of `m`'s

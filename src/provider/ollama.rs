@@ -14,9 +14,11 @@ use std::borrow::Borrow;
 
 use serde_json::{Map, Value, json};
 
+use super::history::{Res, Turn};
+use super::read::{imported, kind};
 use super::window::Window;
-use super::{INTERRUPTED_RESULT, Res, Turn, imported, kind};
 use crate::error::{Error, Result};
+use crate::model::INTERRUPTED_RESULT;
 use crate::model::{EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
 
 /// The tag of an Ollama payload.
@@ -27,7 +29,7 @@ fn invalid(s: impl Into<String>) -> Error {
 }
 
 fn message_of(m: &InnerMessage) -> Option<Map<String, Value>> {
-    super::tagged_message(m, OLLAMA)
+    super::payload::tagged_message(m, OLLAMA)
 }
 
 const EXPECTED: &str =
@@ -52,7 +54,7 @@ pub(crate) fn from_parts<V: Borrow<Value>>(
     prompt_key: &str,
     out: &mut Window<'_>,
 ) -> Result<()> {
-    super::message_list(skeleton, EXPECTED)?;
+    super::read::message_list(skeleton, EXPECTED)?;
     let new =
         |role, content, seq| imported(role, content, evaluation_id, seq, prompt_ns, prompt_key);
     // The last assistant message with calls: its index.
@@ -80,7 +82,7 @@ pub(crate) fn from_parts<V: Borrow<Value>>(
                 )));
             }
         };
-        let payload = Some(super::tag(OLLAMA, "message", m));
+        let payload = Some(super::payload::tag(OLLAMA, "message", m));
         match role {
             "system" | "user" => {
                 let r = if role == "system" {
@@ -226,5 +228,5 @@ fn result(r: &Res<'_>) -> Value {
 /// The messages as an Ollama `messages` array, every call answered once;
 /// messages imported from Ollama give back what Ollama sent.
 pub(crate) fn to_messages(messages: &[InnerMessage]) -> Vec<Value> {
-    super::render_plan(messages, plain, assistant, result)
+    super::history::render_plan(messages, plain, assistant, result)
 }

@@ -11,10 +11,13 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use super::history::{Res, Turn};
+use super::payload::{OPENAI, tagged_message};
+use super::read::{imported, kind, message_list};
 use super::read::{openai_role, openai_tool_call_id, openai_tool_calls};
 use super::window::Window;
-use super::{INTERRUPTED_RESULT, OPENAI, Res, Turn, imported, kind, message_list, tagged_message};
 use crate::error::{Error, Result};
+use crate::model::INTERRUPTED_RESULT;
 use crate::model::{CallId, EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
 
 /// What starts the text of a tool result that failed, in a format without
@@ -24,7 +27,7 @@ pub const ERROR_MARK: &str = "[error] ";
 /// The `provider_payload` for a message received from OpenAI:
 /// `{"provider": "openai", "message": <message>}` as JSON text.
 pub fn payload(message: &Value) -> String {
-    super::tag(OPENAI, "message", message)
+    super::payload::tag(OPENAI, "message", message)
 }
 
 /// The messages as a chat-completions message list, always a valid history
@@ -33,7 +36,7 @@ pub fn payload(message: &Value) -> String {
 /// A message whose payload was captured from OpenAI is emitted as that
 /// payload; the others are built from their neutral fields.
 pub(crate) fn to_messages(messages: &[InnerMessage]) -> Vec<Value> {
-    super::render_plan(messages, plain, assistant, result)
+    super::history::render_plan(messages, plain, assistant, result)
 }
 
 /// A system or user message.
@@ -115,7 +118,7 @@ fn result(r: &Res<'_>) -> Value {
             }
             // Chat completions has no error flag: a failed result that
             // carried one (an Anthropic `is_error`) says so in its text.
-            let from_anthropic = super::tagged(msg, super::ANTHROPIC).is_some();
+            let from_anthropic = super::payload::tagged(msg, super::payload::ANTHROPIC).is_some();
             let content = if from_anthropic && call.status == ToolStatus::Failed {
                 format!("{ERROR_MARK}{}", msg.content)
             } else {

@@ -11,7 +11,7 @@
 
 use serde_json::{Map, Value};
 
-use super::kind;
+use crate::model::{InnerMessage, Role};
 
 /// The role of an OpenAI message.
 pub(crate) fn openai_role<'a>(obj: &'a Map<String, Value>, path: &str) -> Result<&'a str, String> {
@@ -340,4 +340,60 @@ pub(crate) fn tool_result_text(content: Option<&Value>) -> String {
             .join("\n"),
         _ => String::new(),
     }
+}
+
+/// A JSON object.
+pub(crate) type JsonObject = serde_json::Map<String, Value>;
+
+/// The messages of a provider input: the value itself when it is an array,
+/// else the `"messages"` array of a request object (returned too, for its
+/// other fields). `expected` describes the accepted shapes in errors.
+pub(crate) fn message_list<'a>(
+    value: &'a Value,
+    expected: &str,
+) -> crate::error::Result<(Option<&'a JsonObject>, &'a Vec<Value>)> {
+    match value {
+        Value::Array(a) => Ok((None, a)),
+        Value::Object(o) => match o.get("messages") {
+            Some(Value::Array(a)) => Ok((Some(o), a)),
+            Some(other) => Err(crate::error::Error::InvalidInput(format!(
+                "\"messages\" must be an array, found {}",
+                kind(other)
+            ))),
+            None => Err(crate::error::Error::InvalidInput(format!(
+                "{expected}; the object has no \"messages\""
+            ))),
+        },
+        other => Err(crate::error::Error::InvalidInput(format!(
+            "{expected}, found {}",
+            kind(other)
+        ))),
+    }
+}
+
+/// The JSON type of a value, for error messages.
+pub(crate) fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A new message of an import, with the fields every import sets.
+pub(crate) fn imported(
+    role: Role,
+    content: String,
+    evaluation_id: crate::model::EvaluationId,
+    sequence: usize,
+    prompt_ns: &str,
+    prompt_key: &str,
+) -> InnerMessage {
+    let mut m = InnerMessage::new(role, content, evaluation_id, sequence as u64);
+    m.prompt_ns = prompt_ns.to_owned();
+    m.prompt_key = prompt_key.to_owned();
+    m
 }

@@ -20,9 +20,11 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use super::history::{Res, Turn, plan};
+use super::read::{imported, kind};
 use super::window::Window;
-use super::{INTERRUPTED_RESULT, Res, Turn, imported, kind, plan};
 use crate::error::{Error, Result};
+use crate::model::INTERRUPTED_RESULT;
 use crate::model::{EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus};
 
 /// The tag of a Responses payload.
@@ -51,7 +53,7 @@ fn invalid(s: impl Into<String>) -> Error {
 
 /// `{"provider": "openai-responses", "items": [...]}` as JSON text.
 fn payload(items: Vec<Value>) -> String {
-    super::tag(RESPONSES, "items", &Value::Array(items))
+    super::payload::tag(RESPONSES, "items", &Value::Array(items))
 }
 
 /// The items in `m`'s payload, if it came from this format.

@@ -11,7 +11,8 @@
 
 use serde_json::Value;
 
-use super::{ConversationFormat, tagged};
+use super::conversation_format::ConversationFormat;
+use super::payload::tagged;
 use crate::model::{InnerMessage, Role};
 
 /// One thing an export leaves out or adds.
@@ -43,8 +44,8 @@ const CARRIED: &[&str] = &[
 
 fn provider_of(format: ConversationFormat) -> Option<&'static str> {
     match format {
-        ConversationFormat::OpenAi => Some(super::OPENAI),
-        ConversationFormat::Anthropic => Some(super::ANTHROPIC),
+        ConversationFormat::OpenAi => Some(super::payload::OPENAI),
+        ConversationFormat::Anthropic => Some(super::payload::ANTHROPIC),
         ConversationFormat::OpenAiResponses => Some(super::responses::RESPONSES),
         ConversationFormat::Gemini => Some(super::gemini::GEMINI),
         ConversationFormat::Ollama => Some(super::ollama::OLLAMA),
@@ -143,12 +144,13 @@ pub fn translation_notes(
     let mut notes = Vec::new();
     for (i, m) in messages.iter().enumerate() {
         // The rest of a message whose whole original is on its first part.
-        if matches!(tagged(m, super::ANTHROPIC), Some(super::Tagged::PartOf(_)))
-            || matches!(
-                tagged(m, super::gemini::GEMINI),
-                Some(super::Tagged::PartOf(_))
-            )
-        {
+        if matches!(
+            tagged(m, super::payload::ANTHROPIC),
+            Some(super::payload::Tagged::PartOf(_))
+        ) || matches!(
+            tagged(m, super::gemini::GEMINI),
+            Some(super::payload::Tagged::PartOf(_))
+        ) {
             continue;
         }
         let Some((provider, body)) = original(m) else {
@@ -161,10 +163,10 @@ pub fn translation_notes(
             // Carried across as the target's own parts (`media.rs`), or
             // marked in the text (`openai::ERROR_MARK`).
             let translated = match (provider.as_str(), target) {
-                (super::ANTHROPIC, ConversationFormat::OpenAi) => {
+                (super::payload::ANTHROPIC, ConversationFormat::OpenAi) => {
                     kind == "is_error" || media_carried(&body, &kind)
                 }
-                (super::OPENAI, ConversationFormat::Anthropic) => {
+                (super::payload::OPENAI, ConversationFormat::Anthropic) => {
                     matches!(kind.as_str(), "image_url" | "file") && openai_carried(&body, &kind)
                 }
                 _ => false,

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::kind;
+use super::read::kind;
 use super::read::{
     Block, anthropic_blocks, anthropic_role, anthropic_system, openai_role, openai_tool_call_id,
     openai_tool_calls,

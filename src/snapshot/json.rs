@@ -1,274 +1,88 @@
-//! The WINK-shaped JSON form: item structs, writing and strict reading.
+//! The WINK-shaped JSON form of a [`SessionState`]: written under the
+//! crate's slice names (`items.rs`) or the specs' (`wink.rs`), read
+//! strictly (`read.rs`, `check.rs`), WINK's own documents included
+//! (`wink_read.rs`).
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use chrono::{DateTime, Timelike, Utc};
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
-
-use crate::error::{Error, Result};
-use crate::event::{AdapterStateSnapshot, TokenUsage};
-use crate::model::{EvaluationId, InnerMessage, MessageId, SessionId, now};
-use crate::snapshot::JsonOptions;
-use crate::state::{
-    AdapterStates, Conversation, ConversationLog, DynSlice, EvaluationInfo, Evaluations, Messages,
-    SessionState, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, TurnIds, Usage, UsageTotals,
-};
-
-const MESSAGES: &str = "agent_journal:InnerMessage";
-const TOOL_CALLS: &str = "agent_journal:ToolCall";
-const EVALUATIONS: &str = "agent_journal:Evaluation";
-const CONVERSATION: &str = "agent_journal:ConversationState";
-const ADAPTER_STATES: &str = "agent_journal:AdapterStateSnapshot";
-const USAGE: &str = "agent_journal:Usage";
-const SESSION_INFO: &str = "agent_journal:SessionInfo";
-
-/// The built-in slice types and their policies, in document order.
-/// The conversation engine's records: in a document only when the session
-/// holds a conversation, so older readers' documents lack it.
-const CONVERSATION_LOG: &str = "agent_journal:ConversationLog";
-
-const BUILT_INS: [(&str, SlicePolicy); 7] = [
-    (MESSAGES, SlicePolicy::State),
-    (TOOL_CALLS, SlicePolicy::State),
-    (EVALUATIONS, SlicePolicy::State),
-    (CONVERSATION, SlicePolicy::State),
-    (ADAPTER_STATES, SlicePolicy::Log),
-    (USAGE, SlicePolicy::State),
-    (SESSION_INFO, SlicePolicy::State),
-];
-
-const TOP_KEYS: [&str; 7] = [
-    "children_ids",
-    "created_at",
-    "parent_id",
-    "policies",
-    "slices",
-    "tags",
-    "version",
-];
-
-#[derive(Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-struct TurnItem {
-    turn_number: u32,
-    assistant_message_id: Option<MessageId>,
-    tool_message_ids: Vec<MessageId>,
-}
-
-#[derive(Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-struct ConversationItem {
-    evaluation_id: EvaluationId,
-    system_message_id: Option<MessageId>,
-    user_message_ids: Vec<MessageId>,
-    turns: Vec<TurnItem>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AdapterStateItem {
-    snapshot_id: uuid::Uuid,
-    adapter_type: String,
-    state: String,
-    resumable: bool,
-    #[serde(with = "crate::model::ts")]
-    captured_at: DateTime<Utc>,
-    evaluation_id: Option<EvaluationId>,
-    supersedes: Option<uuid::Uuid>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TokenUsageItem {
-    input_tokens: u64,
-    output_tokens: u64,
-    cache_read_tokens: u64,
-    cache_write_tokens: u64,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UsageItem {
-    evaluation_id: EvaluationId,
-    usage: TokenUsageItem,
-    provider_calls: u64,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ForkItem {
-    parent: SessionId,
-    at: u64,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SessionInfoItem {
-    labels: Vec<(String, String)>,
-    forked_from: Option<ForkItem>,
-    last_seq: Option<u64>,
-    events_applied: u64,
-}
-
-fn val<T: Serialize>(t: &T) -> Value {
-    serde_json::to_value(t).unwrap_or_else(|e| Value::String(format!("unserializable: {e}")))
-}
-
-/// A message as WINK reads it: `Started` (ours, not the spec's) is written
-/// `"pending"` in its tool calls, as design.md says, where the `ToolCall`
-/// items keep `"started"` for the call (reading gives it back to the
-/// message); elsewhere it stays `"started"`, so nothing is lost.
-fn message_item(m: &InnerMessage, calls: &ToolCalls) -> Value {
-    let mut v = val(m);
-    if let Some(Value::Array(items)) = v.get_mut("tool_calls") {
-        for (item, record) in items.iter_mut().zip(&m.tool_calls) {
-            let kept = calls
-                .get(m.evaluation_id, &record.call_id)
-                .is_some_and(|c| c.status == crate::model::ToolStatus::Started);
-            if record.status == crate::model::ToolStatus::Started && kept {
-                item["status"] = Value::String("pending".into());
-            }
-        }
-    }
-    v
-}
-
-fn conversation_items(c: &Conversation) -> Vec<ConversationItem> {
-    let id = |k: &(u64, MessageId)| k.1;
-    c.entries()
-        .map(|(eval, e)| ConversationItem {
-            evaluation_id: eval,
-            system_message_id: e.system.as_ref().map(id),
-            user_message_ids: e.users.iter().map(id).collect(),
-            turns: e.turns.iter().map(turn_item).collect(),
-        })
-        .collect()
-}
-
-fn turn_item(t: &TurnIds) -> TurnItem {
-    TurnItem {
-        turn_number: t.turn_number,
-        assistant_message_id: t.assistant_id(),
-        tool_message_ids: t.tool_message_ids().collect(),
-    }
-}
-
-fn adapter_item(a: &AdapterStateSnapshot) -> AdapterStateItem {
-    AdapterStateItem {
-        snapshot_id: a.snapshot_id,
-        adapter_type: a.adapter_type.clone(),
-        state: a.state.clone(),
-        resumable: a.resumable,
-        captured_at: a.captured_at,
-        evaluation_id: a.evaluation_id,
-        supersedes: a.supersedes,
-    }
-}
-
-fn slice(slice_type: &str, items: Vec<Value>) -> Value {
-    let mut m = Map::new();
-    m.insert("item_type".into(), Value::String(slice_type.into()));
-    m.insert("items".into(), Value::Array(items));
-    m.insert("slice_type".into(), Value::String(slice_type.into()));
-    Value::Object(m)
-}
-
-/// The document as a JSON value (keys sorted by serde_json's `Map`).
-pub(super) fn to_value(s: &SessionState, opts: &JsonOptions) -> Value {
-    let mut slices = vec![
-        slice(
-            MESSAGES,
-            s.messages
-                .iter()
-                .map(|m| message_item(m, &s.tool_calls))
-                .collect(),
-        ),
-        slice(TOOL_CALLS, s.tool_calls.iter().map(val).collect()),
-        slice(EVALUATIONS, s.evaluations.iter().map(val).collect()),
-        slice(
-            CONVERSATION,
-            conversation_items(&s.conversation)
-                .iter()
-                .map(val)
-                .collect(),
-        ),
-    ];
-    // A LOG slice, but always written: the specs' recovery flow (restore
-    // the checkpoint, find the adapter state, resume with it) needs it in
-    // a checkpoint written with the defaults.
-    let items = s.adapter_states.iter().map(|a| val(&adapter_item(a)));
-    slices.push(slice(ADAPTER_STATES, items.collect()));
-    let usage = s.usage.iter().map(|(eval, t)| {
-        val(&UsageItem {
-            evaluation_id: eval,
-            usage: TokenUsageItem {
-                input_tokens: t.usage.input_tokens,
-                output_tokens: t.usage.output_tokens,
-                cache_read_tokens: t.usage.cache_read_tokens,
-                cache_write_tokens: t.usage.cache_write_tokens,
-            },
-            provider_calls: t.provider_calls,
-        })
-    });
-    slices.push(slice(USAGE, usage.collect()));
-    let info = SessionInfoItem {
-        labels: s.labels.clone(),
-        forked_from: s.forked_from.map(|(parent, at)| ForkItem { parent, at }),
-        last_seq: s.last_seq,
-        events_applied: s.events_applied,
-    };
-    slices.push(slice(SESSION_INFO, vec![val(&info)]));
-    let mut policies = Map::new();
-    if !s.conversations.is_empty() {
-        slices.push(slice(CONVERSATION_LOG, vec![val(&s.conversations)]));
-        policies.insert(
-            CONVERSATION_LOG.into(),
-            Value::String(SlicePolicy::State.as_str().into()),
-        );
-    }
-    for (name, policy) in BUILT_INS {
-        if policy == SlicePolicy::State || name == ADAPTER_STATES || opts.include_logs {
-            policies.insert(name.into(), Value::String(policy.as_str().into()));
-        }
-    }
-    for a in &s.app {
-        if a.policy() == SlicePolicy::Log && !opts.include_logs {
-            continue;
-        }
-        let items = a.to_json().map(|v| vec![v]).unwrap_or_default();
-        slices.push(slice(a.name(), items));
-        policies.insert(a.name().into(), Value::String(a.policy().as_str().into()));
-    }
-    let tags: Map<String, Value> = opts
-        .tags
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-        .collect();
-    let created_at = opts.created_at.unwrap_or_else(now);
-    let parent = opts.parent_id.or(s.forked_from.map(|(p, _)| p));
-    let mut doc = Map::new();
-    doc.insert("children_ids".into(), Value::Array(Vec::new()));
-    doc.insert("created_at".into(), val(&TsItem(created_at)));
-    doc.insert(
-        "parent_id".into(),
-        parent.map_or(Value::Null, |p| Value::String(p.to_string())),
-    );
-    doc.insert("policies".into(), Value::Object(policies));
-    doc.insert("slices".into(), Value::Array(slices));
-    doc.insert("tags".into(), Value::Object(tags));
-    doc.insert("version".into(), Value::String("1".into()));
-    Value::Object(doc)
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(transparent)]
-struct TsItem(#[serde(with = "crate::model::ts")] DateTime<Utc>);
-
+mod check;
+mod items;
 mod read;
 mod wink;
 mod wink_read;
-use read::{Found, err, kind, micros};
-pub(super) use read::{from_reader, from_str};
-pub(super) use wink::to_wink_value;
+
+use self::items::to_value;
+use self::read::{from_reader, from_str};
+use self::wink::to_wink_value;
+use crate::error::Result;
+use crate::snapshot::{JsonOptions, SliceNames};
+use crate::state::{SessionState, SliceRegistry};
+
+impl SessionState {
+    /// The state as a WINK-shaped JSON snapshot, every object's keys sorted:
+    ///
+    /// ```text
+    /// {"children_ids":[],"created_at":"...","parent_id":null,
+    ///  "policies":{"agent_journal:InnerMessage":"state",...},
+    ///  "slices":[{"item_type":"agent_journal:InnerMessage","items":[...],
+    ///             "slice_type":"agent_journal:InnerMessage"},...],
+    ///  "tags":{},"version":"1"}
+    /// ```
+    ///
+    /// Slices: `agent_journal:InnerMessage` (the messages, as serde writes
+    /// [`InnerMessage`](crate::InnerMessage)), `agent_journal:ToolCall`,
+    /// `agent_journal:Evaluation`, `agent_journal:ConversationState` (message
+    /// ids by turn), `agent_journal:AdapterStateSnapshot` (LOG, always), `agent_journal:Usage`, `agent_journal:SessionInfo`
+    /// (labels, fork origin, seq), then each application slice under its
+    /// name, with its JSON as the only item. With [`SliceNames::Wink`] the
+    /// document carries the specs' names instead (see there).
+    ///
+    /// An application slice serde cannot write as JSON (a map with non-string
+    /// keys) is written with no items, which [`from_json`](Self::from_json) rejects.
+    pub fn to_json(&self, opts: &JsonOptions) -> String {
+        match &opts.names {
+            SliceNames::Journal => to_value(self, opts).to_string(),
+            SliceNames::Wink { module } => to_wink_value(self, opts, module.as_deref()).to_string(),
+        }
+    }
+
+    /// Reads a JSON snapshot written by [`to_json`](Self::to_json) under
+    /// either kind of [`SliceNames`], or by WINK itself from the specs'
+    /// `InnerMessage` items (with `ConversationState` and
+    /// `AdapterStateSnapshot` items beside them, if any): then the state is
+    /// the fold of the messages in sequence order per evaluation, each
+    /// call's status as its record gives it; an `evaluation_id` that is not
+    /// a UUID gets a UUID derived from it (v5), and the session label
+    /// `agent_journal.wink_evaluation_ids` keeps the originals, so a WINK
+    /// export writes them back. The application slices are those of
+    /// `registry`. LOG slices may be absent (they start empty); every STATE
+    /// slice must be there. Indexes are rebuilt from the items, so
+    /// `from_json(to_json(s))` equals `s` when `include_logs` was set (or
+    /// the application has no LOG slice).
+    ///
+    /// # Errors
+    /// [`Error::SnapshotRestore`](crate::Error::SnapshotRestore) naming what
+    /// is wrong and where (`slices[0].items[3]: invalid timestamp
+    /// "yesterday"`): not JSON, not an object, a missing or unknown key, a
+    /// version other than `"1"`, a bad timestamp or id, an item of the wrong
+    /// shape, an unknown or repeated slice type, a policy that disagrees with
+    /// the slice's, a missing STATE slice. Never panics.
+    pub fn from_json(text: &str, registry: &SliceRegistry) -> Result<SessionState> {
+        from_str(text, registry)
+    }
+
+    /// Reads a document from `reader` as [`from_json`](Self::from_json)
+    /// reads its text, parsed straight into JSON (the text is never held
+    /// whole), each item's JSON dropped as soon as it is parsed: a document
+    /// of one long message costs about twice the message, where reading it
+    /// as text first costs the text as well.
+    ///
+    /// # Errors
+    /// As [`from_json`](Self::from_json); a read that fails is an
+    /// [`Error::SnapshotRestore`](crate::Error::SnapshotRestore) saying
+    /// "not read".
+    pub fn from_json_reader(
+        reader: impl std::io::Read,
+        registry: &SliceRegistry,
+    ) -> Result<SessionState> {
+        from_reader(reader, registry)
+    }
+}

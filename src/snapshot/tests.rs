@@ -6,13 +6,13 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::event::Outcome;
 use crate::model::{CallId, EvaluationId, ToolStatus};
-use crate::state::Slice;
 use crate::state::tests::{
     CustomCounter, build_events, envelopes, fold, in_order_and_shuffled, registry, session_spec, t,
 };
+use crate::state::{SessionState, Slice};
 
 fn env(seq: u64, event: Event) -> Envelope {
     Envelope {

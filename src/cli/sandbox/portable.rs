@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use super::Mode;
+use super::mode::Mode;
 
 /// An open folder (its path).
 pub(super) struct Dir(PathBuf);

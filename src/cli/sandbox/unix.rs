@@ -12,7 +12,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::Mode;
+use super::mode::Mode;
 
 /// An open folder.
 pub(super) struct Dir(OwnedFd);

@@ -7,7 +7,8 @@ use std::os::unix::fs::FileExt;
 
 use serde_json::{Value, json};
 
-use super::{ClaudeCodeFile, Place, at};
+use super::record::at;
+use super::{ClaudeCodeFile, Place};
 use crate::error::{Error, Result};
 use crate::model::EvaluationId;
 use crate::provider::anthropic;
@@ -95,6 +96,49 @@ impl Lines<'_> {
             )),
             other => other,
         })
+    }
+}
+
+impl ClaudeCodeFile {
+    /// The log's lines, read from its file again.
+    ///
+    /// # Errors
+    /// [`Error::Io`]; [`Error::InvalidInput`] for a log given as text.
+    pub(crate) fn file_lines(&self) -> Result<Lines<'_>> {
+        let Some(path) = &self.path else {
+            return Err(Error::InvalidInput(format!(
+                "{}: the log was given as text, not read from a file",
+                self.name
+            )));
+        };
+        let file = std::fs::File::open(path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        Ok(Lines {
+            log: self,
+            text: None,
+            file: Some(file),
+        })
+    }
+
+    /// The log's lines, from `text`, the text it was read from.
+    pub(crate) fn text_lines<'a>(&'a self, text: &'a str) -> Lines<'a> {
+        Lines {
+            log: self,
+            text: Some(text),
+            file: None,
+        }
+    }
+
+    /// Converts every thread, keeping nothing: the messages they make.
+    pub(super) fn count(&self, lines: Lines<'_>) -> Result<u64> {
+        let mut messages = 0u64;
+        for i in 0..self.threads.len() {
+            lines.thread(i, EvaluationId::new(), &mut |_| {
+                messages += 1;
+                Ok(())
+            })?;
+        }
+        Ok(messages)
     }
 }
 

@@ -61,7 +61,7 @@ fn survey_source(
     .deserialize(&mut de)
     .and_then(|v| de.end().map(|()| v))
     .map_err(|e| match budget.error(&e, "messages") {
-        Error::InvalidInput(over) if budget.over.get().is_some() => over,
+        Error::InvalidInput(over) if budget.is_over() => over,
         _ => format!("not JSON at line {} column {}: {e}", e.line(), e.column()),
     });
     Ok((keys, skeleton))

@@ -1,54 +1,22 @@
 //! Reading a WINK-shaped JSON snapshot: the header, the policies, each
 //! slice checked for shape and type, then the state assembled.
 
-use super::*;
-
-pub(super) fn err(reason: impl Into<String>) -> Error {
-    Error::SnapshotRestore(reason.into())
-}
-
-pub(super) fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// Deserializes `v`, naming the field at fault when `v` is an object.
-fn parse<T: DeserializeOwned>(v: &Value, loc: &str) -> Result<T> {
-    T::deserialize(v).map_err(|e| match culprit::<T>(v) {
-        Some(field) => err(format!("{loc}.{field}: {e}")),
-        None => err(format!("{loc}: {e}")),
-    })
-}
-
-/// The field of an object that makes it fail to deserialize as `T`: the one
-/// whose removal lets it succeed or turns the error into "missing field".
-/// Only runs on the error path, and only on objects of up to 64 keys.
-fn culprit<T: DeserializeOwned>(v: &Value) -> Option<&str> {
-    let obj = v.as_object().filter(|o| o.len() <= 64)?;
-    obj.keys().map(String::as_str).find(|k| {
-        let mut rest = obj.clone();
-        rest.remove(*k);
-        match T::deserialize(&Value::Object(rest)) {
-            Ok(_) => true,
-            Err(e) => e.to_string().contains(&format!("missing field `{k}`")),
-        }
-    })
-}
-
-pub(super) fn micros(t: &DateTime<Utc>, loc: &str, field: &str) -> Result<()> {
-    if t.nanosecond() % 1_000 != 0 {
-        return Err(err(format!(
-            "{loc}: {field} {t} has sub-microsecond precision (timestamps are stored in microseconds)"
-        )));
-    }
-    Ok(())
-}
+use super::check::{Found, err, kind, micros, parse};
+use super::items::{
+    ADAPTER_STATES, AdapterStateItem, BUILT_INS, CONVERSATION, CONVERSATION_LOG, ConversationItem,
+    EVALUATIONS, MESSAGES, SESSION_INFO, SessionInfoItem, TOOL_CALLS, TOP_KEYS, TsItem, USAGE,
+    UsageItem, conversation_items,
+};
+use crate::error::{Error, Result};
+use crate::event::{AdapterStateSnapshot, TokenUsage};
+use crate::model::{InnerMessage, SessionId};
+use crate::state::{
+    AdapterStates, Conversation, ConversationLog, DynSlice, EvaluationInfo, Evaluations, Messages,
+    SessionState, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, Usage, UsageTotals,
+};
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
 
 fn micros_opt(t: &Option<DateTime<Utc>>, loc: &str, field: &str) -> Result<()> {
     t.as_ref().map_or(Ok(()), |t| micros(t, loc, field))
@@ -61,47 +29,6 @@ fn policy_of(name: &str, registry: &SliceRegistry) -> Option<SlicePolicy> {
         .map(|(_, p)| *p)
         .or_else(|| (name == CONVERSATION_LOG).then_some(SlicePolicy::State))
         .or_else(|| registry.find(name).map(|f| f.policy))
-}
-
-/// One slice of the document: its index and its items (each replaced by
-/// `null` once parsed, so the document shrinks as it is read).
-pub(super) struct Found<'a> {
-    pub(super) index: usize,
-    pub(super) items: &'a mut [Value],
-}
-
-impl Found<'_> {
-    pub(super) fn loc(&self, i: usize) -> String {
-        format!("slices[{}].items[{i}]", self.index)
-    }
-
-    /// Each item as a `T`, its JSON dropped as soon as it is parsed.
-    pub(super) fn parse_all<T: DeserializeOwned>(&mut self) -> Result<Vec<T>> {
-        let index = self.index;
-        let mut parsed = Vec::with_capacity(self.items.len());
-        for (i, v) in self.items.iter_mut().enumerate() {
-            parsed.push(parse(v, &format!("slices[{index}].items[{i}]"))?);
-            *v = Value::Null;
-        }
-        Ok(parsed)
-    }
-
-    /// The one item of a slice that holds exactly one.
-    fn one(&self) -> Result<&Value> {
-        match &*self.items {
-            [one] => Ok(one),
-            _ => Err(err(format!(
-                "slices[{}].items: expected exactly one item, found {}",
-                self.index,
-                self.items.len()
-            ))),
-        }
-    }
-
-    /// Maps an `(item index, reason)` error of a slice builder.
-    fn at(&self) -> impl Fn((usize, String)) -> Error + '_ {
-        move |(i, e)| err(format!("{}: {e}", self.loc(i)))
-    }
 }
 
 fn check_header(doc: &Map<String, Value>) -> Result<()> {
@@ -253,14 +180,14 @@ fn required<'a>(found: &mut BTreeMap<String, Found<'a>>, name: &str) -> Result<F
 }
 
 /// Reads a document; see [`SessionState::from_json`].
-pub(in crate::snapshot) fn from_str(text: &str, registry: &SliceRegistry) -> Result<SessionState> {
+pub(super) fn from_str(text: &str, registry: &SliceRegistry) -> Result<SessionState> {
     let value: Value = serde_json::from_str(text).map_err(|e| err(format!("not JSON: {e}")))?;
     from_value(value, registry)
 }
 
 /// Reads a document from `reader`, parsed straight into its JSON value (no
 /// text kept); see [`SessionState::from_json_reader`].
-pub(in crate::snapshot) fn from_reader(
+pub(super) fn from_reader(
     reader: impl std::io::Read,
     registry: &SliceRegistry,
 ) -> Result<SessionState> {

@@ -12,8 +12,12 @@ use std::collections::HashMap;
 
 use uuid::Uuid;
 
-use super::*;
+use super::items::{ADAPTER_STATES, MESSAGES, TsItem, slice, to_value, val};
+use crate::model::InnerMessage;
+use crate::snapshot::JsonOptions;
 use crate::state::ConversationView;
+use crate::state::{SessionState, SlicePolicy};
+use serde_json::{Map, Value};
 
 /// The specs' modules of their types.
 const INNER_MESSAGES_MODULE: &str = "weakincentives.runtime.inner_messages";
@@ -197,11 +201,7 @@ fn wink_slice(name: &str, items: Vec<Value>) -> Value {
 }
 
 /// The document under the specs' names (see [`SliceNames::Wink`](crate::SliceNames::Wink)).
-pub(in crate::snapshot) fn to_wink_value(
-    s: &SessionState,
-    opts: &JsonOptions,
-    module: Option<&str>,
-) -> Value {
+pub(super) fn to_wink_value(s: &SessionState, opts: &JsonOptions, module: Option<&str>) -> Value {
     let names = Names::new(module);
     let ids = original_ids(&s.labels);
     let mut doc = to_value(s, opts);

@@ -6,13 +6,17 @@ use std::collections::HashMap;
 
 use uuid::Uuid;
 
+use super::check::{Found, err, kind, micros};
+use super::items::{ADAPTER_STATES, MESSAGES, slice};
 use super::wink::{
     DERIVED, EVALUATION_IDS_LABEL, JOURNAL_STATE, JOURNAL_STATUS, OTHER_SLICES_LABEL, POLICIES_TAG,
     SLICES_TAG, derived_uuid, is_spec_type,
 };
-use super::*;
+use crate::error::Result;
 use crate::event::{Envelope, Event};
-use crate::model::{CallId, ToolStatus};
+use crate::model::{CallId, EvaluationId, InnerMessage, SessionId, ToolStatus, now};
+use crate::state::{SessionState, SlicePolicy, SliceRegistry};
+use serde_json::{Map, Value};
 
 /// What reading a document under the specs' names gives.
 pub(super) enum Wink {
