@@ -107,12 +107,17 @@ fn the_timeline_page_scrubs_to_an_event_in_chromium_without_network() {
             vec![
                 ToolCallRecord::new("call_a", "write_file", "{\"path\":\"a.txt\"}"),
                 ToolCallRecord::new("call_b", "write_file", "{\"path\":\"b.txt\"}"),
+                ToolCallRecord::new("call_c", "write_file", "{\"path\":\"c.txt\"}"),
             ],
         )
         .unwrap();
         e.tool_started("call_a").unwrap();
         e.tool_result("call_a", "wrote a.txt").unwrap();
         let result_seq = s.head() - 1;
+        // A failed call has a result message too: the page must show it
+        // failed, as the fold does, not completed.
+        e.tool_started("call_c").unwrap();
+        e.tool_failed("call_c", "disk full").unwrap();
         e.tool_started("call_b").unwrap();
         (s.id(), result_seq, s.head() - 1)
     };
@@ -168,6 +173,11 @@ fn the_timeline_page_scrubs_to_an_event_in_chromium_without_network() {
     assert_eq!(
         attr_near(&dom, "data-call=\"call_b\"", "data-status"),
         Some("in-doubt")
+    );
+    assert_eq!(
+        attr_near(&dom, "data-call=\"call_c\"", "data-status"),
+        Some("failed"),
+        "a failed call shows failed"
     );
     assert!(dom.contains("status-unfinished"));
 

@@ -18,6 +18,16 @@ fn calls(calls: &[ToolCallRecord]) -> Value {
         .collect()
 }
 
+/// The calls of an inner-loop message with the status each records: the
+/// fold counts it (an imported message's answered calls are `completed`
+/// there, with no `tool_status` event).
+fn calls_with_status(calls: &[ToolCallRecord]) -> Value {
+    calls
+        .iter()
+        .map(|c| json!({"call_id": c.call_id.as_str(), "name": c.name, "arguments": c.arguments, "status": c.status.as_str()}))
+        .collect()
+}
+
 fn outcome(o: &Outcome) -> (&'static str, Option<&str>) {
     match o {
         Outcome::Succeeded => ("succeeded", None),
@@ -47,7 +57,7 @@ fn body(event: &Event) -> (&'static str, Value) {
             "message",
             json!({"evaluation": m.evaluation_id.to_string(), "role": m.role.as_str(),
                    "content": m.content, "sequence": m.sequence, "turn": m.turn,
-                   "tool_calls": calls(&m.tool_calls),
+                   "tool_calls": calls_with_status(&m.tool_calls),
                    "tool_call_id": m.tool_call_id.as_ref().map(|c| c.as_str()),
                    "tool_name": m.tool_name, "message_id": m.message_id.to_string()}),
         ),

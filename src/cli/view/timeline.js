@@ -69,11 +69,13 @@
         case "conversation_message":
           for (const c of e.tool_calls) {
             callName.set(c.call_id, c.name);
-            span("k" + c.call_id, { lane: lane("tool: " + c.name), start: t, end: null, status: "pending", label: c.name + " " + c.call_id, seq: e.seq, call: c.call_id });
+            // An inner-loop message's calls carry their status (the fold counts it); a conversation message's do not.
+            span("k" + c.call_id, { lane: lane("tool: " + c.name), start: t, end: null, status: (e.type === "message" && c.status) || "pending", label: c.name + " " + c.call_id, seq: e.seq, call: c.call_id });
           }
           if (e.tool_call_id) {
             const s = byKey.get("k" + e.tool_call_id);
-            if (s && s.end === null) { s.end = t; s.endSeq = e.seq; if (RANK[s.status] < 2) s.status = "completed"; }
+            // A result ends the bar; only the statuses the fold counts say how the call ended (a failed call has a result too).
+            if (s && s.end === null) { s.end = t; s.endSeq = e.seq; }
           }
           break;
         case "tool_status": {
@@ -110,11 +112,7 @@
         case "conversation_message": {
           const text = e.type === "message" ? e.content : e.text;
           st.msgs.push({ seq: e.seq, role: e.role, text, calls: e.tool_calls, reply: e.tool_call_id, tool: e.tool_name || e.name });
-          for (const c of e.tool_calls) st.calls.set(c.call_id, { id: c.call_id, name: c.name, args: c.arguments, status: "pending", error: null, seq: e.seq });
-          if (e.tool_call_id) {
-            const c = st.calls.get(e.tool_call_id);
-            if (c && RANK[c.status] < 2) c.status = "completed";
-          }
+          for (const c of e.tool_calls) st.calls.set(c.call_id, { id: c.call_id, name: c.name, args: c.arguments, status: (e.type === "message" && c.status) || "pending", error: null, seq: e.seq });
           break;
         }
         case "tool_status": {
