@@ -239,7 +239,15 @@ impl ConversationEngine {
         }
         let (conversation, mut turn) = self.interrupted(id, turn)?;
         let _running = self.mark_running(turn.id);
-        close_calls(&mut turn);
+        self.give_up_open_calls(&mut turn, CANCELLED_TOOL)?;
+        self.cancelled(&conversation, &mut turn, reason)
+    }
+
+    /// Closes `turn`'s provider calls in flight and gives each of its tool
+    /// calls without a result the error `result`, running nothing: what
+    /// `cancel_turn` and `fail_turn` share.
+    fn give_up_open_calls(&self, turn: &mut ConversationTurn, result: &str) -> Result<()> {
+        close_calls(turn);
         let open: Vec<_> = turn
             .tool_calls
             .iter()
@@ -247,9 +255,9 @@ impl ConversationEngine {
             .cloned()
             .collect();
         for c in &open {
-            self.record_tool_result(&mut turn, c, Err(CANCELLED_TOOL.to_owned()))?;
+            self.record_tool_result(turn, c, Err(result.to_owned()))?;
         }
-        self.cancelled(&conversation, &mut turn, reason)
+        Ok(())
     }
 
     /// Records an interrupted turn as failed without running anything: a
@@ -266,16 +274,7 @@ impl ConversationEngine {
     ) -> Result<ConversationTurn> {
         let (conversation, mut turn) = self.interrupted(id, turn)?;
         let _running = self.mark_running(turn.id);
-        close_calls(&mut turn);
-        let open: Vec<_> = turn
-            .tool_calls
-            .iter()
-            .filter(|c| !c.status.is_terminal())
-            .cloned()
-            .collect();
-        for c in &open {
-            self.record_tool_result(&mut turn, c, Err(INTERRUPTED_ERROR.to_owned()))?;
-        }
+        self.give_up_open_calls(&mut turn, INTERRUPTED_ERROR)?;
         let error = TurnError {
             message: message.to_owned(),
             code: Some("interrupted".into()),
