@@ -27,10 +27,12 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use agent_journal::{
-    Idempotency, InnerLoop, Journal, JournalConfig, Outcome, Provider, ProviderRequest,
-    ProviderResponse, ResumeOptions, Tool, ToolCallInfo, ToolCallRecord, ToolContext,
+use agent_journal::agent::{
+    Idempotency, InnerLoop, Provider, ProviderRequest, ProviderResponse, ResumeOptions, Tool,
+    ToolContext,
 };
+use agent_journal::state::ToolCallInfo;
+use agent_journal::{Journal, JournalConfig, Outcome, ToolCallRecord};
 
 /// Events 0-3 open the session and the evaluation (system and user), 4 is
 /// the provider call, 5 the assistant's four tool calls; then `lookup_order`

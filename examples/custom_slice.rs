@@ -23,9 +23,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use agent_journal::state::{SessionState, Slice, SlicePolicy, SliceRegistry};
 use agent_journal::{
-    CheckpointStrategy, Envelope, Event, Journal, JournalConfig, Outcome, SessionState, Slice,
-    SlicePolicy, SliceRegistry, ToolCallRecord, ToolStatus,
+    CheckpointStrategy, Envelope, Event, Journal, JournalConfig, Outcome, ToolCallRecord,
+    ToolStatus,
 };
 use serde::{Deserialize, Serialize};
 

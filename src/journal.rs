@@ -93,8 +93,10 @@ impl std::fmt::Debug for JournalConfig {
     }
 }
 
-/// The default of [`JournalConfig::block_bytes`].
-pub const DEFAULT_BLOCK_BYTES: usize = 128 << 10;
+impl JournalConfig {
+    /// The default of [`JournalConfig::block_bytes`].
+    pub const DEFAULT_BLOCK_BYTES: usize = 128 << 10;
+}
 
 impl Default for JournalConfig {
     fn default() -> Self {
@@ -107,7 +109,7 @@ impl Default for JournalConfig {
             create_if_missing: true,
             cache_bytes: 512 << 20,
             compress: false,
-            block_bytes: DEFAULT_BLOCK_BYTES,
+            block_bytes: JournalConfig::DEFAULT_BLOCK_BYTES,
             after_append: None,
             serve_readers: true,
         }

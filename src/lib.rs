@@ -65,66 +65,35 @@
 #![deny(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod agent;
 mod engine;
 mod error;
 mod event;
 pub mod format;
 mod journal;
-mod maintenance;
+pub mod maintenance;
 mod mem;
 mod model;
 pub mod provider;
-mod resume;
+pub mod resume;
 mod session;
 mod snapshot;
-mod state;
-mod store;
-mod transfer;
+pub mod state;
+pub mod store;
+pub mod transfer;
 mod verify;
 
-pub use crate::engine::adapter::{
-    AdapterState, ResumeValidation, SdkSessionState, validate_sdk_state,
-};
 /// The conversation engine: conversations, turns, provider adapters, stores.
 pub use crate::engine::conversation;
-pub use crate::engine::inner_loop::{InnerLoop, LoopResult, ResumeMode, ResumeOptions};
-pub use crate::engine::provider::{Provider, ProviderRequest, ProviderResponse};
-pub use crate::engine::scripted::{ScriptStep, ScriptedProvider};
-pub use crate::engine::stateful::{
-    CapturedState, SdkStateTracker, StateChange, StateConfig, StatefulProvider, diff_states,
-    validate_state,
-};
-pub use crate::engine::tool::{Idempotency, Tool, ToolContext};
 pub use crate::error::{Error, Result};
 pub use crate::event::{
     AdapterStateSnapshot, Envelope, Event, Outcome, ProviderCallRecord, ProviderOutcome, TokenUsage,
 };
-pub use crate::format::{DEFAULT_MAX_EVENT_BYTES, SharedBytes, TailDamage, TailUnit};
-pub use crate::journal::{
-    AfterAppend, DEFAULT_BLOCK_BYTES, Journal, JournalConfig, SessionInfo, SessionStatus,
-};
-pub use crate::maintenance::{
-    CompactReport, SALVAGE_GAP_KIND, SalvageReport, salvage_database, salvage_database_with,
-    salvage_file, salvage_file_with, write_file,
-};
+pub use crate::journal::{AfterAppend, Journal, JournalConfig, SessionInfo, SessionStatus};
 pub use crate::model::{
-    CallId, EvaluationId, INTERRUPTED_ERROR, INTERRUPTED_RESULT, InnerMessage, MessageId, Role,
-    SessionId, ToolCallRecord, ToolStatus, now, ts,
+    CallId, EvaluationId, InnerMessage, MessageId, Role, SessionId, ToolCallRecord, ToolStatus,
 };
-pub use crate::provider::ConversationFormat;
-pub use crate::provider::claude_code::ClaudeCodeFile;
-pub use crate::resume::{ResumePlan, ResumeState};
 pub use crate::session::recorder::Evaluation;
 pub use crate::session::{LoadStats, Session, StateGuard};
-pub use crate::snapshot::{CheckpointStrategy, JsonOptions, SliceNames};
-pub use crate::state::{
-    AdapterStates, Conversation, ConversationLog, ConversationView, EvaluationInfo, Evaluations,
-    Messages, SessionState, Slice, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, TurnIds,
-    TurnView, Usage, UsageTotals,
-};
-pub use crate::store::{Durability, Lease, Loss, Store, SyncStats, Visit};
-pub use crate::transfer::{
-    CLAUDE_CODE_SUMMARY, CLAUDE_CODE_SYSTEM, ConversationFile, CopyReport, REQUEST_FIELDS,
-    read_claude_code, read_claude_code_with,
-};
-pub use crate::verify::{Problem, ProblemKind, VerifyReport};
+pub use crate::snapshot::CheckpointStrategy;
+pub use crate::store::durability::Durability;

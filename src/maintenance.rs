@@ -1,5 +1,26 @@
-//! Deleting sessions, compacting into a new database, salvaging what is
-//! readable from a damaged one.
+//! Keeping a journal sound: verifying it, deleting sessions, compacting it
+//! into a new database, salvaging what is readable from a damaged one.
+//!
+//! ```
+//! use agent_journal::Journal;
+//! use agent_journal::maintenance::VerifyReport;
+//!
+//! # fn main() -> agent_journal::Result<()> {
+//! # let dir = tempfile::tempdir().expect("tempdir");
+//! let journal = Journal::open(dir.path().join("journal.db"))?;
+//! let session = journal.create_session()?;
+//! session.start_evaluation("agent", "task")?.user("hello")?;
+//!
+//! let report: VerifyReport = journal.verify(None, |_| {})?;
+//! assert!(report.is_clean());
+//! let compacted = journal.compact_to(&dir.path().join("compacted.db"), |_| {})?;
+//! assert_eq!(compacted.sessions, 1);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Every database and file written here is written whole or not at all: into
+//! a temporary name, synced, then renamed.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,9 +35,9 @@ use crate::store::Durability;
 use crate::store::Visit;
 use crate::store::atomic;
 use crate::store::sled::raw;
-use crate::verify::Problem;
 
 mod salvage;
+pub use crate::verify::{Problem, ProblemKind, VerifyReport};
 use salvage::{CHUNK, group, open_new, problem, whole_database_problem, write_salvaged};
 pub use salvage::{
     SALVAGE_GAP_KIND, SalvageReport, salvage_database, salvage_database_with, salvage_file,

@@ -299,7 +299,7 @@ impl InnerMessage {
 
 /// The error recorded for a tool call that was running when its process
 /// died (in doubt), whose tool must never run twice
-/// ([`Idempotency::Never`](crate::Idempotency::Never)), when the caller asks
+/// ([`Idempotency::Never`](crate::agent::Idempotency::Never)), when the caller asks
 /// to record it as failed so the conversation can go on. The model sees it
 /// as the call's result.
 pub const INTERRUPTED_ERROR: &str = "interrupted: the process stopped while this tool was running; it was not run again because it must never run twice";

@@ -1,9 +1,32 @@
 //! Resume: where an evaluation stopped and what is left to do.
 //!
+//! ```
+//! use agent_journal::resume::ResumeState;
+//! use agent_journal::{Journal, ToolCallRecord};
+//!
+//! # fn main() -> agent_journal::Result<()> {
+//! let journal = Journal::memory();
+//! let session = journal.create_session()?;
+//! let eval = session.start_evaluation("support", "triage")?;
+//! eval.user("What is in /tmp?")?;
+//! eval.assistant("Looking.", vec![ToolCallRecord::new("call_1", "list_dir", "{}")])?;
+//! eval.tool_started("call_1")?;
+//! // The process stops here.
+//!
+//! let plan = session.resume_plan()?;
+//! assert_eq!(plan.crash_point, session.head() - 1); // the last event recorded
+//! assert_eq!(plan.in_doubt.len(), 1); // started, never finished
+//! assert!(matches!(plan.state, ResumeState::InDoubt(_)));
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! The promise: a tool call that finished is never run again (its result is
 //! in the journal); one that never started runs; one that was running when
-//! the process died (*in doubt*) follows the tool's [`Idempotency`]
-//! (crate::Idempotency), never silently re-run.
+//! the process died (*in doubt*) follows the tool's
+//! [`Idempotency`](crate::agent::Idempotency), never silently re-run.
+
+pub use crate::model::{INTERRUPTED_ERROR, INTERRUPTED_RESULT};
 
 use crate::error::{Error, Result};
 use crate::event::Outcome;
@@ -51,14 +74,14 @@ pub struct ResumePlan {
     /// The session read.
     pub session: SessionId,
     /// The evaluation to continue (the last started in the stream; see
-    /// [`Evaluations::latest`](crate::Evaluations::latest)).
+    /// [`Evaluations::latest`](crate::state::Evaluations::latest)).
     pub evaluation_id: EvaluationId,
     /// Its prompt namespace.
     pub prompt_ns: String,
     /// Its prompt key.
     pub prompt_key: String,
     /// Its messages, ordered by sequence. The provider request that goes on
-    /// from here is [`ConversationFormat::to_json`](crate::ConversationFormat::to_json)
+    /// from here is [`ConversationFormat::to_json`](crate::provider::ConversationFormat::to_json)
     /// of them: valid for the provider whatever the state (a call still
     /// unfinished gets an explicit "interrupted" result; the engine runs
     /// such calls before it rebuilds a request).
@@ -160,7 +183,7 @@ impl ResumePlan {
 
 impl Session {
     /// The resume plan of the latest evaluation of this session: the last
-    /// one started in its stream ([`Evaluations::latest`](crate::Evaluations::latest)),
+    /// one started in its stream ([`Evaluations::latest`](crate::state::Evaluations::latest)),
     /// whatever its id.
     ///
     /// # Errors

@@ -1,9 +1,33 @@
-//! Sessions in and out of a journal: an imported conversation becomes a
-//! session; a session's latest conversation is exported; whole sessions
-//! go to and come from exported journal files (`journal_file.rs`, with the
-//! import's intent file in `journal/intent.rs`). Every file and database
-//! written here or by `maintenance` is written whole or not at all
-//! (`store/atomic.rs`).
+//! Sessions in and out of a journal: exported journal files (`.ajournal`),
+//! conversations in a provider's format, Claude Code session logs, state
+//! snapshots, and whole databases copied to another store.
+//!
+//! ```
+//! use agent_journal::Journal;
+//! use agent_journal::provider::ConversationFormat;
+//!
+//! # fn main() -> agent_journal::Result<()> {
+//! # let dir = tempfile::tempdir().expect("tempdir");
+//! let journal = Journal::memory();
+//! let chat = r#"[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]"#;
+//! let imported = journal.import_conversation(chat, ConversationFormat::OpenAi, "chat", "hi")?;
+//! assert_eq!(imported.state().messages().len(), 2);
+//!
+//! let file = dir.path().join("chat.ajournal");
+//! journal.export_journal(&[imported.id()], &file, |_| {})?;
+//! let (sessions, damage) = Journal::memory().import_journal(&file)?;
+//! assert_eq!(sessions.len(), 1);
+//! assert!(damage.is_none());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Every file and database written here or by `maintenance` is written whole
+//! or not at all.
+
+// Whole sessions go to and come from exported journal files
+// (`journal_file.rs`, with the import's intent file in `journal/intent.rs`);
+// writes go through `store/atomic.rs`.
 
 use std::collections::BTreeMap;
 
@@ -193,7 +217,7 @@ impl Journal {
 impl Session {
     /// The messages of the latest evaluation after event `at` (default: the
     /// last), ordered by sequence: what
-    /// [`ConversationFormat::to_text`](crate::ConversationFormat::to_text)
+    /// [`ConversationFormat::to_text`](crate::provider::ConversationFormat::to_text)
     /// exports. For a session holding a conversation of the conversation
     /// engine, its messages in order (see
     /// [`ConversationMessage::to_inner`](crate::conversation::ConversationMessage::to_inner)).

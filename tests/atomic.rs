@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use agent_journal::{
-    Durability, Error, Journal, JournalConfig, Result, SessionId, SharedBytes, Store, Visit,
-};
+use agent_journal::format::SharedBytes;
+use agent_journal::store::{Store, Visit};
+use agent_journal::{Durability, Error, Journal, JournalConfig, Result, SessionId};
 
 use crate::common::{custom, event_key, path_str, raw_sled, run_cli};
 
@@ -189,7 +189,7 @@ fn an_export_replaces_its_target_in_one_rename() {
         .expect("open")
         .import_conversation(
             r#"[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello."}]"#,
-            agent_journal::ConversationFormat::OpenAi,
+            agent_journal::provider::ConversationFormat::OpenAi,
             "ns",
             "key",
         )
@@ -231,8 +231,12 @@ fn compact_and_salvage_build_their_target_under_a_temporary_name() {
     let file = dir.path().join("all.ajournal");
     j.export_journal(&[], &file, |_| {}).expect("export");
     let from_file = dir.path().join("from-file");
-    agent_journal::salvage_file(&file, &from_file, agent_journal::DEFAULT_MAX_EVENT_BYTES)
-        .expect("salvage the file");
+    agent_journal::maintenance::salvage_file(
+        &file,
+        &from_file,
+        agent_journal::format::DEFAULT_MAX_EVENT_BYTES,
+    )
+    .expect("salvage the file");
 
     // An existing target is refused and left alone; an empty directory is taken.
     let e = j.compact_to(&dest, |_| {}).unwrap_err();

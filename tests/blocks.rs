@@ -288,8 +288,12 @@ fn a_damaged_block_is_reported_and_salvage_keeps_every_other_event() {
     let named = (first..first + count).any(|seq| stdout.contains(&format!("{id} seq {seq}")));
     assert!(named, "verify names an event of the block: {stdout}");
     let dest = dir.path().join("salvaged");
-    let r = agent_journal::salvage_database(&path, &dest, agent_journal::DEFAULT_MAX_EVENT_BYTES)
-        .expect("salvage");
+    let r = agent_journal::maintenance::salvage_database(
+        &path,
+        &dest,
+        agent_journal::format::DEFAULT_MAX_EVENT_BYTES,
+    )
+    .expect("salvage");
     assert!(
         r.copied >= n + 1 - count,
         "{} copied of {}",

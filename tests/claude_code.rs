@@ -373,7 +373,7 @@ fn a_log_file_imports_as_its_text_does() {
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
         std::fs::write(&file, &text).unwrap();
         let streamed = Journal::open(dir.path().join(format!("{name}-streamed"))).unwrap();
-        let logs = agent_journal::read_claude_code(&file, 1 << 30).unwrap();
+        let logs = agent_journal::transfer::read_claude_code(&file, 1 << 30).unwrap();
         assert_eq!(logs[0].messages(), a.state().messages().len() as u64);
         let made = streamed.import_claude_code_files(&logs).unwrap();
         assert_eq!(made.len(), 1);
@@ -403,7 +403,7 @@ fn a_log_that_changes_between_its_passes_is_refused_and_nothing_is_left() {
     let journal = Journal::open(dir.path().join("db")).unwrap();
 
     // Appended after the first pass: the import reads what that pass read.
-    let logs = agent_journal::read_claude_code(&projects, 1 << 30).unwrap();
+    let logs = agent_journal::transfer::read_claude_code(&projects, 1 << 30).unwrap();
     let appended = text.clone() + &claude_code_steps(1).replace("\"r", "\"x");
     std::fs::write(projects.join("a.jsonl"), appended).unwrap();
     let made = journal.import_claude_code_files(&logs).unwrap();
@@ -415,7 +415,7 @@ fn a_log_that_changes_between_its_passes_is_refused_and_nothing_is_left() {
 
     // Line 5 of the second log changed (same length): refused, and the
     // first log's session, written already, is gone too.
-    let logs = agent_journal::read_claude_code(&projects, 1 << 30).unwrap();
+    let logs = agent_journal::transfer::read_claude_code(&projects, 1 << 30).unwrap();
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
     lines[4] = lines[4].replacen("abcdefghij", "ABCDEFGHIJ", 1);
     let changed = lines.join("\n") + "\n";

@@ -486,9 +486,10 @@ pub fn cli_as_nobody(db: &Path, args: &[&str]) -> Option<Output> {
 pub fn sendable_to_both(
     messages: &[agent_journal::conversation::ChatInputMessage],
 ) -> Result<(), String> {
+    use agent_journal::EvaluationId;
     use agent_journal::conversation::ConversationMessage;
+    use agent_journal::provider::ConversationFormat;
     use agent_journal::provider::validate;
-    use agent_journal::{ConversationFormat, EvaluationId};
     let eval = EvaluationId::new();
     let inner: Vec<_> = messages
         .iter()

@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
+use agent_journal::format::now;
+use agent_journal::state::SessionState;
 use agent_journal::{
     CheckpointStrategy, Durability, Envelope, Error, EvaluationId, Event, InnerMessage, Journal,
-    JournalConfig, ProviderCallRecord, ProviderOutcome, Role, Session, SessionState, TokenUsage,
-    now,
+    JournalConfig, ProviderCallRecord, ProviderOutcome, Role, Session, TokenUsage,
 };
 
 use crate::common::Rng;
@@ -536,5 +537,8 @@ fn sync_stats_count_what_each_durability_writes() {
     let memory = Journal::memory();
     let s = memory.create_session().expect("create");
     s.append(writer_event(0, 1)).expect("append");
-    assert_eq!(memory.sync_stats(), agent_journal::SyncStats::default());
+    assert_eq!(
+        memory.sync_stats(),
+        agent_journal::store::SyncStats::default()
+    );
 }

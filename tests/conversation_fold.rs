@@ -12,10 +12,8 @@ use agent_journal::conversation::{
     Conversation, ConversationEvent, ConversationMessage, Metadata, ProviderCallRecord,
     ProviderOperation, TurnId,
 };
-use agent_journal::{
-    CallId, Envelope, Event, JsonOptions, MessageId, SessionId, SessionState, SliceRegistry,
-    ToolCallRecord, ToolStatus,
-};
+use agent_journal::state::{JsonOptions, SessionState, SliceRegistry};
+use agent_journal::{CallId, Envelope, Event, MessageId, SessionId, ToolCallRecord, ToolStatus};
 use proptest::prelude::*;
 use uuid::Uuid;
 

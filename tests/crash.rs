@@ -8,8 +8,9 @@
 use std::path::Path;
 use std::process::Output;
 
+use agent_journal::provider::ConversationFormat;
 use agent_journal::provider::validate;
-use agent_journal::{ConversationFormat, Journal, JournalConfig, SessionId};
+use agent_journal::{Journal, JournalConfig, SessionId};
 
 use crate::common::{path_str, run_cli};
 

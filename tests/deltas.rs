@@ -8,9 +8,9 @@
 
 use std::path::Path;
 
+use agent_journal::state::SessionState;
 use agent_journal::{
-    CheckpointStrategy, Durability, Journal, JournalConfig, Session, SessionId, SessionState,
-    ToolCallRecord,
+    CheckpointStrategy, Durability, Journal, JournalConfig, Session, SessionId, ToolCallRecord,
 };
 
 fn config(every: u64) -> JournalConfig {

@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::common::{Rng, copy_dir, custom, run_cli, tree};
 
+use agent_journal::store::{Store, Visit};
 use agent_journal::{
-    Durability, Error, Event, Journal, JournalConfig, Result, SessionId, Store, ToolCallRecord,
-    Visit,
+    Durability, Error, Event, Journal, JournalConfig, Result, SessionId, ToolCallRecord,
 };
 
 // ---------------------------------------------------------------------------
@@ -26,7 +26,7 @@ use agent_journal::{
 struct FaultyStore {
     streams: Mutex<BTreeMap<SessionId, Vec<Vec<u8>>>>,
     durable: Mutex<BTreeMap<SessionId, usize>>,
-    snapshots: Mutex<HashMap<SessionId, (u64, agent_journal::SharedBytes)>>,
+    snapshots: Mutex<HashMap<SessionId, (u64, agent_journal::format::SharedBytes)>>,
     /// Appends fail while set.
     fail_appends: AtomicBool,
     /// Flush calls made so far.
@@ -154,17 +154,17 @@ impl Store for FaultyStore {
     }
 
     fn put_snapshot(&self, session: SessionId, seq: u64, frame: Vec<u8>) -> Result<()> {
-        self.snapshots
-            .lock()
-            .expect("lock")
-            .insert(session, (seq, agent_journal::SharedBytes::from(frame)));
+        self.snapshots.lock().expect("lock").insert(
+            session,
+            (seq, agent_journal::format::SharedBytes::from(frame)),
+        );
         Ok(())
     }
 
     fn latest_snapshot(
         &self,
         session: SessionId,
-    ) -> Result<Option<(u64, agent_journal::SharedBytes)>> {
+    ) -> Result<Option<(u64, agent_journal::format::SharedBytes)>> {
         Ok(self.snapshots.lock().expect("lock").get(&session).cloned())
     }
 

@@ -14,8 +14,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use agent_journal::resume::ResumeState;
 use agent_journal::{
-    EvaluationId, Event, Journal, Outcome, ResumeState, Session, SessionStatus, ToolCallRecord,
+    EvaluationId, Event, Journal, Outcome, Session, SessionStatus, ToolCallRecord,
 };
 use serde_json::Value;
 
@@ -347,7 +348,7 @@ fn the_latest_evaluation_is_the_last_started_even_if_the_clock_stepped_back() {
 
 #[test]
 fn wink_json_carries_the_place_of_each_evaluation_and_older_json_still_reads() {
-    use agent_journal::{JsonOptions, SessionState, SliceRegistry};
+    use agent_journal::state::{JsonOptions, SessionState, SliceRegistry};
     let journal = Journal::memory();
     let s = journal.create_session().expect("session");
     let (first, second) = two_evaluations(&s, |_| {});

@@ -6,9 +6,8 @@
 //! parent is missing is reported, not shown short; forks made by earlier
 //! versions (copies) still read.
 
-use agent_journal::{
-    CheckpointStrategy, Durability, Error, Event, Journal, JournalConfig, SessionState,
-};
+use agent_journal::state::SessionState;
+use agent_journal::{CheckpointStrategy, Durability, Error, Event, Journal, JournalConfig};
 
 use crate::common::{backends, custom, path_str, run_cli};
 

@@ -8,7 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_journal::{ConversationFormat, EvaluationId};
+use agent_journal::EvaluationId;
+use agent_journal::provider::ConversationFormat;
 use serde_json::Value;
 
 use crate::common::{json_lines, path_str, run_cli};

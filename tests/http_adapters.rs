@@ -16,12 +16,13 @@ mod state_blob;
 
 use std::sync::Arc;
 
+use agent_journal::agent::{Tool, ToolContext};
 use agent_journal::conversation::{
     AgentContext, ChatInputMessage, ConversationEngine, ConversationEngineConfig,
     ConversationMessage, JournalConversationStore, Metadata, ProviderAdapter, ProviderCallOptions,
     ProviderChatRequest, ProviderError, ProviderStreamChunk, ToolSpec, TurnId,
 };
-use agent_journal::{Journal, SessionId, Tool, ToolCallRecord, ToolContext};
+use agent_journal::{Journal, SessionId, ToolCallRecord};
 use serde_json::{Value, json};
 
 /// Options of a call made outside an engine.

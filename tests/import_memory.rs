@@ -445,11 +445,12 @@ fn a_device_or_fifo_given_directly_is_refused_at_once() {
         }
     }
     // Through the library too.
-    let e = agent_journal::read_claude_code(Path::new("/dev/zero"), 1 << 30).expect_err("zero");
+    let e = agent_journal::transfer::read_claude_code(Path::new("/dev/zero"), 1 << 30)
+        .expect_err("zero");
     assert!(e.to_string().contains("not a regular file"), "{e}");
-    let e = agent_journal::ConversationFile::open(
+    let e = agent_journal::transfer::ConversationFile::open(
         &fifo,
-        agent_journal::ConversationFormat::OpenAi,
+        agent_journal::provider::ConversationFormat::OpenAi,
         1 << 30,
     )
     .expect_err("fifo");

@@ -3,7 +3,8 @@
 //! import each other in a circle, inside a module or across modules; crate
 //! code imports an item from the module that defines it, never through a
 //! re-export of `lib.rs`; the command line (`src/main.rs`, `src/cli/`) uses
-//! only the library's public API.
+//! only the library's public API; the root exports at most 40 names and
+//! every public item has one public path.
 //!
 //! The source is read as Rust (`layers/source.rs`): `use` trees by a
 //! parser, every other path from tokens (a string or a comment neither hides
@@ -32,7 +33,7 @@ const LAYERS: &[&[&str]] = &[
     &["resume", "verify", "transfer"],
     &["maintenance"],
     &["engine"],
-    &["lib"],
+    &["lib", "agent"],
 ];
 
 fn layer_of(top: &str) -> Option<usize> {
@@ -197,6 +198,49 @@ fn circles(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<Vec<PathBuf>> {
     walk.out
 }
 
+/// The most names the crate's root may export (issue 34: a small face).
+const ROOT_NAMES: usize = 40;
+
+/// What is wrong with the public face of the crate under `src`: more than
+/// [`ROOT_NAMES`] names at the root, or an item a user can reach by two
+/// public paths.
+pub fn face_problems(src: &Path) -> Vec<String> {
+    let lib = Crate::read(&src.join("lib.rs"));
+    let paths = lib.public_paths("agent_journal");
+    let mut problems = Vec::new();
+    let root: BTreeSet<&String> = paths
+        .values()
+        .flatten()
+        .filter(|p| p.matches("::").count() == 1)
+        .collect();
+    if root.len() > ROOT_NAMES {
+        problems.push(format!(
+            "the root exports {} names (at most {ROOT_NAMES}): {}",
+            root.len(),
+            root.iter()
+                .map(|p| p.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    for ((module, name), reached) in &paths {
+        if reached.len() > 1 {
+            problems.push(format!(
+                "crate::{} has {} public paths: {}",
+                module
+                    .iter()
+                    .chain([name])
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("::"),
+                reached.len(),
+                reached.join(", ")
+            ));
+        }
+    }
+    problems
+}
+
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
@@ -215,12 +259,66 @@ fn imports_point_down_the_layers_with_no_circles_and_no_detours() {
     assert!(lib.imports().len() > 1000, "and finds its imports");
 }
 
+#[test]
+fn the_face_is_small_and_each_item_has_one_public_path() {
+    let problems = face_problems(&src());
+    assert!(
+        problems.is_empty(),
+        "the public face of the crate, {} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+    let paths = Crate::read(&src().join("lib.rs")).public_paths("agent_journal");
+    let reached = |p: &str| paths.values().flatten().any(|q| q == p);
+    // The check sees the whole face: root items, public modules, items
+    // defined deep inside and re-exported, and modules re-exported.
+    for path in [
+        "agent_journal::Journal",
+        "agent_journal::Durability",
+        "agent_journal::state::SessionState",
+        "agent_journal::agent::InnerLoop",
+        "agent_journal::conversation::ConversationEngine",
+        "agent_journal::provider::openai",
+        "agent_journal::format::ajournal",
+    ] {
+        assert!(reached(path), "{path} is not on the face the check reads");
+    }
+    assert!(paths.len() > 200, "{} items", paths.len());
+}
+
+#[test]
+fn a_face_too_large_or_an_item_with_two_paths_is_caught() {
+    let two_paths = planted_with(face_problems, |s| {
+        append(
+            &s.join("lib.rs"),
+            "\npub use crate::journal::Journal as JournalAgain;\n",
+        )
+    });
+    caught(
+        &two_paths,
+        "crate::journal::Journal has 2 public paths: agent_journal::Journal, agent_journal::JournalAgain",
+        "a second path",
+    );
+    let crowded = planted_with(face_problems, |s| {
+        let consts: String = (0..ROOT_NAMES)
+            .map(|i| format!("\n/// Planted.\npub const PLANTED_{i}: u8 = 0;"))
+            .collect();
+        append(&s.join("lib.rs"), &consts)
+    });
+    caught(&crowded, "the root exports", "a crowded root");
+}
+
 /// A copy of `src/` with `plant` applied, and what the check says of it.
 fn planted(plant: impl FnOnce(&Path)) -> Vec<String> {
+    planted_with(problems, plant)
+}
+
+/// A copy of `src/` with `plant` applied, and what `check` says of it.
+fn planted_with(check: fn(&Path) -> Vec<String>, plant: impl FnOnce(&Path)) -> Vec<String> {
     let dir = tempfile::tempdir().expect("tempdir");
     copy_dir(&src(), dir.path());
     plant(dir.path());
-    problems(dir.path())
+    check(dir.path())
 }
 
 fn copy_dir(from: &Path, to: &Path) {

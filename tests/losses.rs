@@ -10,7 +10,9 @@
 
 use std::path::Path;
 
-use agent_journal::{Journal, Loss, ProblemKind, SessionId};
+use agent_journal::maintenance::ProblemKind;
+use agent_journal::store::Loss;
+use agent_journal::{Journal, SessionId};
 
 use crate::common::{custom, event_key, raw_sled, run_cli};
 
@@ -329,9 +331,12 @@ fn salvage_recovers_every_event(compress: bool) {
             Err(_) => false,
         };
         let dest = dir.path().join(format!("salvaged-{case}"));
-        let r =
-            agent_journal::salvage_database(&copy, &dest, agent_journal::DEFAULT_MAX_EVENT_BYTES)
-                .expect("salvage runs whether sled opens the database or not");
+        let r = agent_journal::maintenance::salvage_database(
+            &copy,
+            &dest,
+            agent_journal::format::DEFAULT_MAX_EVENT_BYTES,
+        )
+        .expect("salvage runs whether sled opens the database or not");
         let j = Journal::open(&dest).expect("the salvaged database opens");
         assert!(
             j.verify(None, |_| {}).expect("verify").is_clean(),
@@ -372,8 +377,12 @@ fn salvage_of_a_database_whose_tree_cannot_be_listed_reads_the_files() {
         db.flush().expect("flush");
     }
     let dest = dir.path().join("salvaged");
-    let r = agent_journal::salvage_database(&path, &dest, agent_journal::DEFAULT_MAX_EVENT_BYTES)
-        .expect("salvage");
+    let r = agent_journal::maintenance::salvage_database(
+        &path,
+        &dest,
+        agent_journal::format::DEFAULT_MAX_EVENT_BYTES,
+    )
+    .expect("salvage");
     let total: u64 = made.iter().map(|m| m.1).sum();
     assert_eq!(r.copied, total, "{:?}", r.dropped);
     // The open itself rebuilds it from the journal's records.

@@ -37,16 +37,26 @@ fn import_and_salvage_report_their_progress() {
     assert!(calls.len() > 3, "in chunks: {calls:?}");
 
     let mut calls = Vec::new();
-    agent_journal::salvage_database_with(&db, &dir.path().join("saved"), 1 << 20, |d, t| {
-        calls.push((d, t));
-    })
+    agent_journal::maintenance::salvage_database_with(
+        &db,
+        &dir.path().join("saved"),
+        1 << 20,
+        |d, t| {
+            calls.push((d, t));
+        },
+    )
     .unwrap();
     rising_to_the_total(&calls, total);
 
     let mut calls = Vec::new();
-    agent_journal::salvage_file_with(&file, &dir.path().join("saved2"), 1 << 20, |d, t| {
-        calls.push((d, t));
-    })
+    agent_journal::maintenance::salvage_file_with(
+        &file,
+        &dir.path().join("saved2"),
+        1 << 20,
+        |d, t| {
+            calls.push((d, t));
+        },
+    )
     .unwrap();
     rising_to_the_total(&calls, total);
 }

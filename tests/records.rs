@@ -6,7 +6,8 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
-use agent_journal::{Durability, Error, Event, Journal, JournalConfig, ProblemKind, SessionId};
+use agent_journal::maintenance::ProblemKind;
+use agent_journal::{Durability, Error, Event, Journal, JournalConfig, SessionId};
 
 use crate::common::{backends, custom, path_str, run_cli};
 

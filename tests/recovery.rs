@@ -175,7 +175,13 @@ fn an_exported_file_round_trips_through_import() {
 /// A session whose snapshot is over 64 KiB compressed (so the sled store
 /// keeps it in a file of its own), with a snapshot taken at its head;
 /// returns the id, the state and the snapshot file.
-fn big_snapshot(path: &Path) -> (SessionId, agent_journal::SessionState, std::path::PathBuf) {
+fn big_snapshot(
+    path: &Path,
+) -> (
+    SessionId,
+    agent_journal::state::SessionState,
+    std::path::PathBuf,
+) {
     let j = Journal::open(path).expect("open");
     let s = j.create_session().expect("create");
     let e = s.start_evaluation("ns", "key").expect("evaluation");
@@ -262,7 +268,7 @@ fn a_damaged_missing_or_cut_snapshot_file_is_rejected_and_the_stream_replayed() 
         assert_eq!(report.problems.len(), 1, "{what}: {:?}", report.problems);
         assert_eq!(
             report.problems[0].kind,
-            agent_journal::ProblemKind::Snapshot
+            agent_journal::maintenance::ProblemKind::Snapshot
         );
         let s = j.session(id).expect("session");
         let stats = s.load_stats();

@@ -5,11 +5,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_journal::{
-    Error, Idempotency, InnerLoop, Journal, JournalConfig, Outcome, Provider, ProviderRequest,
-    ProviderResponse, ResumeMode, ResumeOptions, ResumeState, ResumeValidation, ScriptStep,
-    ScriptedProvider, SdkSessionState, Session, Tool, ToolCallRecord, ToolContext, ToolStatus, now,
+use agent_journal::agent::{
+    Idempotency, InnerLoop, Provider, ProviderRequest, ProviderResponse, ResumeMode, ResumeOptions,
+    ResumeValidation, ScriptStep, ScriptedProvider, SdkSessionState, Tool, ToolContext,
 };
+use agent_journal::format::now;
+use agent_journal::resume::ResumeState;
+use agent_journal::{Error, Journal, JournalConfig, Outcome, Session, ToolCallRecord, ToolStatus};
 
 /// A tool that counts its runs and remembers the contexts it saw.
 struct Counting {
@@ -213,7 +215,7 @@ fn a_never_tool_in_doubt_stops_the_resume_and_writes_nothing() {
     assert_eq!(call.status, ToolStatus::Failed);
     assert_eq!(
         call.error.as_deref(),
-        Some(agent_journal::INTERRUPTED_ERROR)
+        Some(agent_journal::resume::INTERRUPTED_ERROR)
     );
     assert_eq!(
         s.head(),
@@ -608,19 +610,20 @@ fn a_json_checkpoint_imported_as_a_session_resumes_with_exactly_once_tools() {
             is_complete: false,
         })
         .expect("capture");
-    let checkpoint = crashed.state().to_json(&agent_journal::JsonOptions {
+    let checkpoint = crashed.state().to_json(&agent_journal::state::JsonOptions {
         include_logs: true,
-        ..agent_journal::JsonOptions::default()
+        ..agent_journal::state::JsonOptions::default()
     });
 
     let other = Journal::memory();
     let s = other.import_snapshot(&checkpoint).expect("import");
     {
         let (a, b) = (crashed.state(), s.state());
-        let all =
-            |st: &agent_journal::SessionState| st.messages().iter().cloned().collect::<Vec<_>>();
+        let all = |st: &agent_journal::state::SessionState| {
+            st.messages().iter().cloned().collect::<Vec<_>>()
+        };
         assert_eq!(all(&a), all(&b), "every message, every field");
-        let calls = |st: &agent_journal::SessionState| {
+        let calls = |st: &agent_journal::state::SessionState| {
             st.tool_calls()
                 .iter()
                 .map(|c| (c.call_id.clone(), c.status, c.error.clone()))
@@ -639,7 +642,7 @@ fn a_json_checkpoint_imported_as_a_session_resumes_with_exactly_once_tools() {
         s.resume_plan().expect("plan"),
     );
     // The same calls left (their status times are the import's).
-    let left = |p: &agent_journal::ResumePlan| {
+    let left = |p: &agent_journal::resume::ResumePlan| {
         let calls = p.pending.iter().chain(&p.in_doubt);
         calls
             .map(|c| (c.call_id.clone(), c.name.clone(), c.status))

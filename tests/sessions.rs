@@ -1,9 +1,10 @@
 //! Sessions through the public API: the recorder, state, time travel,
 //! snapshots, forks and application slices, on both stores.
 
+use agent_journal::state::{JsonOptions, SessionState, Slice, SliceRegistry};
 use agent_journal::{
-    CheckpointStrategy, Envelope, Event, Journal, JournalConfig, JsonOptions, Outcome, Role,
-    SessionState, Slice, SliceRegistry, ToolCallRecord, ToolStatus,
+    CheckpointStrategy, Envelope, Event, Journal, JournalConfig, Outcome, Role, ToolCallRecord,
+    ToolStatus,
 };
 use serde::{Deserialize, Serialize};
 
@@ -377,7 +378,9 @@ fn the_wink_json_writes_a_started_call_as_pending_and_reads_it_back_started() {
     eval.assistant("calling", vec![ToolCallRecord::new("c1", "read", "{}")])
         .expect("assistant");
     eval.tool_started("c1").expect("started");
-    let text = s.state().to_json(&agent_journal::JsonOptions::default());
+    let text = s
+        .state()
+        .to_json(&agent_journal::state::JsonOptions::default());
     let doc: serde_json::Value = serde_json::from_str(&text).expect("JSON");
     let messages = doc["slices"]
         .as_array()
@@ -386,7 +389,8 @@ fn the_wink_json_writes_a_started_call_as_pending_and_reads_it_back_started() {
         .find(|s| s["slice_type"] == "agent_journal:InnerMessage")
         .expect("messages");
     assert_eq!(messages["items"][1]["tool_calls"][0]["status"], "pending");
-    let back = agent_journal::SessionState::from_json(&text, &Default::default()).expect("read");
+    let back =
+        agent_journal::state::SessionState::from_json(&text, &Default::default()).expect("read");
     let call = back
         .tool_calls()
         .get(eval.id(), &"c1".into())

@@ -293,7 +293,7 @@ fn a_compressed_database_keeps_its_setting_and_compact_rewrites_it_either_way() 
         assert_eq!(snapshots.count(), 1);
         let all = s.events(..).expect("events");
         assert_eq!(all, events[usize::from(compress)]);
-        let mut folded = agent_journal::SessionState::new();
+        let mut folded = agent_journal::state::SessionState::new();
         all.iter().for_each(|e| folded.apply(e));
         assert!(*s.state() == folded);
         assert!(j.verify(None, |_| {}).expect("verify").is_clean());

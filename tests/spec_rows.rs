@@ -34,7 +34,10 @@ fn recorded() -> (
     (dir, sid, eid)
 }
 
-fn reopened(dir: &tempfile::TempDir, sid: agent_journal::SessionId) -> agent_journal::SessionState {
+fn reopened(
+    dir: &tempfile::TempDir,
+    sid: agent_journal::SessionId,
+) -> agent_journal::state::SessionState {
     let j = Journal::open(dir.path().join("db")).expect("reopen");
     j.session(sid).expect("session").state().clone()
 }

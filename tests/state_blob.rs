@@ -7,7 +7,8 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use agent_journal::ToolContext;
+use agent_journal::agent::Tool;
+use agent_journal::agent::ToolContext;
 use agent_journal::conversation::state_blob::{
     StateBlob, StateChatOptions, StateChatResult, append_to_state, chat_with_state,
     update_state_after_event,
@@ -16,7 +17,7 @@ use agent_journal::conversation::{
     CallUsage, ConversationMessage, MessageRole, Metadata, ProviderAdapter, ProviderCallOptions,
     ProviderChatRequest, ProviderChatResult, ProviderError, ScriptedAdapter, ScriptedReply,
 };
-use agent_journal::{TokenUsage, Tool, ToolCallRecord, ToolStatus};
+use agent_journal::{TokenUsage, ToolCallRecord, ToolStatus};
 use serde_json::json;
 
 mod compaction;

@@ -4,11 +4,14 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use agent_journal::agent::{
+    CapturedState, Idempotency, InnerLoop, Provider, ProviderRequest, ProviderResponse, ResumeMode,
+    ResumeOptions, ResumeValidation, ScriptStep, ScriptedProvider, SdkSessionState,
+    SdkStateTracker, StateConfig, StatefulProvider, Tool, ToolContext,
+};
+use agent_journal::state::{JsonOptions, SliceNames};
 use agent_journal::{
-    AdapterStateSnapshot, CapturedState, CheckpointStrategy, Idempotency, InnerLoop, Journal,
-    JsonOptions, Outcome, Provider, ProviderRequest, ProviderResponse, ResumeMode, ResumeOptions,
-    ResumeValidation, ScriptStep, ScriptedProvider, SdkSessionState, SdkStateTracker, Session,
-    SliceNames, StateConfig, StatefulProvider, Tool, ToolCallRecord, ToolContext,
+    AdapterStateSnapshot, CheckpointStrategy, Journal, Outcome, Session, ToolCallRecord,
 };
 use serde_json::json;
 
@@ -213,7 +216,7 @@ fn crashed_worker_then(
         vec![ToolCallRecord::new("call_1_1", "echo", "{\"x\":1}")],
     )
     .expect("assistant");
-    let now = agent_journal::now();
+    let now = agent_journal::format::now();
     let state = SdkSessionState {
         session_id: "sdk-worker-1".into(),
         created_at: now,

@@ -6,9 +6,9 @@
 
 use std::path::Path;
 
-use agent_journal::{
-    ConversationFile, ConversationFormat, Event, InnerMessage, Journal, SessionId,
-};
+use agent_journal::provider::ConversationFormat;
+use agent_journal::transfer::ConversationFile;
+use agent_journal::{Event, InnerMessage, Journal, SessionId};
 use serde_json::{Value, json};
 
 use crate::common::{path_str, run_cli};

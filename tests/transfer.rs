@@ -3,8 +3,9 @@
 
 use crate::common::run_cli;
 
+use agent_journal::provider::ConversationFormat;
 use agent_journal::provider::validate;
-use agent_journal::{ConversationFormat, Error, Journal};
+use agent_journal::{Error, Journal};
 use serde_json::json;
 
 fn openai_fixture() -> serde_json::Value {

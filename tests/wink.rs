@@ -3,9 +3,10 @@
 
 mod interop;
 
-use agent_journal::{
-    Journal, JsonOptions, SdkSessionState, SessionState, SliceNames, SliceRegistry, ToolStatus, now,
-};
+use agent_journal::agent::SdkSessionState;
+use agent_journal::format::now;
+use agent_journal::state::{JsonOptions, SessionState, SliceNames, SliceRegistry};
+use agent_journal::{Journal, ToolStatus};
 use serde_json::Value;
 
 use crate::common::run_cli;

@@ -5,9 +5,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use agent_journal::format::now;
+use agent_journal::state::SessionState;
 use agent_journal::{
     CheckpointStrategy, Durability, Envelope, EvaluationId, Event, InnerMessage, Journal,
-    JournalConfig, Session, SessionId, SessionState, now,
+    JournalConfig, Session, SessionId,
 };
 use tempfile::TempDir;
 
@@ -102,9 +104,11 @@ pub fn section_buffered(s: &Sizes, rep: &mut Report) {
                 at: now(),
                 event,
             };
-            let f =
-                agent_journal::format::encode_frame(&env, agent_journal::DEFAULT_MAX_EVENT_BYTES)
-                    .expect("encode");
+            let f = agent_journal::format::encode_frame(
+                &env,
+                agent_journal::format::DEFAULT_MAX_EVENT_BYTES,
+            )
+            .expect("encode");
             black_box(&f);
             state.apply(&env);
         }
@@ -353,7 +357,7 @@ pub fn section_synced_threads(s: &Sizes, row2: Option<f64>, rep: &mut Report) {
         }
     }
     // Appends per log write and the mean time of one write + sync.
-    let log = |j: &Journal, before: agent_journal::SyncStats| {
+    let log = |j: &Journal, before: agent_journal::store::SyncStats| {
         let after = j.sync_stats();
         let writes = (after.log_writes - before.log_writes).max(1);
         let records = after.log_records - before.log_records;

@@ -14,7 +14,8 @@ use agent_journal::conversation::{
     DefaultHistoryBuilder, HistoryBuilder, HistoryContext, JournalConversationStore, MessageRole,
     Metadata, TurnId,
 };
-use agent_journal::{Journal, JournalConfig, SessionId, ToolCallRecord, now};
+use agent_journal::format::now;
+use agent_journal::{Journal, JournalConfig, SessionId, ToolCallRecord};
 
 use super::events::content_200;
 use super::report::{Report, Row, Verdict, fmt_dur, fmt_ratio, thousands};

@@ -216,7 +216,7 @@ fn turn_shape(
                     .map(|env| {
                         agent_journal::format::encode_frame(
                             env,
-                            agent_journal::DEFAULT_MAX_EVENT_BYTES,
+                            agent_journal::format::DEFAULT_MAX_EVENT_BYTES,
                         )
                         .expect("encode")
                     })

@@ -2,9 +2,10 @@
 
 use std::collections::VecDeque;
 
+use agent_journal::format::now;
 use agent_journal::{
     CallId, Envelope, EvaluationId, Event, InnerMessage, MessageId, Outcome, Role, SessionId,
-    ToolCallRecord, ToolStatus, now,
+    ToolCallRecord, ToolStatus,
 };
 
 /// Exactly 200 bytes of ASCII text: the content of every benchmark message.
@@ -50,7 +51,7 @@ pub fn frame_of(session: SessionId, seq: u64, event: Event) -> Vec<u8> {
         at: now(),
         event,
     };
-    agent_journal::format::encode_frame(&env, agent_journal::DEFAULT_MAX_EVENT_BYTES)
+    agent_journal::format::encode_frame(&env, agent_journal::format::DEFAULT_MAX_EVENT_BYTES)
         .expect("encode")
 }
 

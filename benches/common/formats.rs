@@ -5,9 +5,8 @@
 
 use std::time::Duration;
 
-use agent_journal::{
-    ConversationFormat, EvaluationId, InnerMessage, Journal, Role, ToolCallRecord,
-};
+use agent_journal::provider::ConversationFormat;
+use agent_journal::{EvaluationId, InnerMessage, Journal, Role, ToolCallRecord};
 
 use crate::common::report::{Report, Row, Verdict, fmt_bytes, fmt_ratio, thousands};
 use crate::common::viewer::measured;

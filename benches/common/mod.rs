@@ -17,7 +17,8 @@ pub mod space;
 pub mod timing;
 pub mod viewer;
 
-use agent_journal::{Durability, Envelope, Event, JournalConfig, SessionId, now};
+use agent_journal::format::now;
+use agent_journal::{Durability, Envelope, Event, JournalConfig, SessionId};
 use tempfile::TempDir;
 
 /// `Buffered`, everything else at its default.

@@ -3,9 +3,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use agent_journal::{
-    CheckpointStrategy, Journal, JournalConfig, SessionId, SessionState, SliceRegistry,
-};
+use agent_journal::state::{SessionState, SliceRegistry};
+use agent_journal::{CheckpointStrategy, Journal, JournalConfig, SessionId};
 use tempfile::TempDir;
 
 use super::events::AgentRun;
@@ -214,7 +213,7 @@ pub fn section_snapshot_open(s: &Sizes, big: &Big, rep: &mut Report) {
         let (seq, frame) = raw::latest_snapshot(&big.path, &db, big.session).expect("a snapshot");
         assert_eq!(seq, big.events - 1);
         let len = frame.len() as u64;
-        let frame = agent_journal::SharedBytes::from(frame);
+        let frame = agent_journal::format::SharedBytes::from(frame);
         let t = Instant::now();
         agent_journal::format::verify_frame(&frame).expect("crc");
         let state = SessionState::decode_snapshot_shared(

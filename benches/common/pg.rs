@@ -211,9 +211,11 @@ pub fn section_postgres(s: &Sizes, rep: &mut Report) {
         let mut n = 0u64;
         for r in rows {
             let frame: &[u8] = r.get(1);
-            let env: Envelope =
-                agent_journal::format::decode_frame(frame, agent_journal::DEFAULT_MAX_EVENT_BYTES)
-                    .expect("decode");
+            let env: Envelope = agent_journal::format::decode_frame(
+                frame,
+                agent_journal::format::DEFAULT_MAX_EVENT_BYTES,
+            )
+            .expect("decode");
             std::hint::black_box(env);
             n += 1;
         }

@@ -6,7 +6,9 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use agent_journal::{DEFAULT_MAX_EVENT_BYTES, Envelope, SessionId, SessionState};
+use agent_journal::format::DEFAULT_MAX_EVENT_BYTES;
+use agent_journal::state::SessionState;
+use agent_journal::{Envelope, SessionId};
 
 use super::timing::Window;
 

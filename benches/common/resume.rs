@@ -48,7 +48,7 @@ pub fn section_resume(messages: u64, rounds: usize, rep: &mut Report) {
         let journal = Journal::open_with(&path, config()).expect("open");
         let session = journal.session(id).expect("session");
         let plan = session.resume_plan().expect("plan");
-        let request = agent_journal::ConversationFormat::OpenAi.to_json(&plan.messages);
+        let request = agent_journal::provider::ConversationFormat::OpenAi.to_json(&plan.messages);
         let d = t.elapsed();
         replayed = session.load_stats().events_replayed;
         request_len = request.as_array().map_or(0, Vec::len);

@@ -141,10 +141,12 @@ fn journal_bytes(steps: u64, compress: bool) -> Written {
             .expect("events")
             .iter()
             .for_each(|e| {
-                total +=
-                    agent_journal::format::encode_frame(e, agent_journal::DEFAULT_MAX_EVENT_BYTES)
-                        .expect("encode")
-                        .len() as u64
+                total += agent_journal::format::encode_frame(
+                    e,
+                    agent_journal::format::DEFAULT_MAX_EVENT_BYTES,
+                )
+                .expect("encode")
+                .len() as u64
             });
         frame_bytes = total;
     }

@@ -14,7 +14,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use agent_journal::{Envelope, Event, Journal, JsonOptions, Outcome, ProviderCallRecord, ProviderOutcome, TokenUsage, ToolCallRecord};
+use agent_journal::{Envelope, Event, Journal, Outcome, ProviderCallRecord, ProviderOutcome, TokenUsage, ToolCallRecord};
+use agent_journal::state::JsonOptions;
 use agent_journal::format::{encode_frame};
 use fuzz_common::{LIMIT, ajournal_bytes};
 
@@ -61,8 +62,8 @@ fn sessions() -> R<(Journal, Vec<agent_journal::Session>)> {
             cache_read_tokens: 100,
             cache_write_tokens: 5,
         },
-        started_at: agent_journal::now(),
-        finished_at: agent_journal::now(),
+        started_at: agent_journal::format::now(),
+        finished_at: agent_journal::format::now(),
         outcome: ProviderOutcome::Ok,
     })?;
     eval.tool_started("call_1")?;
@@ -166,11 +167,11 @@ fn main() -> R<()> {
     )?;
     fs::write(
         d.join("empty.json"),
-        agent_journal::SessionState::new().to_json(&opts(false)),
+        agent_journal::state::SessionState::new().to_json(&opts(false)),
     )?;
     // Under WINK's names, and what WINK itself wrote of the spec's items.
     let wink = JsonOptions {
-        names: agent_journal::SliceNames::Wink { module: None },
+        names: agent_journal::state::SliceNames::Wink { module: None },
         ..opts(true)
     };
     fs::write(d.join("wink_names.json"), s.state().to_json(&wink))?;

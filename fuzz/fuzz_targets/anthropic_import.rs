@@ -6,7 +6,8 @@
 #![no_main]
 
 use agent_journal::provider::validate;
-use agent_journal::{ConversationFormat, EvaluationId};
+use agent_journal::EvaluationId;
+use agent_journal::provider::ConversationFormat;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

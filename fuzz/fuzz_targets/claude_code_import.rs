@@ -11,7 +11,9 @@
 #![no_main]
 
 use agent_journal::provider::{claude_code, validate};
-use agent_journal::{ClaudeCodeFile, ConversationFormat, Error, Journal};
+use agent_journal::{Error, Journal};
+use agent_journal::provider::ConversationFormat;
+use agent_journal::provider::claude_code::ClaudeCodeFile;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

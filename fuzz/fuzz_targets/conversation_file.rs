@@ -10,7 +10,9 @@
 //! times each import draws anew).
 #![no_main]
 
-use agent_journal::{ConversationFile, ConversationFormat, Error, Event, Journal, SessionId};
+use agent_journal::{Error, Event, Journal, SessionId};
+use agent_journal::provider::ConversationFormat;
+use agent_journal::transfer::ConversationFile;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 

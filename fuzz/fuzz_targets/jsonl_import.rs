@@ -4,7 +4,8 @@
 //! that imports to equal messages.
 #![no_main]
 
-use agent_journal::{ConversationFormat, EvaluationId};
+use agent_journal::EvaluationId;
+use agent_journal::provider::ConversationFormat;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

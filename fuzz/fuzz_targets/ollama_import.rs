@@ -3,7 +3,7 @@
 //! again give the same; a valid chat-completions history).
 #![no_main]
 
-use agent_journal::ConversationFormat;
+use agent_journal::provider::ConversationFormat;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -7,7 +7,7 @@
 //! state.
 #![no_main]
 
-use agent_journal::{JsonOptions, SessionState, SliceNames, SliceRegistry};
+use agent_journal::state::{JsonOptions, SessionState, SliceNames, SliceRegistry};
 use fuzz_common::ts;
 use libfuzzer_sys::fuzz_target;
 

@@ -4,7 +4,8 @@
 
 pub mod adapters;
 
-use agent_journal::{AdapterStateSnapshot, CallId, Envelope, EvaluationId, Event, InnerMessage, MessageId, Outcome, ProviderCallRecord, ProviderOutcome, Role, SessionId, SessionState, TokenUsage, ToolCallRecord, ToolStatus};
+use agent_journal::{AdapterStateSnapshot, CallId, Envelope, EvaluationId, Event, InnerMessage, MessageId, Outcome, ProviderCallRecord, ProviderOutcome, Role, SessionId, TokenUsage, ToolCallRecord, ToolStatus};
+use agent_journal::state::SessionState;
 use agent_journal::format::{FRAME_HEADER_LEN, decode_frame, encode_frame};
 use arbitrary::Arbitrary;
 use chrono::{DateTime, Utc};
@@ -382,8 +383,8 @@ pub fn scratch_dir() -> tempfile::TempDir {
 /// imports again, and exporting that gives the same request (a fixed
 /// point); its neutral fields export to chat-completions messages the
 /// OpenAI validator accepts.
-pub fn provider_fixed_point(format: agent_journal::ConversationFormat, data: &[u8]) {
-    use agent_journal::ConversationFormat;
+pub fn provider_fixed_point(format: agent_journal::provider::ConversationFormat, data: &[u8]) {
+    use agent_journal::provider::ConversationFormat;
     use agent_journal::provider::validate;
     let text = String::from_utf8_lossy(data);
     let eval = EvaluationId::from_bytes([7; 16]);

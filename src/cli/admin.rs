@@ -91,21 +91,21 @@ pub(crate) fn compact(cli: &Global, args: &CompactArgs) -> Result<ExitCode, Erro
 
 /// `salvage --to NEW`.
 pub(crate) fn salvage(cli: &Global, to: &Path) -> Result<ExitCode, Error> {
-    let limit = agent_journal::DEFAULT_MAX_EVENT_BYTES;
+    let limit = agent_journal::format::DEFAULT_MAX_EVENT_BYTES;
     let bar = progress(0, "salvage");
     let tick = |done, total| {
         bar.set_length(total);
         bar.set_position(done);
     };
     let r = if cli.db.is_file() {
-        agent_journal::salvage_file_with(&cli.db, to, limit, tick)?
+        agent_journal::maintenance::salvage_file_with(&cli.db, to, limit, tick)?
     } else {
         // The database's files are read before sled opens it (sled rewrites
         // a damaged log when it opens one); a missing one is named, and
         // nothing is created.
         // (The journal's records, the demo's sandbox registry among them,
         // go into the new database too.)
-        agent_journal::salvage_database_with(&cli.db, to, limit, tick)?
+        agent_journal::maintenance::salvage_database_with(&cli.db, to, limit, tick)?
     };
     bar.finish_and_clear();
     if cli.json {
@@ -214,7 +214,8 @@ pub(crate) fn verify(cli: &Global, session: Option<&str>) -> Result<ExitCode, Er
                 .find(|p| {
                     matches!(
                         p.kind,
-                        agent_journal::ProblemKind::Damage | agent_journal::ProblemKind::Incomplete
+                        agent_journal::maintenance::ProblemKind::Damage
+                            | agent_journal::maintenance::ProblemKind::Incomplete
                     )
                 })
                 .map(|p| p.to_string())

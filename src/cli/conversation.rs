@@ -5,11 +5,12 @@ use std::process::ExitCode;
 
 use agent_journal::conversation::http::{anthropic_request_body, openai_request_body};
 use agent_journal::conversation::{
-    CompactionRecord, CompactionRequest, CompactionStrategy, ConversationLog, ConversationStore,
+    CompactionRecord, CompactionRequest, CompactionStrategy, ConversationStore,
     JournalConversationStore, MessageLimitCompactor, ProviderCallRecord, TokenLimitCompactor,
     TurnRecord, TurnStatus, rebuild_request,
 };
-use agent_journal::{Error, Session, SessionState, ToolStatus};
+use agent_journal::state::{ConversationLog, SessionState};
+use agent_journal::{Error, Session, ToolStatus};
 use clap::Args;
 use serde_json::{Value, json};
 
@@ -490,7 +491,7 @@ pub(crate) fn compact_history(cli: &Global, args: &CompactArgs) -> Result<ExitCo
         messages_before: before as u64,
         messages_after: (before - d.keep_from) as u64,
         tokens_before: last_usage.as_ref().map(|u| u.tokens.total()),
-        at: agent_journal::now(),
+        at: agent_journal::format::now(),
     });
     if let (Some(r), false) = (&record, args.dry_run) {
         store.record_compaction(id, r)?;

@@ -10,13 +10,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use agent_journal::agent::ResumeMode;
 use agent_journal::conversation::{
     Conversation, ConversationEngine, ConversationEngineConfig, ConversationHooks, ConversationId,
     ConversationMessage, ConversationStore, ConversationTurn, CreateConversation,
     JournalConversationStore, MessageRole, Page, ResumeTurn, RunTurn, ScriptedAdapter,
     ScriptedReply,
 };
-use agent_journal::{Error, Journal, ResumeMode, Session};
+use agent_journal::{Error, Journal, Session};
 
 use crate::cli::demo::{ListDir, WordCount, WriteFile, label_of};
 use crate::cli::render::short;

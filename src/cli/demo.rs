@@ -15,10 +15,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agent_journal::{
-    Error, Idempotency, InnerLoop, Journal, LoopResult, ResumeMode, ResumeOptions, ResumePlan,
-    ResumeState, ScriptStep, ScriptedProvider, Session, Tool, ToolContext,
+use agent_journal::agent::{
+    Idempotency, InnerLoop, LoopResult, ResumeMode, ResumeOptions, ScriptStep, ScriptedProvider,
+    Tool, ToolContext,
 };
+use agent_journal::resume::{ResumePlan, ResumeState};
+use agent_journal::{Error, Journal, Session};
 
 use crate::cli::lease::{LeaseArgs, hold};
 use crate::cli::sandbox::{CallRecord, Sandbox, encode};
@@ -169,14 +171,14 @@ impl Tool for ListDir {
 /// trip (default none): a knob for tests that stop or kill a run midway.
 struct Demo(ScriptedProvider, std::time::Duration);
 
-impl agent_journal::Provider for Demo {
+impl agent_journal::agent::Provider for Demo {
     fn name(&self) -> &str {
         self.0.name()
     }
     fn complete(
         &self,
-        request: &agent_journal::ProviderRequest<'_>,
-    ) -> Result<agent_journal::ProviderResponse, String> {
+        request: &agent_journal::agent::ProviderRequest<'_>,
+    ) -> Result<agent_journal::agent::ProviderResponse, String> {
         std::thread::sleep(self.1);
         self.0.complete(request)
     }

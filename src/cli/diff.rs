@@ -3,7 +3,8 @@
 use std::collections::HashSet;
 use std::process::ExitCode;
 
-use agent_journal::{Error, Event, InnerMessage, Session, StateChange, ToolStatus, diff_states};
+use agent_journal::agent::{StateChange, diff_states};
+use agent_journal::{Error, Event, InnerMessage, Session, ToolStatus};
 use clap::Args;
 
 use crate::cli::global::Global;

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use agent_journal::conversation::state_blob::{ImportStateBlob, StateBlob};
-use agent_journal::{ConversationFormat, Error, Journal};
+use agent_journal::provider::ConversationFormat;
+use agent_journal::{Error, Journal};
 use clap::{Args, ValueEnum};
 
 use crate::cli::global::Global;
@@ -164,8 +165,8 @@ fn import_format(
     // at a time (`ConversationFile`); text `auto` read from a pipe is
     // parsed whole.
     let Some(text) = text else {
-        let conversation =
-            agent_journal::ConversationFile::open(file, f, args.max_bytes).map_err(in_file)?;
+        let conversation = agent_journal::transfer::ConversationFile::open(file, f, args.max_bytes)
+            .map_err(in_file)?;
         let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
         let (id, events) = journal
             .import_conversation_file(&conversation, "import", &name)
@@ -264,9 +265,9 @@ fn import_wink(cli: &Global, args: &ImportArgs, text: Option<String>) -> Result<
     };
     // Read once, before the database is opened: a file straight into its
     // JSON (no text held), within --max-bytes.
-    let registry = agent_journal::SliceRegistry::default();
+    let registry = agent_journal::state::SliceRegistry::default();
     let state = match text {
-        Some(text) => agent_journal::SessionState::from_json(&text, &registry),
+        Some(text) => agent_journal::state::SessionState::from_json(&text, &registry),
         None => {
             use std::io::Read;
             let f = std::fs::File::open(file).map_err(|e| Error::Io {
@@ -277,7 +278,7 @@ fn import_wink(cli: &Global, args: &ImportArgs, text: Option<String>) -> Result<
                 return Err(too_large(file, args.max_bytes));
             }
             // A pipe is cut at the limit: its JSON then ends too soon.
-            agent_journal::SessionState::from_json_reader(f.take(args.max_bytes), &registry)
+            agent_journal::state::SessionState::from_json_reader(f.take(args.max_bytes), &registry)
         }
     }
     .map_err(named)?;
@@ -488,9 +489,13 @@ fn detect_file(file: &Path, text: Option<&str>) -> Result<ImportFormat, Error> {
 fn import_claude_code(cli: &Global, args: &ImportArgs) -> Result<ExitCode, Error> {
     // Checked before the database is opened (or created): bad input creates
     // nothing.
-    let logs = agent_journal::read_claude_code_with(&args.file, args.max_bytes, &mut |p, why| {
-        warn(format_args!("{}: skipped: {why}", p.display()));
-    })?;
+    let logs = agent_journal::transfer::read_claude_code_with(
+        &args.file,
+        args.max_bytes,
+        &mut |p, why| {
+            warn(format_args!("{}: skipped: {why}", p.display()));
+        },
+    )?;
     let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
     let sessions = journal.import_claude_code_files(&logs)?;
     let events: u64 = sessions.iter().map(|(_, n)| n).sum();

@@ -3,7 +3,8 @@
 
 use std::process::ExitCode;
 
-use agent_journal::{Error, Journal, JsonOptions, Session, SessionId};
+use agent_journal::state::JsonOptions;
+use agent_journal::{Error, Journal, Session, SessionId};
 use clap::Args;
 
 use crate::cli::filter::{Filter, FilterArgs};

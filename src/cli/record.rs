@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use agent_journal::agent::ResumeMode;
 use agent_journal::conversation::TurnStatus;
-use agent_journal::{Error, Journal, JournalConfig, ResumeMode, Session};
+use agent_journal::{Error, Journal, JournalConfig, Session};
 use clap::{Args, ValueEnum};
 
 use crate::cli::global::Global;

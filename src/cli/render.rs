@@ -4,9 +4,9 @@ use agent_journal::conversation::ConversationEvent;
 
 use crate::cli::filter::Filter;
 use crate::cli::style::{self, Paint};
+use agent_journal::state::SessionState;
 use agent_journal::{
-    Envelope, Error, Event, InnerMessage, Outcome, Session, SessionInfo, SessionState,
-    SessionStatus,
+    Envelope, Error, Event, InnerMessage, Outcome, Session, SessionInfo, SessionStatus,
 };
 
 /// At most `n` characters of `s` on one line, with an ellipsis if cut;
@@ -374,7 +374,7 @@ pub(crate) fn print_state(s: &Session, at: u64, state: &SessionState, filter: &F
     }
 }
 
-fn call_json(c: &agent_journal::ToolCallInfo) -> serde_json::Value {
+fn call_json(c: &agent_journal::state::ToolCallInfo) -> serde_json::Value {
     serde_json::json!({
         "call_id": c.call_id.as_str(),
         "name": c.name,
@@ -386,7 +386,7 @@ fn call_json(c: &agent_journal::ToolCallInfo) -> serde_json::Value {
 }
 
 /// The JSON of a resume plan (without the messages).
-pub(crate) fn plan_json(p: &agent_journal::ResumePlan) -> serde_json::Value {
+pub(crate) fn plan_json(p: &agent_journal::resume::ResumePlan) -> serde_json::Value {
     serde_json::json!({
         "session": p.session.to_string(),
         "evaluation": p.evaluation_id.to_string(),
@@ -402,7 +402,7 @@ pub(crate) fn plan_json(p: &agent_journal::ResumePlan) -> serde_json::Value {
 }
 
 /// Prints where an evaluation stopped and what is left to do.
-pub(crate) fn print_plan(p: &agent_journal::ResumePlan) {
+pub(crate) fn print_plan(p: &agent_journal::resume::ResumePlan) {
     outln!(
         "session {}  evaluation {}  prompt {}/{}",
         p.session,
@@ -419,14 +419,14 @@ pub(crate) fn print_plan(p: &agent_journal::ResumePlan) {
         p.next_sequence
     );
     let what = match &p.state {
-        agent_journal::ResumeState::Finished(o) => format!("finished ({}); nothing to resume", outcome(o)),
-        agent_journal::ResumeState::InDoubt(_) => {
+        agent_journal::resume::ResumeState::Finished(o) => format!("finished ({}); nothing to resume", outcome(o)),
+        agent_journal::resume::ResumeState::InDoubt(_) => {
             "tool calls were running when the process stopped: resume re-runs safe and keyed tools, and stops for tools that must never run twice".into()
         }
-        agent_journal::ResumeState::PendingTools(_) => "tool calls never started: resume runs them".into(),
-        agent_journal::ResumeState::AwaitingProvider => "the next step is a provider call".into(),
-        agent_journal::ResumeState::Answered => "the answer is recorded; resume only records the finish".into(),
-        agent_journal::ResumeState::NotStarted => "the evaluation recorded no message yet".into(),
+        agent_journal::resume::ResumeState::PendingTools(_) => "tool calls never started: resume runs them".into(),
+        agent_journal::resume::ResumeState::AwaitingProvider => "the next step is a provider call".into(),
+        agent_journal::resume::ResumeState::Answered => "the answer is recorded; resume only records the finish".into(),
+        agent_journal::resume::ResumeState::NotStarted => "the evaluation recorded no message yet".into(),
     };
     outln!("{what}");
     for (label, calls) in [("in doubt", &p.in_doubt), ("pending", &p.pending)] {

@@ -3,8 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use agent_journal::Error;
 use agent_journal::conversation::state_blob::export_state_blob_for;
-use agent_journal::{ConversationFormat, Error, JsonOptions, SliceNames};
+use agent_journal::provider::ConversationFormat;
+use agent_journal::state::{JsonOptions, SliceNames};
 use clap::{Args, ValueEnum};
 
 use crate::cli::global::Global;
@@ -394,10 +396,10 @@ fn evaluations_text(
 }
 
 /// Writes `text` and a newline to `path` (whole or not at all, see
-/// [`agent_journal::write_file`]), or to stdout without one.
+/// [`agent_journal::maintenance::write_file`]), or to stdout without one.
 pub(crate) fn write_output(path: Option<&Path>, text: &str) -> Result<(), Error> {
     match path {
-        Some(p) => agent_journal::write_file(p, format!("{text}\n").as_bytes()),
+        Some(p) => agent_journal::maintenance::write_file(p, format!("{text}\n").as_bytes()),
         None => {
             outln!("{text}");
             Ok(())

@@ -1,5 +1,5 @@
 //! The inner loop: provider round trips and tool calls, each recorded as it
-//! happens, and its resume from a [`ResumePlan`](crate::ResumePlan).
+//! happens, and its resume from a [`ResumePlan`](crate::resume::ResumePlan).
 
 use crate::engine::provider::{Provider, ProviderRequest};
 use crate::engine::stateful::{

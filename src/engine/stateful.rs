@@ -45,7 +45,7 @@ impl CapturedState {
 /// The adapter-state spec's `StatefulAdapter`: a provider with a resumable
 /// state of its own. The spec's `evaluate_with_state(prompt, session,
 /// resume_from, ...) -> (response, state)` is this trait driven by
-/// [`InnerLoop::stateful`](crate::InnerLoop::stateful): the loop passes the
+/// [`InnerLoop::stateful`](crate::agent::InnerLoop::stateful): the loop passes the
 /// state to resume from before the first round trip, asks for the state
 /// as its [`StateConfig::capture`] says and at the end (success or
 /// failure), and records it. Deadlines and budgets are the provider's own (the loop has
@@ -113,9 +113,9 @@ pub struct StateConfig {
     /// `EveryEvents(every)`. A state equal to the
     /// last capture is not captured again.
     pub capture: CheckpointStrategy,
-    /// A new evaluation ([`InnerLoop::run`](crate::InnerLoop::run)) first
+    /// A new evaluation ([`InnerLoop::run`](crate::agent::InnerLoop::run)) first
     /// looks for a resumable state in the session. Default: `false`. A
-    /// resume ([`InnerLoop::resume`](crate::InnerLoop::resume)) always
+    /// resume ([`InnerLoop::resume`](crate::agent::InnerLoop::resume)) always
     /// looks: it is the crash-recovery flow.
     pub auto_resume: bool,
     /// How a found state is checked. Default: `Strict` with one hour.

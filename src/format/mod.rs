@@ -1,7 +1,20 @@
 //! The bytes: event frames, the one set of bincode options, shared buffers,
-//! and exported journal files (`.ajournal`). Public for tools and fuzzing;
-//! an application needs none of it (the journal encodes and checks frames
-//! itself). `docs/format.md` describes every format byte by byte.
+//! timestamps at the precision stored, and exported journal files
+//! (`.ajournal`). Public for tools and fuzzing; an application needs little
+//! of it (the journal encodes and checks frames itself). `docs/format.md`
+//! describes every format byte by byte.
+//!
+//! ```
+//! use agent_journal::format::{DEFAULT_MAX_EVENT_BYTES, decode_frame, encode_frame, now};
+//! use agent_journal::{Envelope, Event, SessionId};
+//!
+//! let event = Event::Custom { kind: "note".into(), payload: b"hello".to_vec() };
+//! let envelope = Envelope { session: SessionId::new(), seq: 0, at: now(), event };
+//! let frame = encode_frame(&envelope, DEFAULT_MAX_EVENT_BYTES)?;
+//! let back: Envelope = decode_frame(&frame, DEFAULT_MAX_EVENT_BYTES).expect("a whole frame");
+//! assert_eq!(back, envelope);
+//! # Ok::<(), agent_journal::Error>(())
+//! ```
 
 pub mod ajournal;
 mod bytes;
@@ -17,3 +30,5 @@ pub use frame::{
     encode_frame, seal, verify_frame,
 };
 pub use tail::{TailDamage, TailUnit};
+
+pub use crate::model::{now, ts};

@@ -12,6 +12,32 @@
 //! [`validate`] checks that a message list is a history the provider
 //! accepts (every tool call answered exactly once, in the right place).
 //!
+//! ```
+//! use agent_journal::provider::validate;
+//! use agent_journal::provider::ConversationFormat;
+//! use agent_journal::resume::INTERRUPTED_RESULT;
+//! use agent_journal::EvaluationId;
+//! use serde_json::json;
+//!
+//! // The process stopped while call_2 was running: it has no result.
+//! let request = json!([
+//!     {"role": "user", "content": "Weather and time in Paris?"},
+//!     {"role": "assistant", "content": null, "tool_calls": [
+//!         {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}},
+//!         {"id": "call_2", "type": "function", "function": {"name": "time", "arguments": "{}"}}
+//!     ]},
+//!     {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}
+//! ]);
+//! let openai = ConversationFormat::OpenAi;
+//! let messages = openai.parse(&request.to_string(), EvaluationId::new(), "demo", "weather")?;
+//!
+//! let rebuilt = openai.to_json(&messages);
+//! assert_eq!(rebuilt[3], json!({"role": "tool", "tool_call_id": "call_2", "content": INTERRUPTED_RESULT}));
+//! assert!(validate::openai(rebuilt.as_array().expect("an array")).is_ok());
+//! assert!(validate::anthropic(&ConversationFormat::Anthropic.to_json(&messages)).is_ok());
+//! # Ok::<(), agent_journal::Error>(())
+//! ```
+//!
 //! Messages are converted in the order given, which is the order of their
 //! `sequence` inside one evaluation.
 //!
@@ -55,7 +81,7 @@
 //!   has between them), in the order they were recorded;
 //! - a call with no result in the list gets a synthetic one right after the
 //!   results that exist, saying
-//!   [`INTERRUPTED_RESULT`](crate::INTERRUPTED_RESULT) (for Anthropic with
+//!   [`INTERRUPTED_RESULT`](crate::resume::INTERRUPTED_RESULT) (for Anthropic with
 //!   `is_error: true`). The engine runs pending tools before it rebuilds a
 //!   history, so this only appears when a caller asks for a history with
 //!   unfinished calls;
@@ -65,30 +91,6 @@
 //!   shown the synthetic result, and the rebuilt history says what it saw);
 //! - a call id already used by an earlier call is dropped from the later
 //!   assistant message (tool-call ids must be unique).
-//!
-//! ```
-//! use agent_journal::provider::validate;
-//! use agent_journal::{ConversationFormat, EvaluationId, INTERRUPTED_RESULT};
-//! use serde_json::json;
-//!
-//! // The process stopped while call_2 was running: it has no result.
-//! let request = json!([
-//!     {"role": "user", "content": "Weather and time in Paris?"},
-//!     {"role": "assistant", "content": null, "tool_calls": [
-//!         {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}},
-//!         {"id": "call_2", "type": "function", "function": {"name": "time", "arguments": "{}"}}
-//!     ]},
-//!     {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}
-//! ]);
-//! let openai = ConversationFormat::OpenAi;
-//! let messages = openai.parse(&request.to_string(), EvaluationId::new(), "demo", "weather")?;
-//!
-//! let rebuilt = openai.to_json(&messages);
-//! assert_eq!(rebuilt[3], json!({"role": "tool", "tool_call_id": "call_2", "content": INTERRUPTED_RESULT}));
-//! assert!(validate::openai(rebuilt.as_array().expect("an array")).is_ok());
-//! assert!(validate::anthropic(&ConversationFormat::Anthropic.to_json(&messages)).is_ok());
-//! # Ok::<(), agent_journal::Error>(())
-//! ```
 
 use serde_json::{Map, Value};
 
@@ -146,7 +148,7 @@ impl ConversationFormat {
     /// array of the messages' JSON objects. OpenAI and Anthropic histories
     /// are always valid for the provider: every tool call is followed by
     /// exactly one result (an unfinished call gets
-    /// [`INTERRUPTED_RESULT`](crate::INTERRUPTED_RESULT));
+    /// [`INTERRUPTED_RESULT`](crate::resume::INTERRUPTED_RESULT));
     /// a message imported from the same provider is written back as it came
     /// (its `provider_payload`).
     pub fn to_json(self, messages: &[InnerMessage]) -> Value {

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::event::AdapterStateSnapshot;
 
 /// Every captured adapter state, in journal order (LOG slice: it survives
-/// [`SessionState::restore`](crate::SessionState::restore), as the
+/// [`SessionState::restore`](crate::state::SessionState::restore), as the
 /// adapter-state spec requires). O(1) per event.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]

@@ -99,11 +99,12 @@ pub(crate) struct SliceFactory {
     pub(crate) from_json: fn(&serde_json::Value) -> Made,
 }
 
-/// The application slices a [`SessionState`](crate::SessionState) carries,
+/// The application slices a [`SessionState`](crate::state::SessionState) carries,
 /// in registration order.
 ///
 /// ```
-/// # use agent_journal::{Envelope, Slice, SliceRegistry, SessionState};
+/// # use agent_journal::Envelope;
+/// # use agent_journal::state::{SessionState, Slice, SliceRegistry};
 /// # #[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
 /// # struct Counter(u64);
 /// # impl Slice for Counter {

@@ -35,7 +35,7 @@ pub(crate) enum PlainBytes<'a> {
 /// Every [`InnerMessage`] of the session (state slice).
 ///
 /// Ordered by evaluation id (UUIDv7: creation order, unless the clock
-/// stepped back; [`Evaluations::latest`](crate::Evaluations::latest) goes by
+/// stepped back; [`Evaluations::latest`](crate::state::Evaluations::latest) goes by
 /// the stream instead), then by
 /// `(sequence, message_id)`, so the order never depends on arrival order.
 /// Deduplicated by `message_id`: the first message with an id wins (copies of

@@ -1,4 +1,24 @@
-//! Session state: slices folded from events by pure reducers.
+//! What a session holds: [`SessionState`], folded from its events by pure
+//! reducers, with a slice per concern.
+//!
+//! ```
+//! use agent_journal::{Journal, ToolCallRecord, ToolStatus};
+//!
+//! # fn main() -> agent_journal::Result<()> {
+//! let journal = Journal::memory();
+//! let session = journal.create_session()?;
+//! let eval = session.start_evaluation("support", "triage")?;
+//! eval.user("What is in /tmp?")?;
+//! eval.assistant("Looking.", vec![ToolCallRecord::new("call_1", "list_dir", "{}")])?;
+//! eval.tool_started("call_1")?;
+//!
+//! let state = session.state(); // the fold up to the last event
+//! assert_eq!(state.messages().for_evaluation(eval.id()).count(), 2);
+//! let call = state.tool_calls().get(eval.id(), &"call_1".into()).expect("recorded");
+//! assert_eq!(call.status, ToolStatus::Started);
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! A [`SessionState`] holds the built-in slices ([`Messages`], [`ToolCalls`],
 //! [`Evaluations`], [`Conversation`], [`AdapterStates`], [`Usage`]) and any
@@ -44,6 +64,8 @@ pub use session::SessionState;
 pub use tool_calls::{ToolCallInfo, ToolCalls};
 pub use usage::{Usage, UsageTotals};
 
+pub use crate::snapshot::{JsonOptions, SliceNames};
+
 /// What happens to a slice when a state is restored from a snapshot
 /// ([`SessionState::restore`]), as in WINK's sessions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -75,7 +97,8 @@ impl SlicePolicy {
 /// equal when their slices encode to the same bytes.
 ///
 /// ```
-/// use agent_journal::{Envelope, Event, Slice};
+/// use agent_journal::{Envelope, Event};
+/// use agent_journal::state::Slice;
 /// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Clone, Default, Serialize, Deserialize)]

@@ -19,7 +19,9 @@ use crate::state::{
 /// snapshot's seq equals the state folded from zero.
 ///
 /// ```
-/// use agent_journal::{Envelope, Event, SessionId, SessionState, now};
+/// use agent_journal::{Envelope, Event, SessionId};
+/// use agent_journal::format::now;
+/// use agent_journal::state::SessionState;
 ///
 /// let mut state = SessionState::new();
 /// state.apply(&Envelope {

@@ -1,21 +1,39 @@
-//! Storage engines: the [`Store`] trait and its implementations.
+//! Where the events live: the [`Store`] trait every backend implements (the
+//! embedded sled database, memory, PostgreSQL, exported `.ajournal` files
+//! read in place) and what it reports. An application needs this module only
+//! to plug in a backend of its own or to read a store's statistics.
 //!
-//! - `sled/`: the embedded default (open and create in `sled/open.rs`), with
-//!   `applier.rs` (sled's insert thread), `wal.rs` (the write-ahead log of
-//!   `Synced` appends), `group_commit.rs` (shared flushes) and
-//!   `snapfiles.rs` (snapshot frames too large for sled);
-//! - `memory.rs`: in memory;
-//! - `file.rs`: exported `.ajournal` files opened read-only, read in place;
-//! - `records.rs`: the record area (a few durable key-value records beside
-//!   the sessions) and the file that keeps it for a sled database;
-//! - `fs.rs` and `keys.rs`: small leaf helpers (directory sync, sled keys).
+//! ```
+//! use agent_journal::Journal;
+//! use agent_journal::store::SyncStats;
+//!
+//! # fn main() -> agent_journal::Result<()> {
+//! let journal = Journal::memory();
+//! let session = journal.create_session()?;
+//! session.start_evaluation("agent", "task")?.user("hello")?;
+//! let stats: SyncStats = journal.sync_stats();
+//! assert_eq!(stats, SyncStats::default()); // a journal in memory never syncs
+//! assert!(journal.losses().is_empty());
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! Stores deal in frames only: they never decode events, so every backend
 //! is checked by the same codec above it. Nothing here imports the journal,
 //! the session or the state.
 
+// The files: `sled/` is the embedded default (open and create in
+// `sled/open.rs`), with `applier.rs` (sled's insert thread), `wal.rs` (the
+// write-ahead log of `Synced` appends), `group_commit.rs` (shared flushes)
+// and `snapfiles.rs` (snapshot frames too large for sled); `memory.rs` keeps
+// a store in memory; `file.rs` reads exported `.ajournal` files in place;
+// `records.rs` is the record area (a few durable key-value records beside
+// the sessions) and the file that keeps it for a sled database; `fs.rs` and
+// `keys.rs` are small leaf helpers (directory sync, sled keys).
+
 pub(crate) mod applier;
 pub(crate) mod atomic;
+pub(crate) mod durability;
 pub(crate) mod file;
 pub(crate) mod frame_files;
 pub(crate) mod fs;
@@ -37,48 +55,11 @@ pub(crate) mod snapfiles;
 pub(crate) mod wal;
 
 use crate::error::Result;
-pub use crate::format::SharedBytes;
+pub(crate) use crate::format::SharedBytes;
 use crate::model::SessionId;
+pub(crate) use durability::Durability;
 pub use heads::Loss;
 pub use lease::Lease;
-
-/// How durable an event is when `append` returns.
-///
-/// | level | survives a process crash | survives power loss |
-/// |---|---|---|
-/// | `Buffered` | no: the last ~500 ms may be lost | no |
-/// | `Flushed` | yes | not guaranteed |
-/// | `Synced` | yes | yes |
-///
-/// Whatever the level, an appended event enters the session's head, state
-/// and `events()` only once its append is durable at that level: a reader
-/// in another thread never acts on an event its appender has not been told
-/// is safe. An append whose write or sync fails returns the error, leaves
-/// the head and the state as they were, and poisons the journal (every
-/// later write is refused with `Error::Poisoned`); its events may still
-/// reach the disk, as a tool call in doubt may have run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// In memory when `append` returns: queued for sled's insert thread, then
-    /// in sled's buffer, which sled writes out within ~500 ms. Readable at
-    /// once (a read waits for the queued inserts). A process crash can lose
-    /// the last half second; the stream stays gap-free (what survives is a
-    /// prefix).
-    Buffered,
-    /// Written to the operating system with `sync_file_range` (sled's
-    /// `flush`): guaranteed to survive a crash of the process as soon as
-    /// `append` returns; not guaranteed to survive power loss, because sled
-    /// 0.34 does not issue `fsync` (sled issue #1452).
-    Flushed,
-    /// Written to the database's write-ahead log (`<db>/wal`) and that file
-    /// `fdatasync`ed: guaranteed to survive a process crash and power loss
-    /// as soon as `append` returns. Concurrent appenders share one write and
-    /// one sync (group commit). The next open puts back into sled whatever
-    /// of the log sled lost. (Through sled alone it took two device syncs:
-    /// sled's flush waits for its own write, then an `fdatasync` commits it.)
-    #[default]
-    Synced,
-}
 
 /// How a store's durable writes went since it was opened: how well
 /// concurrent appenders shared them (group commit) and what they cost.

@@ -32,7 +32,7 @@ impl Journal {
     /// show those sessions as sessions: [`Journal::sessions`] leaves them
     /// out, [`Journal::session`] refuses them
     /// ([`Error::IncompleteSession`]), [`Journal::verify`] reports them
-    /// ([`ProblemKind::Incomplete`](crate::ProblemKind::Incomplete), CLI exit
+    /// ([`ProblemKind::Incomplete`](crate::maintenance::ProblemKind::Incomplete), CLI exit
     /// 3). So a copy killed at any moment leaves each session absent,
     /// hidden, or whole; and the next copy into `dest` replaces each session
     /// an unfinished copy left (deletes it, then copies it whole). A session
@@ -42,7 +42,7 @@ impl Journal {
     /// [`Error::InvalidInput`] if a session already exists whole in `dest`
     /// (nothing is copied then); [`Error::Corruption`] for a damaged frame
     /// of the source; [`Error::Unsupported`] if `dest` keeps no records (a
-    /// custom [`Store`](crate::Store) without them); the destination's
+    /// custom [`Store`](crate::store::Store) without them); the destination's
     /// errors.
     pub fn copy_to(&self, dest: &Journal, mut progress: impl FnMut(u64)) -> Result<CopyReport> {
         let skip = self.unfinished_import()?;

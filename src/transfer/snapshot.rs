@@ -24,7 +24,7 @@ impl Journal {
     /// order, each tool call's status (and error) after the message that
     /// made it, its end; the adapter states; the conversation engine's
     /// records. So [`Session::resume_plan`] and
-    /// [`InnerLoop::resume`](crate::InnerLoop::resume) continue it with
+    /// [`InnerLoop::resume`](crate::agent::InnerLoop::resume) continue it with
     /// exactly-once tools, like any crashed session.
     ///
     /// What events cannot carry is not invented: times of status changes

@@ -3,10 +3,8 @@
 //! variant and what its message names; the test in `bad_input.rs` then
 //! asserts that the fixture's journal is unchanged.
 
-use agent_journal::{
-    Error, EvaluationId, Journal, JournalConfig, JsonOptions, SessionId, SessionState,
-    SliceRegistry,
-};
+use agent_journal::state::{JsonOptions, SessionState, SliceRegistry};
+use agent_journal::{Error, EvaluationId, Journal, JournalConfig, SessionId};
 
 use super::{Fx, LIMIT, big, config, contents, says};
 use crate::common::{ajournal_records, custom, record_offsets, tree};

@@ -5,10 +5,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use agent_journal::ToolCallRecord;
+use agent_journal::agent::{Tool, ToolContext};
 use agent_journal::conversation::{
     ChatInputMessage, CompactionRequest, Compactor, MessageLimitCompactor,
 };
-use agent_journal::{Tool, ToolCallRecord, ToolContext};
 use proptest::prelude::*;
 
 use super::*;

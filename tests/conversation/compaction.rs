@@ -7,8 +7,9 @@ use agent_journal::conversation::{
     CompositeCompactor, CompositeTrigger, MessageLimitCompactor, SUMMARY_PREFIX, SplitCompactor,
     SummarizingStrategy, TokenLimitCompactor, advance_to_first_user_message,
 };
+use agent_journal::provider::ConversationFormat;
 use agent_journal::provider::validate;
-use agent_journal::{ConversationFormat, EvaluationId, TokenUsage, ToolCallRecord};
+use agent_journal::{EvaluationId, TokenUsage, ToolCallRecord};
 use proptest::prelude::*;
 
 use super::*;
@@ -362,8 +363,8 @@ proptest! {
             agent: "a".into(),
             subject_id: None,
             title: None,
-            created_at: agent_journal::now(),
-            updated_at: agent_journal::now(),
+            created_at: agent_journal::format::now(),
+            updated_at: agent_journal::format::now(),
             metadata: Metadata::new(),
         };
         store.create_conversation(&conv, &messages).expect("create");
@@ -385,7 +386,7 @@ proptest! {
                 messages_before: window.messages.len() as u64,
                 messages_after: (window.messages.len() - done.keep_from) as u64,
                 tokens_before: None,
-                at: agent_journal::now(),
+                at: agent_journal::format::now(),
             };
             store.record_compaction(conv.id, &record).expect("record");
             let after = store.history(conv.id, None).expect("history");

@@ -9,12 +9,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 
 use super::*;
+use agent_journal::ToolCallRecord;
+use agent_journal::agent::{Idempotency, Tool, ToolContext};
 use agent_journal::conversation::http::{anthropic_request_body, openai_request_body};
 use agent_journal::conversation::{
     CANCELLED_TOOL, CompactionRecord, ConversationId, HistoryWindow, InterruptedTurns, TurnId,
 };
 use agent_journal::provider::validate;
-use agent_journal::{Idempotency, Tool, ToolCallRecord, ToolContext};
 use proptest::prelude::*;
 
 /// A store that "crashes" (panics, before writing) at its `crash_at`-th
@@ -417,7 +418,7 @@ fn the_default_answers_an_interrupted_turn_by_idempotency_without_running_never_
         [
             "do it",
             "working",
-            agent_journal::INTERRUPTED_ERROR,
+            agent_journal::resume::INTERRUPTED_ERROR,
             "safe ran 1",
             "and then?"
         ],

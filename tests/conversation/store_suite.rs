@@ -6,7 +6,7 @@ use agent_journal::conversation::{ConversationId, TurnError, TurnId};
 use agent_journal::{SessionId, ToolCallRecord};
 
 fn conversation(id: ConversationId) -> Conversation {
-    let at = agent_journal::now();
+    let at = agent_journal::format::now();
     Conversation {
         id,
         agent: "suite".into(),
@@ -29,7 +29,7 @@ fn turn(conv: ConversationId, input: Vec<ConversationMessage>) -> ConversationTu
         tool_calls: Vec::new(),
         status: TurnStatus::Running,
         trigger_type: Some("user_message".into()),
-        started_at: agent_journal::now(),
+        started_at: agent_journal::format::now(),
         finished_at: None,
         error: None,
         metadata: Metadata::new(),
@@ -104,7 +104,7 @@ fn suite(store: &dyn ConversationStore) -> (ConversationId, TurnId) {
     t.output_messages.push(result);
     t.tool_calls[0].status = ToolStatus::Completed;
     t.status = TurnStatus::Failed;
-    t.finished_at = Some(agent_journal::now());
+    t.finished_at = Some(agent_journal::format::now());
     t.error = Some(TurnError {
         message: "boom".into(),
         code: Some("500".into()),

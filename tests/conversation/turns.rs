@@ -4,8 +4,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use super::*;
+use agent_journal::agent::{Idempotency, Tool, ToolContext};
 use agent_journal::conversation::{INTERRUPTED_CALL, ResumeTurn};
-use agent_journal::{INTERRUPTED_ERROR, Idempotency, Tool, ToolContext};
+use agent_journal::resume::INTERRUPTED_ERROR;
 
 /// Counts its calls; answers the count.
 struct Count {

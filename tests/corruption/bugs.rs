@@ -7,10 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_journal::{
-    DEFAULT_MAX_EVENT_BYTES, Envelope, Error, Event, Journal, JournalConfig, SessionId,
-    salvage_file,
-};
+use agent_journal::format::DEFAULT_MAX_EVENT_BYTES;
+use agent_journal::maintenance::salvage_file;
+use agent_journal::{Envelope, Error, Event, Journal, JournalConfig, SessionId};
 
 use super::db_cases::{DbDamage, apply};
 use super::killed::{WalRecord, wal_current_generation};
@@ -470,7 +469,7 @@ fn a_damaged_wal_record_followed_by_one_of_its_session_is_a_loss() {
     let j = Journal::open(&db).expect("open");
     assert_eq!(
         j.losses(),
-        vec![agent_journal::Loss {
+        vec![agent_journal::store::Loss {
             session: ids[0],
             held: 1,
             acknowledged: 3

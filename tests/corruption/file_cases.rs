@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use agent_journal::format::ajournal::MAGIC;
-use agent_journal::{
-    DEFAULT_MAX_EVENT_BYTES, Envelope, Error, Journal, SessionId, TailDamage, salvage_file,
-};
+use agent_journal::format::{DEFAULT_MAX_EVENT_BYTES, TailDamage};
+use agent_journal::maintenance::salvage_file;
+use agent_journal::{Envelope, Error, Journal, SessionId};
 
 use super::fixture::Fixture;
 use super::process::aj;

@@ -13,7 +13,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use agent_journal::{Envelope, Error, Journal, JournalConfig, ProblemKind, SessionId};
+use agent_journal::maintenance::ProblemKind;
+use agent_journal::{Envelope, Error, Journal, JournalConfig, SessionId};
 use serde::{Deserialize, Serialize};
 
 use super::fixture::Truth;

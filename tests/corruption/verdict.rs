@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
-use agent_journal::{Envelope, Event, Journal, SALVAGE_GAP_KIND, SessionId};
+use agent_journal::maintenance::SALVAGE_GAP_KIND;
+use agent_journal::{Envelope, Event, Journal, SessionId};
 
 use super::fixture::Truth;
 

@@ -50,7 +50,7 @@ pub fn run(db: &str) {
         block_bytes: if seed % 2 == 0 {
             2 << 10
         } else {
-            agent_journal::DEFAULT_BLOCK_BYTES
+            agent_journal::JournalConfig::DEFAULT_BLOCK_BYTES
         },
         ..JournalConfig::default()
     };

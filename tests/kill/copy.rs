@@ -11,7 +11,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use agent_journal::{Durability, Journal, JournalConfig, ProblemKind, SessionId};
+use agent_journal::maintenance::ProblemKind;
+use agent_journal::{Durability, Journal, JournalConfig, SessionId};
 
 use super::fixture::{Fixture, check_session, check_whole};
 use super::maintenance::{MaintTotals, Ran, kill_delay, run_until, run_whole};

@@ -10,7 +10,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use agent_journal::{Durability, Journal, JournalConfig, SessionId, SessionState};
+use agent_journal::state::SessionState;
+use agent_journal::{Durability, Journal, JournalConfig, SessionId};
 
 use super::content::expected_event;
 use super::{CHILD_THREADS, env_u64};

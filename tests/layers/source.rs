@@ -25,6 +25,9 @@ struct Binding {
     target: ModPath,
     /// Visible outside the module (`pub`, `pub(crate)`, ...): a re-export.
     public: bool,
+    /// Visible outside the crate (`pub`): part of the crate's public face
+    /// where the module is.
+    exported: bool,
 }
 
 #[derive(Debug, Default)]
@@ -32,6 +35,8 @@ struct Module {
     file: PathBuf,
     /// Names the module defines itself (items and child modules).
     items: BTreeSet<String>,
+    /// Those of them declared `pub`.
+    pub_items: BTreeSet<String>,
     bindings: Vec<Binding>,
     /// Every identifier its code (not its `use` items) names.
     idents: BTreeSet<String>,
@@ -110,6 +115,9 @@ impl Crate {
                 Item::Mod(m) => {
                     let name = m.ident.to_string();
                     self.entry(&module).items.insert(name.clone());
+                    if matches!(m.vis, syn::Visibility::Public(_)) {
+                        self.entry(&module).pub_items.insert(name.clone());
+                    }
                     let mut child = module.clone();
                     child.push(name.clone());
                     match &m.content {
@@ -124,6 +132,7 @@ impl Crate {
                 }
                 Item::Use(u) => {
                     let public = !matches!(u.vis, syn::Visibility::Inherited);
+                    let exported = matches!(u.vis, syn::Visibility::Public(_));
                     let mut out = Vec::new();
                     expand(&u.tree, Vec::new(), &mut out);
                     let m = self.entry(&module);
@@ -132,6 +141,7 @@ impl Crate {
                             name,
                             target: path,
                             public,
+                            exported,
                         });
                     }
                 }
@@ -142,13 +152,18 @@ impl Crate {
                                 name: Some(alias.to_string()),
                                 target: vec!["crate".into()],
                                 public: false,
+                                exported: false,
                             });
                         }
                     }
                 }
                 other => {
                     if let Some(name) = item_name(other) {
-                        self.entry(&module).items.insert(name);
+                        let m = self.entry(&module);
+                        if is_pub(other) {
+                            m.pub_items.insert(name.clone());
+                        }
+                        m.items.insert(name);
                     }
                     let tokens = other.to_token_stream();
                     let m = self.entry(&module);
@@ -255,11 +270,117 @@ impl Crate {
         None
     }
 
+    /// The crate's public face: every item a user can name, as (module
+    /// that defines it, its name), with each public path that reaches it
+    /// (`agent_journal::a::B`), following `pub mod` and `pub use` from the
+    /// root.
+    pub fn public_paths(&self, krate: &str) -> BTreeMap<(ModPath, String), Vec<String>> {
+        let mut out = BTreeMap::new();
+        let mut walked = BTreeSet::new();
+        self.walk_public(&[], krate, &mut out, &mut walked);
+        out
+    }
+
+    fn walk_public(
+        &self,
+        module: &[String],
+        shown: &str,
+        out: &mut BTreeMap<(ModPath, String), Vec<String>>,
+        walked: &mut BTreeSet<String>,
+    ) {
+        if !walked.insert(shown.to_owned()) || walked.len() > 10_000 {
+            return;
+        }
+        let Some(m) = self.modules.get(module) else {
+            return;
+        };
+        let mut reached: Vec<(String, ModPath, String)> = m
+            .pub_items
+            .iter()
+            .map(|n| (n.clone(), module.to_vec(), n.clone()))
+            .collect();
+        for b in m.bindings.iter().filter(|b| b.exported) {
+            match &b.name {
+                Some(name) => {
+                    if let Some((defm, defn)) = self.definition(&b.target, 0) {
+                        reached.push((name.clone(), defm, defn));
+                    }
+                }
+                None => {
+                    if let Some(target) = self.modules.get(&b.target) {
+                        for n in &target.pub_items {
+                            reached.push((n.clone(), b.target.clone(), n.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        for (name, defm, defn) in reached {
+            let path = format!("{shown}::{name}");
+            let mut child = defm.clone();
+            child.push(defn.clone());
+            out.entry((defm, defn)).or_default().push(path.clone());
+            if self.modules.contains_key(&child) {
+                self.walk_public(&child, &path, out, walked);
+            }
+        }
+    }
+
+    /// The (module, name) that defines what `path` (absolute) names.
+    fn definition(&self, path: &[String], depth: usize) -> Option<(ModPath, String)> {
+        if depth > 16 || path.is_empty() {
+            return None;
+        }
+        let k = (0..=path.len())
+            .rev()
+            .find(|&k| self.modules.contains_key(&path[..k]))?;
+        if k == path.len() {
+            let (name, parent) = path.split_last()?;
+            // A private module and a re-exported item of one name (`mod
+            // survey; pub use survey::survey;`): the path names the item.
+            let m = &self.modules[parent];
+            let item = m.bindings.iter().find(|b| b.name.as_ref() == Some(name));
+            match item {
+                Some(b) if !m.pub_items.contains(name) && b.target != path => {
+                    return self.definition(&b.target.clone(), depth + 1);
+                }
+                _ => return Some((parent.to_vec(), name.clone())),
+            }
+        }
+        let m = &self.modules[&path[..k]];
+        let name = &path[k];
+        if m.items.contains(name) {
+            return Some((path[..k].to_vec(), name.clone()));
+        }
+        let b = m.bindings.iter().find(|b| b.name.as_ref() == Some(name))?;
+        let mut next = b.target.clone();
+        next.extend_from_slice(&path[k + 1..]);
+        self.definition(&next, depth + 1)
+    }
+
     fn defines(&self, module: &[String], name: &str) -> bool {
         self.modules.get(module).is_some_and(|m| {
             m.items.contains(name) || m.bindings.iter().any(|b| b.name.as_deref() == Some(name))
         })
     }
+}
+
+/// Declared `pub` (visible outside the crate where its module is).
+fn is_pub(item: &Item) -> bool {
+    let vis = match item {
+        Item::Const(i) => &i.vis,
+        Item::Enum(i) => &i.vis,
+        Item::Fn(i) => &i.vis,
+        Item::Static(i) => &i.vis,
+        Item::Struct(i) => &i.vis,
+        Item::Trait(i) => &i.vis,
+        Item::TraitAlias(i) => &i.vis,
+        Item::Type(i) => &i.vis,
+        Item::Union(i) => &i.vis,
+        Item::Macro(_) => return false,
+        _ => return false,
+    };
+    matches!(vis, syn::Visibility::Public(_))
 }
 
 /// The name an item defines, if it defines one.
@@ -398,6 +519,7 @@ fn scan(
                             name,
                             target: path,
                             public: false,
+                            exported: false,
                         });
                     }
                 }

@@ -5,7 +5,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
 use agent_journal::format::{DEFAULT_MAX_EVENT_BYTES, encode_frame};
-use agent_journal::{Event, Journal, JournalConfig, ProblemKind, SessionId};
+use agent_journal::maintenance::ProblemKind;
+use agent_journal::{Event, Journal, JournalConfig, SessionId};
 
 use super::content::expected_event;
 
@@ -195,7 +196,7 @@ fn check_open(journal: &Journal, acked: &HashMap<SessionId, u64>, out: &mut Outc
 pub fn salvaged(db: &Path, acked: &HashMap<SessionId, u64>) -> (u64, u64) {
     let dest = db.with_file_name("salvaged");
     let r = catch_unwind(AssertUnwindSafe(|| {
-        agent_journal::salvage_database(db, &dest, DEFAULT_MAX_EVENT_BYTES)
+        agent_journal::maintenance::salvage_database(db, &dest, DEFAULT_MAX_EVENT_BYTES)
     }));
     if !matches!(r, Ok(Ok(_))) {
         return (0, acked.values().sum());

@@ -73,7 +73,7 @@ pub fn run(db: &str, mark: &str) {
         block_bytes: if seed % 2 == 0 {
             2 << 10
         } else {
-            agent_journal::DEFAULT_BLOCK_BYTES
+            agent_journal::JournalConfig::DEFAULT_BLOCK_BYTES
         },
         // The read service's socket holds no data (and is made in a folder
         // of its own, renamed into place: not what the model is about).

@@ -252,11 +252,11 @@ fn a_summary_goes_first_in_the_blob_and_is_shown_to_the_next_compaction() {
 /// Answers every call with `"pong"`.
 struct Ping;
 
-impl agent_journal::Tool for Ping {
+impl agent_journal::agent::Tool for Ping {
     fn name(&self) -> &str {
         "ping"
     }
-    fn call(&self, _: &str, _: &agent_journal::ToolContext) -> Result<String, String> {
+    fn call(&self, _: &str, _: &agent_journal::agent::ToolContext) -> Result<String, String> {
         Ok("pong".into())
     }
 }

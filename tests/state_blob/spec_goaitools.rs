@@ -8,6 +8,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use agent_journal::agent::{Tool, ToolContext};
 use agent_journal::conversation::state_blob::{
     StateBlob, StateChatOptions, StateChatResult, append_to_state, chat_with_state,
 };
@@ -16,7 +17,6 @@ use agent_journal::conversation::{
     MessageLimitCompactor, MessageRole, SplitCompactor, TokenLimitCompactor,
     advance_to_first_user_message,
 };
-use agent_journal::{Tool, ToolContext};
 
 use super::{Recorder, Reply, asst, decode, rt, stored, sys, turn, user};
 use crate::common::{Capture, Fields};

@@ -25,7 +25,7 @@ use super::store::{ConversationStore, ConversationTurn, HistoryWindow};
 ///
 /// Default: [`Answer`](Self::Answer), the safe choice that keeps a
 /// conversation going: it never runs twice a tool that must not run twice
-/// ([`Idempotency::Never`](crate::Idempotency::Never)), never fails on one,
+/// ([`Idempotency::Never`](crate::agent::Idempotency::Never)), never fails on one,
 /// and never calls a provider to finish a question the user may have moved
 /// past.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub enum InterruptedTurns {
     /// without a result are answered by their tools' idempotency, as the
     /// inner loop's resume does (completed calls are kept, pending ones
     /// run, in-doubt ones run again with `is_resume` unless their tool is
-    /// `Never`, which gets the [`INTERRUPTED_ERROR`](crate::INTERRUPTED_ERROR)
+    /// `Never`, which gets the [`INTERRUPTED_ERROR`](crate::resume::INTERRUPTED_ERROR)
     /// result); the turn is then stored as succeeded if its model had
     /// answered, else as failed with code `"interrupted"` (hooks told as
     /// usual). The new turn's model sees every result.

@@ -61,7 +61,6 @@ pub use crate::event::conversation::{
     ConversationMessage, MessageRole, Metadata, ProviderCallRecord, ProviderOperation, ToolSpec,
     TurnError, TurnId, TurnRecord, TurnStatus,
 };
-pub use crate::state::ConversationLog;
 pub use adapter::{
     AgentContext, ChatInputMessage, ProviderAdapter, ProviderCallOptions, ProviderChatRequest,
     ProviderChatResult, ProviderError, ProviderStreamChunk,

@@ -200,7 +200,7 @@ fn wink_slice(name: &str, items: Vec<Value>) -> Value {
     slice(name, items)
 }
 
-/// The document under the specs' names (see [`SliceNames::Wink`](crate::SliceNames::Wink)).
+/// The document under the specs' names (see [`SliceNames::Wink`](crate::state::SliceNames::Wink)).
 pub(super) fn to_wink_value(s: &SessionState, opts: &JsonOptions, module: Option<&str>) -> Value {
     let names = Names::new(module);
     let ids = original_ids(&s.labels);

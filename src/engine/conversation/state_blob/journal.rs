@@ -169,7 +169,7 @@ pub fn export_state_blob_for(
 ///
 /// - messages: what is still sent to the provider without the leading
 ///   system messages (which a blob's caller supplies fresh), that is
-///   [`ConversationLog::sendable`](crate::ConversationLog::sendable); with,
+///   [`ConversationLog::sendable`](crate::state::ConversationLog::sendable); with,
 ///   first, the summary of the last compaction, if it wrote one, as a
 ///   system message marked [`SUMMARY_MARKER`](super::SUMMARY_MARKER); and,
 ///   before that, for a conversation imported from a blob, the blob's own
