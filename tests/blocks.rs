@@ -382,7 +382,9 @@ fn a_database_of_another_layout_version_is_refused_and_left_as_it_was() {
             meta.insert("format", other).expect("insert");
             raw.flush().expect("flush");
         }
-        let e = Journal::open(&db).err().expect("refused");
+        let Err(e) = Journal::open(&db) else {
+            panic!("a database marked {other:?} opened");
+        };
         let message = e.to_string();
         assert!(
             matches!(e, agent_journal::Error::Unsupported(_))
