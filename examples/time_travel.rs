@@ -118,8 +118,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     // 3. Fork at the search result and take the other branch: book the cheap
-    // flight. The fork starts with its own `SessionOpened` and a `Forked`
-    // marker, then copies of events 1..=at: its seqs are the parent's plus one.
+    // flight. The fork reads the parent's events 0..=at, then its own
+    // `ForkPoint` marker at seq at + 1, then its own events.
     let fork = session.fork(after_search)?;
     assert_eq!(
         fork.state().forked_from(),

@@ -142,15 +142,6 @@ pub enum Event {
         /// How it ended.
         outcome: Outcome,
     },
-    /// This session was forked from another by an earlier version, which
-    /// copied the prefix: seq 1, after a `SessionOpened`, then copies of
-    /// the parent's events `1..=at`. Forks are now [`Event::ForkPoint`].
-    Forked {
-        /// The session it branches from.
-        parent: SessionId,
-        /// The last seq of the parent included in the fork.
-        at: u64,
-    },
     /// An application event; fold it with an application slice.
     Custom {
         /// The application's name for the event kind.
@@ -185,7 +176,6 @@ impl Event {
             Event::AdapterState(_) => "AdapterState",
             Event::Compacted { .. } => "Compacted",
             Event::EvaluationFinished { .. } => "EvaluationFinished",
-            Event::Forked { .. } => "Forked",
             Event::ForkPoint { .. } => "ForkPoint",
             Event::Custom { .. } => "Custom",
             Event::Conversation(c) => c.kind(),
@@ -203,7 +193,6 @@ impl Event {
             Event::ProviderCall(p) => Some(p.evaluation_id),
             Event::AdapterState(a) => a.evaluation_id,
             Event::SessionOpened { .. }
-            | Event::Forked { .. }
             | Event::ForkPoint { .. }
             | Event::Custom { .. }
             | Event::Conversation(_) => None,

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::event::{Envelope, Event};
+use crate::event::Envelope;
 use crate::format;
 use crate::journal::Journal;
 use crate::journal::records::COPYING;
@@ -191,8 +191,7 @@ impl Journal {
     }
 
     /// Copies session `id`'s verified frames, and its latest snapshot, into
-    /// `out`; returns the number of events. Messages with a provider payload
-    /// are re-encoded (the same events, in the current encoding).
+    /// `out`; returns the number of events. Frames are copied as they are.
     pub(crate) fn copy_session(
         &self,
         out: &Journal,
@@ -215,15 +214,7 @@ impl Journal {
                     "record out of place",
                 ));
             }
-            // A message with a provider payload is written in the current
-            // encoding (the payload stored cut: `format/splice.rs`), so a
-            // compaction brings an older database's messages up to it.
-            chunk.push(match &env.event {
-                Event::Message(m) if m.provider_payload.is_some() => {
-                    format::encode_frame(&env, limit)?
-                }
-                _ => frame.to_vec(),
-            });
+            chunk.push(frame.to_vec());
             if chunk.len() == CHUNK {
                 if let Err(e) = out.inner.write(|store| store.append(id, written, &chunk)) {
                     failure = Some(e);

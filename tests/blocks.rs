@@ -1,8 +1,7 @@
 //! Runs and compressed blocks of the sled store (`docs/format.md`, "Runs
 //! and blocks"): every event reads back whatever holds it, while seals move
 //! events under readers, across reopens, cut inside a run or block, damaged
-//! in a block's bytes or a run's header, and in a database written before
-//! them.
+//! in a block's bytes or a run's header; and the layout's version marker.
 
 use std::path::Path;
 
@@ -358,12 +357,14 @@ fn a_run_whose_header_is_damaged_is_read_as_damage_not_as_other_events() {
     assert_eq!(j.stream_len(id).expect("len"), Some(201));
 }
 
+/// The layout marker: `agent-journal 1`, the only value this build reads;
+/// a database marked otherwise (a later build's) is refused with
+/// `Unsupported` naming the path and the value, and left as it was.
 #[test]
-fn a_database_of_format_1_is_marked_2_at_its_first_open_and_compact_packs_it() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/message-format-1/db");
+fn a_database_of_another_layout_version_is_refused_and_left_as_it_was() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("db");
-    crate::common::copy_dir(&fixture, &db);
+    let id = build(&db, config(4 << 10, Durability::Synced), 50);
     let marker = |p: &Path| {
         let raw = raw_sled(p);
         let v = raw
@@ -374,30 +375,31 @@ fn a_database_of_format_1_is_marked_2_at_its_first_open_and_compact_packs_it() {
         String::from_utf8_lossy(&v.expect("a marker")).into_owned()
     };
     assert_eq!(marker(&db), "agent-journal 1");
-    let (id, events) = {
-        let j = Journal::open(&db).expect("open");
-        let id = j.sessions().expect("sessions")[0];
-        (
-            id,
-            j.session(id).expect("session").events(..).expect("events"),
-        )
-    };
-    assert_eq!(marker(&db), "agent-journal 2");
-    // One key per event, as format 1 wrote them.
-    assert_eq!(layout(&db, id), (0, 0, events.len()));
-    let to = dir.path().join("compacted");
-    Journal::open(&db)
-        .expect("open")
-        .compact_to(&to, |_| {})
-        .expect("compact");
-    let (runs, blocks, ones) = layout(&to, id);
-    assert!(
-        runs + blocks + ones < events.len(),
-        "{runs} {blocks} {ones}"
-    );
-    let j = Journal::open(&to).expect("open the copy");
-    assert_eq!(
-        j.session(id).expect("session").events(..).expect("events"),
-        events
-    );
+    for other in ["agent-journal 2", "agent-journal 0"] {
+        {
+            let raw = raw_sled(&db);
+            let meta = raw.open_tree("meta").expect("meta");
+            meta.insert("format", other).expect("insert");
+            raw.flush().expect("flush");
+        }
+        let Err(e) = Journal::open(&db) else {
+            panic!("a database marked {other:?} opened");
+        };
+        let message = e.to_string();
+        assert!(
+            matches!(e, agent_journal::Error::Unsupported(_))
+                && message.contains(&db.display().to_string())
+                && message.contains(other),
+            "{e:?}"
+        );
+        assert_eq!(marker(&db), other, "left as it was");
+    }
+    {
+        let raw = raw_sled(&db);
+        let meta = raw.open_tree("meta").expect("meta");
+        meta.insert("format", "agent-journal 1").expect("insert");
+        raw.flush().expect("flush");
+    }
+    let j = Journal::open(&db).expect("marked back: opens");
+    check_events(&j, id, 50);
 }

@@ -241,7 +241,6 @@ fn event() -> BoxedStrategy<Event> {
             evaluation_id,
             outcome,
         }),
-        1 => (session_id(), any::<u64>()).prop_map(|(parent, at)| Event::Forked { parent, at }),
         1 => (session_id(), any::<u64>()).prop_map(|(parent, at)| Event::ForkPoint { parent, at }),
         1 => (text(), prop::collection::vec(any::<u8>(), 0..64))
             .prop_map(|(kind, payload)| Event::Custom { kind, payload }),

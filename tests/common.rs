@@ -332,7 +332,7 @@ pub fn unpack_event(db: &Path, events: &sled::Tree, id: SessionId, seq: u64) -> 
     true
 }
 
-/// The records of an exported journal file as written (format 2): the
+/// The records of an exported journal file as written: the
 /// `(start, end)` byte range of each, length prefix included. Panics unless
 /// the records run end to end from the magic to the trailer.
 pub fn ajournal_records(bytes: &[u8]) -> Vec<(usize, usize)> {

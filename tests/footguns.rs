@@ -265,10 +265,10 @@ fn assert_latest_is(s: &Session, second: EvaluationId, context: &str) {
     );
 }
 
-/// Rewrites the session's snapshot in sled as a snapshot of format 2
-/// would be (the body's first byte, the format, set to 2, the frame sealed
-/// again): a snapshot whose evaluations have no `started_seq`.
-fn make_snapshot_format_2(db: &Path, id: agent_journal::SessionId) {
+/// Rewrites the session's snapshot in sled as a snapshot of a format no
+/// build writes (the body's first byte, the format, set to 9, the frame
+/// sealed again).
+fn make_snapshot_of_another_format(db: &Path, id: agent_journal::SessionId) {
     use agent_journal::format::{seal, verify_frame};
     let sled = raw_sled(db);
     let snaps = sled.open_tree("snapshots").expect("tree snapshots");
@@ -278,8 +278,8 @@ fn make_snapshot_format_2(db: &Path, id: agent_journal::SessionId) {
         let mut body = verify_frame(&frame)
             .expect("an inline snapshot frame")
             .to_vec();
-        assert_eq!(body[0], 3, "the current snapshot format");
-        body[0] = 2;
+        assert_eq!(body[0], 1, "the current snapshot format");
+        body[0] = 9;
         snaps.insert(key, seal(&body)).expect("insert");
         found += 1;
     }
@@ -296,9 +296,9 @@ fn the_latest_evaluation_is_the_last_started_even_if_the_clock_stepped_back() {
 
     // On disk, reopened: from a snapshot taken after everything, from one
     // taken between the two evaluations (the second then folded from the
-    // tail), with no snapshot at all, and with a snapshot of the previous
+    // tail), with no snapshot at all, and with a snapshot of another
     // format (refused: the stream is replayed).
-    for snapshot in ["after", "between", "none", "format 2"] {
+    for snapshot in ["after", "between", "none", "format 9"] {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("db");
         let (id, between_seq) = {
@@ -310,14 +310,14 @@ fn the_latest_evaluation_is_the_last_started_even_if_the_clock_stepped_back() {
                     between_seq = s.snapshot().expect("snapshot");
                 }
             });
-            if snapshot == "after" || snapshot == "format 2" {
+            if snapshot == "after" || snapshot == "format 9" {
                 s.snapshot().expect("snapshot");
             }
             assert_latest_is(&s, second, snapshot);
             (s.id(), between_seq)
         };
-        if snapshot == "format 2" {
-            make_snapshot_format_2(&db, id);
+        if snapshot == "format 9" {
+            make_snapshot_of_another_format(&db, id);
         }
         let journal = Journal::open(&db).expect("reopen");
         let s = journal.session(id).expect("session");
@@ -335,7 +335,7 @@ fn the_latest_evaluation_is_the_last_started_even_if_the_clock_stepped_back() {
                 assert!(
                     load.snapshot_rejected
                         .as_deref()
-                        .is_some_and(|r| r.contains("unknown snapshot format 2")),
+                        .is_some_and(|r| r.contains("unknown snapshot format 9")),
                     "{load:?}"
                 );
             }
@@ -347,7 +347,7 @@ fn the_latest_evaluation_is_the_last_started_even_if_the_clock_stepped_back() {
 }
 
 #[test]
-fn wink_json_carries_the_place_of_each_evaluation_and_older_json_still_reads() {
+fn wink_json_carries_the_place_of_each_evaluation_and_json_without_it_is_refused() {
     use agent_journal::state::{JsonOptions, SessionState, SliceRegistry};
     let journal = Journal::memory();
     let s = journal.create_session().expect("session");
@@ -363,7 +363,7 @@ fn wink_json_carries_the_place_of_each_evaluation_and_older_json_still_reads() {
     let place = |id| back.evaluations().get(id).and_then(|e| e.started_seq);
     assert!(place(first) < place(second), "{text}");
 
-    // Written before `started_seq` existed: still read, in id order.
+    // Without it (JSON no build writes): refused, not read in id order.
     let mut v: Value = serde_json::from_str(&text).expect("json");
     let slices = v["slices"].as_array_mut().expect("slices");
     let evals = slices
@@ -373,12 +373,8 @@ fn wink_json_carries_the_place_of_each_evaluation_and_older_json_still_reads() {
     for item in evals["items"].as_array_mut().expect("items") {
         item.as_object_mut().expect("item").remove("started_seq");
     }
-    let old = SessionState::from_json(&v.to_string(), &SliceRegistry::new()).expect("old json");
-    assert_eq!(
-        old.evaluations().latest().map(|e| e.evaluation_id),
-        Some(first),
-        "without places, the greatest id (as before)"
-    );
+    let e = SessionState::from_json(&v.to_string(), &SliceRegistry::new()).expect_err("refused");
+    assert!(e.to_string().contains("no started_seq"), "{e}");
 }
 
 #[test]

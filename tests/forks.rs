@@ -198,37 +198,6 @@ fn the_parent_stays_while_forks_read_it_and_exports_carry_it() {
 }
 
 #[test]
-fn forks_made_by_earlier_versions_read_as_they_did() {
-    // What `fork` wrote before: SessionOpened, Forked, copies of 1..=at.
-    let journal = Journal::memory();
-    let parent = journal.create_session().unwrap();
-    for n in 0..5 {
-        parent.append(custom(n)).unwrap();
-    }
-    let old = journal.create_session().unwrap();
-    old.append(Event::Forked {
-        parent: parent.id(),
-        at: 3,
-    })
-    .unwrap();
-    for e in parent.events(1..=3).unwrap() {
-        old.append(e.event).unwrap();
-    }
-    assert_eq!(old.state().forked_from(), Some((parent.id(), 3)));
-    assert_eq!(old.head(), 5);
-    assert!(
-        journal.forks_of(parent.id()).unwrap().is_empty(),
-        "it copied: nothing to keep"
-    );
-    journal.delete_session(parent.id(), false).unwrap();
-    assert_eq!(
-        journal.session(old.id()).unwrap().events(..).unwrap().len(),
-        5
-    );
-    assert!(journal.verify(None, |_| {}).unwrap().problems.is_empty());
-}
-
-#[test]
 fn waiting_for_a_forks_events_counts_its_prefix() {
     for b in backends() {
         let parent = b.journal.create_session().expect(b.name);

@@ -1,5 +1,6 @@
-//! Golden bytes: the exact encoding of one event of every variant. A change
-//! here is a change of the on-disk format: add a variant instead.
+//! Golden bytes: the exact encoding of one event of every variant, in
+//! format version 1 (`docs/format.md`). A change here is a change of the
+//! on-disk format: add a variant instead.
 
 use agent_journal::conversation::{
     CallOutcome, CallUsage, CompactionRecord, Conversation, ConversationEvent, ConversationMessage,
@@ -95,10 +96,6 @@ fn events() -> Vec<Event> {
         Event::EvaluationFinished {
             evaluation_id: eval,
             outcome: Outcome::Failed { error: "e".into() },
-        },
-        Event::Forked {
-            parent: SessionId(uuid(5)),
-            at: 300,
         },
         Event::Custom {
             kind: "k".into(),
@@ -262,17 +259,16 @@ fn variant(e: &Event) -> usize {
         Event::AdapterState(_) => 5,
         Event::Compacted { .. } => 6,
         Event::EvaluationFinished { .. } => 7,
-        Event::Forked { .. } => 8,
-        Event::Custom { .. } => 9,
+        Event::Custom { .. } => 8,
         Event::Conversation(c) => match **c {
-            ConversationEvent::Created(_) => 10,
-            ConversationEvent::Updated(_) => 11,
-            ConversationEvent::Message(_) => 12,
-            ConversationEvent::Turn(_) => 13,
-            ConversationEvent::ProviderCall(_) => 14,
-            ConversationEvent::Compacted(_) => 15,
+            ConversationEvent::Created(_) => 9,
+            ConversationEvent::Updated(_) => 10,
+            ConversationEvent::Message(_) => 11,
+            ConversationEvent::Turn(_) => 12,
+            ConversationEvent::ProviderCall(_) => 13,
+            ConversationEvent::Compacted(_) => 14,
         },
-        Event::ForkPoint { .. } => 16,
+        Event::ForkPoint { .. } => 15,
     }
 }
 
@@ -285,15 +281,14 @@ const GOLDEN: &[&str] = &[
     "014c7b0c28100101010101010101010101010101010105fd8044403048140c000510040404040404040404040404040404040373646b027b7d01fd8044403048140c0001100202020202020202020202020202020200",
     "01b430caef100101010101010101010101010101010106fd8044403048140c0006100202020202020202020202020202020207010173",
     "01aa5c25cf100101010101010101010101010101010107fd8044403048140c00071002020202020202020202020202020202010165",
-    "013ac954dd100101010101010101010101010101010108fd8044403048140c00081005050505050505050505050505050505fb2c01",
-    "01ca3c76e8100101010101010101010101010101010109fd8044403048140c0009016b03010203",
-    "01dde4afec10010101010101010101010101010101010afd8044403048140c000a00100101010101010101010101010101010107737570706f72740107757365722d34320106526566756e64fd8044403048140c00fd8044403048140c002d7b22636f686f7274223a2262222c2274616773223a5b22766970222c375d2c22776569676874223a302e32357d",
-    "0149f48e4f10010101010101010101010101010101010bfd8044403048140c000a01100101010101010101010101010101010107737570706f72740107757365722d343200fd8044403048140c00fd400b6e3048140c00027b7d",
-    "016b4e8cf310010101010101010101010101010101010cfd8044403048140c000a0210030303030303030303030303030303031001010101010101010101010101010101025b7b227061727473223a5b7b2273636f7265223a302e352c2274657874223a22436865636b696e67227d2c6e756c6c2c747275652c2d372c31383434363734343037333730393535313631355d2c2274797065223a2274657874227d01056167656e74fd8044403048140c0001066d73675f3031307b22746f6b656e73223a31322c227569223a7b2270696e6e6564223a66616c73652c22726174696f223a31652d377d7d011006060606060606060606060606060606020663616c6c5f310b7365617263685f646f6373127b227175657279223a22726566756e64227d000663616c6c5f32026c73027b7d0000",
-    "015e6c7e5a10010101010101010101010101010101010dfd8044403048140c000a03100606060606060606060606060606060607737570706f727403010c757365725f6d657373616765011008080808080808080808080808080808011003030303030303030303030303030303fd8044403048140c0001fd400b6e3048140c00010c72617465206c696d69746564010334323901066f70656e6169447b226572726f72223a7b22706172616d223a6e756c6c2c2272657472795f6166746572223a312e352c2274797065223a22726174655f6c696d69745f6572726f72227d7d1c7b2268696e7473223a7b226d6f64656c223a226770742d346f227d7d",
-    "01cccbf57e10010101010101010101010101010101010efd8044403048140c000a04100707070707070707070707070707070710010101010101010101010101010101011006060606060606060606060606060606066f70656e6169066770742d346f0001077265715f3132330109636f6e763a7475726e00167b2261692e73747265616d696e67223a66616c73657d1e7b2266696e6973685f726561736f6e223a22746f6f6c5f63616c6c73227d247b226d61785f746f6b656e73223a3531322c2274656d7065726174757265223a302e327d010b7365617263685f646f637316536561726368207468652068656c702063656e7465724f7b2270726f70657274696573223a7b227175657279223a7b2274797065223a22737472696e67227d7d2c227265717569726564223a5b227175657279225d2c2274797065223a226f626a656374227d01100808080808080808080808080808080801fb2c0114fb00010001fb4001167b22726561736f6e696e675f746f6b656e73223a387d010101c8000002fd8044403048140c0001fd400b6e3048140c00",
-    "01700bacbc10010101010101010101010101010101010ffd8044403048140c000a0501100606060606060606060606060606060610080808080808080808080808080808081673756d6d617279286d6573736167655f6c696d6974290118546865792061736b656420666f72206120726566756e642e280c01fb2823fd400b6e3048140c00",
-    "0141800b3f100101010101010101010101010101010110fd8044403048140c000b1005050505050505050505050505050505fb2c01",
+    "013dfca7c9100101010101010101010101010101010108fd8044403048140c0008016b03010203",
+    "0167679a2b100101010101010101010101010101010109fd8044403048140c000900100101010101010101010101010101010107737570706f72740107757365722d34320106526566756e64fd8044403048140c00fd8044403048140c002d7b22636f686f7274223a2262222c2274616773223a5b22766970222c375d2c22776569676874223a302e32357d",
+    "01de7cfaf510010101010101010101010101010101010afd8044403048140c000901100101010101010101010101010101010107737570706f72740107757365722d343200fd8044403048140c00fd400b6e3048140c00027b7d",
+    "016aad5cfa10010101010101010101010101010101010bfd8044403048140c00090210030303030303030303030303030303031001010101010101010101010101010101025b7b227061727473223a5b7b2273636f7265223a302e352c2274657874223a22436865636b696e67227d2c6e756c6c2c747275652c2d372c31383434363734343037333730393535313631355d2c2274797065223a2274657874227d01056167656e74fd8044403048140c0001066d73675f3031307b22746f6b656e73223a31322c227569223a7b2270696e6e6564223a66616c73652c22726174696f223a31652d377d7d011006060606060606060606060606060606020663616c6c5f310b7365617263685f646f6373127b227175657279223a22726566756e64227d000663616c6c5f32026c73027b7d0000",
+    "013f0a8dcb10010101010101010101010101010101010cfd8044403048140c000903100606060606060606060606060606060607737570706f727403010c757365725f6d657373616765011008080808080808080808080808080808011003030303030303030303030303030303fd8044403048140c0001fd400b6e3048140c00010c72617465206c696d69746564010334323901066f70656e6169447b226572726f72223a7b22706172616d223a6e756c6c2c2272657472795f6166746572223a312e352c2274797065223a22726174655f6c696d69745f6572726f72227d7d1c7b2268696e7473223a7b226d6f64656c223a226770742d346f227d7d",
+    "014c9881fb10010101010101010101010101010101010dfd8044403048140c000904100707070707070707070707070707070710010101010101010101010101010101011006060606060606060606060606060606066f70656e6169066770742d346f0001077265715f3132330109636f6e763a7475726e00167b2261692e73747265616d696e67223a66616c73657d1e7b2266696e6973685f726561736f6e223a22746f6f6c5f63616c6c73227d247b226d61785f746f6b656e73223a3531322c2274656d7065726174757265223a302e327d010b7365617263685f646f637316536561726368207468652068656c702063656e7465724f7b2270726f70657274696573223a7b227175657279223a7b2274797065223a22737472696e67227d7d2c227265717569726564223a5b227175657279225d2c2274797065223a226f626a656374227d01100808080808080808080808080808080801fb2c0114fb00010001fb4001167b22726561736f6e696e675f746f6b656e73223a387d010101c8000002fd8044403048140c0001fd400b6e3048140c00",
+    "01de4d3e6210010101010101010101010101010101010efd8044403048140c00090501100606060606060606060606060606060610080808080808080808080808080808081673756d6d617279286d6573736167655f6c696d6974290118546865792061736b656420666f72206120726566756e642e280c01fb2823fd400b6e3048140c00",
+    "017052271110010101010101010101010101010101010ffd8044403048140c000a1005050505050505050505050505050505fb2c01",
 ];
 
 #[test]
@@ -319,7 +314,7 @@ fn every_variant_encodes_to_its_pinned_bytes() {
     let variants: Vec<usize> = events().iter().map(variant).collect();
     assert_eq!(
         variants,
-        (0..17).collect::<Vec<_>>(),
+        (0..16).collect::<Vec<_>>(),
         "one event of each variant, in order"
     );
     assert_eq!(actual, GOLDEN, "the encoding changed; actual:\n{actual:#?}");
@@ -335,83 +330,6 @@ fn the_pinned_bytes_decode_to_their_events() {
         let env: Envelope = decode_frame(&frame, 1 << 20).expect("decode");
         assert_eq!((env.seq, env.event), (i as u64, event), "GOLDEN[{i}]");
     }
-}
-
-/// A database fixture of an older build (`tests/fixtures/NAME/db`), copied
-/// into a new temporary directory, with its `events.jsonl` (`log --json` as
-/// that build printed it) and the id of its session.
-fn old_database(name: &str) -> (tempfile::TempDir, std::path::PathBuf, String, String) {
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("db");
-    crate::common::copy_dir(&fixture.join("db"), &db);
-    let expected = std::fs::read_to_string(fixture.join("events.jsonl")).expect("events.jsonl");
-    let id = crate::common::json_lines(expected.as_bytes())[0]["session"]
-        .as_str()
-        .expect("session")
-        .to_owned();
-    (dir, db, expected, id)
-}
-
-/// A database of the build before the write-ahead log's format 3, killed
-/// mid-run with most of its events only in its (format 2) log
-/// (`tests/fixtures/wal-format-2/README.md`): this build replays them,
-/// prints the session as that build did, leaves no format 2 record behind,
-/// and `compact` rewrites the database.
-#[test]
-fn a_database_with_a_format_2_write_ahead_log_opens_replays_and_compacts() {
-    let (dir, db, expected, id) = old_database("wal-format-2");
-    // sled alone holds few of them: the log has the rest.
-    {
-        let raw = dir.path().join("raw");
-        crate::common::copy_dir(&db, &raw);
-        let sled = crate::common::raw_sled(&raw);
-        let held = sled.open_tree("events").expect("events").len();
-        assert!(held < 17, "sled holds {held} events: nothing to replay");
-    }
-    let out = crate::common::run_cli(&db, &["log", &id, "--json"]);
-    assert!(out.status.success(), "{out:?}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
-    let log = std::fs::read(db.join("wal")).expect("wal");
-    let count = |magic: &[u8]| log.windows(4).filter(|w| *w == magic).count();
-    assert_eq!(count(b"AJW2"), 0, "format 2 records left");
-    assert!(log.is_empty(), "a clean close gives the log's bytes back");
-    let out = crate::common::run_cli(&db, &["verify"]);
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let compacted = dir.path().join("compacted");
-    let out = crate::common::run_cli(
-        &db,
-        &["compact", "--to", compacted.to_str().expect("utf-8")],
-    );
-    assert!(out.status.success(), "{out:?}");
-    let out = crate::common::run_cli(&compacted, &["log", &id, "--json"]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
-    // Compacted as it was made (uncompressed pages), or compressed when
-    // asked; the old database stays as it was.
-    let packed = dir.path().join("packed");
-    let out = crate::common::run_cli(
-        &db,
-        &[
-            "compact",
-            "--compress",
-            "--to",
-            packed.to_str().expect("utf-8"),
-        ],
-    );
-    assert!(out.status.success(), "{out:?}");
-    let out = crate::common::run_cli(&packed, &["log", &id, "--json"]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
-    let compression = |db: &std::path::Path| {
-        let conf = std::fs::read(db.join("conf")).expect("conf");
-        String::from_utf8_lossy(&conf)
-            .lines()
-            .find_map(|l| l.strip_prefix("use_compression: ").map(str::to_owned))
-    };
-    assert_eq!(compression(&db).as_deref(), Some("false"));
-    assert_eq!(compression(&compacted).as_deref(), Some("false"));
-    assert_eq!(compression(&packed).as_deref(), Some("true"));
 }
 
 /// A message whose provider payload repeats its content and its call's
@@ -461,68 +379,4 @@ fn a_message_whose_payload_repeats_its_fields_encodes_cut_to_its_pinned_bytes() 
     assert_eq!(frame.windows(7).filter(|w| w == b"Looking").count(), 1);
     let back: Envelope = decode_frame(&frame, 1 << 20).expect("decode");
     assert_eq!(back, env);
-}
-
-/// A database of the build before provider payloads were stored cut
-/// (`tests/fixtures/message-format-1/README.md`): its messages read as that
-/// build printed them, its provider request exports byte for byte, and
-/// `compact` rewrites them in the current encoding (each repeated text
-/// stored once), with the same events.
-#[test]
-fn a_database_of_whole_payloads_reads_the_same_and_compacts_to_cut_ones() {
-    let (dir, db, expected, id) = old_database("message-format-1");
-    let body = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/message-format-1/export-openai.json"),
-    )
-    .expect("export");
-    let compacted = dir.path().join("compacted");
-    let to = compacted.to_str().expect("utf-8");
-    let run = |db: &std::path::Path, args: &[&str]| {
-        let out = crate::common::run_cli(db, args);
-        assert!(out.status.success(), "{args:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let exported = dir.path().join("out.json");
-    let out = exported.to_str().expect("utf-8");
-    for db in [&db, &compacted] {
-        if db == &compacted {
-            run(&dir.path().join("db"), &["compact", "--to", to]);
-        }
-        assert_eq!(
-            run(db, &["log", &id, "--json", "--full"]),
-            expected,
-            "{db:?}"
-        );
-        run(
-            db,
-            &["export", &id, "--format", "openai", "--body", "-o", out],
-        );
-        assert_eq!(std::fs::read_to_string(&exported).expect("read"), body);
-        run(db, &["verify"]);
-    }
-    // The frames: a phrase of a tool result twice in each frame of the old
-    // build (content and payload), once after the compaction.
-    let phrase = b"Louisville, KY";
-    let count = |db: &std::path::Path| {
-        let file = dir.path().join("all.ajournal");
-        let _ = std::fs::remove_file(&file);
-        run(
-            db,
-            &[
-                "export",
-                &id,
-                "--format",
-                "journal",
-                "-o",
-                file.to_str().expect("utf-8"),
-            ],
-        );
-        let bytes = std::fs::read(&file).expect("read");
-        bytes.windows(phrase.len()).filter(|w| w == phrase).count()
-    };
-    // The tool's result and the final answer name the place: 2 + 2 copies
-    // before, 1 + 1 after.
-    assert_eq!(count(&db), 4);
-    assert_eq!(count(&compacted), 2);
 }

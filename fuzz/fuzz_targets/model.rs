@@ -67,7 +67,7 @@ enum Op {
     ResumePlan,
 }
 
-/// The event, except that `SessionOpened` and `Forked` become `Custom`:
+/// The event, except that `SessionOpened` and `ForkPoint` become `Custom`:
 /// those are written by `create_session` and `fork` only (design, section 4),
 /// and the model checks what the engine itself writes.
 fn appendable(e: &SmallEvent) -> Event {
@@ -76,7 +76,7 @@ fn appendable(e: &SmallEvent) -> Event {
             kind: "opened".into(),
             payload: Vec::new(),
         },
-        Event::Forked { at, .. } => Event::Custom {
+        Event::ForkPoint { at, .. } => Event::Custom {
             kind: "forked".into(),
             payload: at.to_le_bytes().to_vec(),
         },

@@ -212,8 +212,8 @@ pub enum SmallEvent {
     },
     /// `EvaluationFinished`.
     Finished { eval: u8, outcome: u8 },
-    /// `Forked` (normally written only by `fork`).
-    Forked { parent: u8, at: u8 },
+    /// `ForkPoint` (normally written only by `fork`).
+    ForkPoint { parent: u8, at: u8 },
     /// `Custom`.
     Custom { kind: SmallStr, payload: Vec<u8> },
 }
@@ -338,7 +338,7 @@ impl SmallEvent {
                     _ => Outcome::Cancelled,
                 },
             },
-            SmallEvent::Forked { parent, at } => Event::Forked {
+            SmallEvent::ForkPoint { parent, at } => Event::ForkPoint {
                 parent: SessionId::from_bytes([*parent % 4; 16]),
                 at: u64::from(*at),
             },

@@ -111,7 +111,7 @@ fn body(event: &Event) -> (&'static str, Value) {
                 json!({"evaluation": evaluation_id.to_string(), "outcome": o, "error": error}),
             )
         }
-        Event::Forked { parent, at } | Event::ForkPoint { parent, at } => (
+        Event::ForkPoint { parent, at } => (
             "forked",
             json!({"parent": parent.to_string(), "parent_seq": at}),
         ),

@@ -212,7 +212,7 @@ pub(crate) fn event_line(e: &Envelope) -> String {
                 outcome(o)
             )
         }
-        Event::Forked { parent, at } | Event::ForkPoint { parent, at } => {
+        Event::ForkPoint { parent, at } => {
             format!("forked from {parent} at seq {at}")
         }
         Event::Custom { kind, payload } => format!("custom {kind} ({} bytes)", payload.len()),

@@ -87,7 +87,7 @@ pub(crate) fn status_word(s: SessionStatus) -> &'static str {
 }
 
 /// The forks of `id` among the sessions of `journal`, with their fork
-/// points (those that read its prefix, and copies made by earlier versions).
+/// points.
 fn forks_of(journal: &Journal, id: SessionId) -> Result<Vec<(SessionId, u64)>, Error> {
     let mut out = Vec::new();
     for other in journal.sessions()? {

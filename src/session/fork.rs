@@ -11,8 +11,6 @@
 //! A fork's state folds P's state at `at` (itself bounded by P's
 //! snapshots), then the marker and its own events; its snapshots are kept
 //! under their (offset) seqs. P cannot be deleted while a fork refers to it.
-//! Forks made by earlier versions, which copied the prefix (`SessionOpened`,
-//! `Forked`, then the copies), read as they always did.
 
 use crate::error::{Error, Result};
 use crate::event::{Envelope, Event};

@@ -31,21 +31,20 @@ use crate::state::{
 #[cfg(test)]
 mod tests;
 
-/// The binary snapshot body's own format version (inside the frame's).
-/// Older formats are not read: such a snapshot is refused and the stream
-/// replayed (snapshots are a cache). Format 1 decoded the messages in one
-/// piece; format 2 had no `started_seq` in its evaluations, so it could not
-/// tell which evaluation was started last once the clock stepped back.
-pub(crate) const SNAPSHOT_FORMAT: u32 = 3;
+/// The binary snapshot body's own format version (inside the frame's):
+/// version 1. A snapshot of any other number is refused and the stream
+/// replayed (snapshots are a cache).
+pub(crate) const SNAPSHOT_FORMAT: u32 = 1;
 
-/// The format number of a delta snapshot's body (`delta.rs`), next to the
-/// whole one's: the layout of both is read here ([`SessionState::layout`]).
-pub(crate) const DELTA_FORMAT: u32 = 4;
+/// The number of a delta snapshot's body (`delta.rs`), version 1 too. It
+/// differs from the whole one's because the first field is what tells a
+/// reader following a chain (`delta::builds_on`) a whole snapshot from a
+/// delta; the layout of both is read here ([`SessionState::layout`]).
+pub(crate) const DELTA_FORMAT: u32 = 2;
 
 /// The name under which the head's `app` list holds the
 /// [`ConversationLog`](crate::state::ConversationLog), when the session has
-/// a conversation: a snapshot without it (format 3 from before the
-/// conversation engine included) has none.
+/// a conversation: a snapshot of another session has none.
 const CONVERSATIONS: &str = "agent_journal:ConversationLog";
 
 /// Snapshots from this size on are decoded on two threads.

@@ -17,7 +17,7 @@
 //! u64 LE    length of the messages section
 //! ```
 //!
-//! A chain of snapshots is a whole one (format 3, `state/binary.rs`) and
+//! A chain of snapshots is a whole one (`SNAPSHOT_FORMAT`, `state/binary.rs`) and
 //! the deltas after it, each naming the one before: decoding the whole one
 //! and applying each delta in order gives the state at the last delta's
 //! seq, the same as folding the stream there
@@ -78,7 +78,7 @@ fn undecodable(e: impl std::fmt::Display) -> Error {
 }
 
 /// The seq of the snapshot the snapshot `frame` builds on: `None` for a
-/// whole one (format 3), the delta's `prev` for a delta.
+/// whole one, the delta's `prev` for a delta.
 ///
 /// # Errors
 /// [`Error::SnapshotRestore`] when the frame is too short or of another

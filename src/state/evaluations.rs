@@ -38,11 +38,10 @@ pub struct EvaluationInfo {
     /// The summary of that compaction.
     pub compaction_summary: Option<String>,
     /// Its place in the stream: the seq of its first `EvaluationStarted`
-    /// event, or of its first message when that came before. `None` until
-    /// it [is started](Self::is_started) (and in WINK JSON written before
-    /// this field existed). This, not the id, orders evaluations in time:
-    /// an id is a UUIDv7 made from the clock, and a clock can step back.
-    #[serde(default)]
+    /// event, or of its first message when that came before: `Some` once
+    /// it [is started](Self::is_started), `None` before. This, not the id,
+    /// orders evaluations in time: an id is a UUIDv7 made from the clock,
+    /// and a clock can step back.
     pub started_seq: Option<u64>,
 }
 
@@ -98,14 +97,10 @@ impl Evaluations {
 
     /// The latest evaluation: the one started last in the stream (the
     /// greatest [`started_seq`](EvaluationInfo::started_seq)), whatever
-    /// its id. Evaluations started without a known place (only from WINK
-    /// JSON written before `started_seq` existed) come before every other,
-    /// by id among themselves.
+    /// its id.
     pub fn latest(&self) -> Option<&EvaluationInfo> {
-        match self.by_start.last() {
-            Some((_, key)) => self.evals.get(key),
-            None => self.evals.values().rev().find(|e| e.is_started()),
-        }
+        let (_, key) = self.by_start.last()?;
+        self.evals.get(key)
     }
 
     /// Number of evaluations.
@@ -208,12 +203,7 @@ impl Evaluations {
     /// Puts `info` in place of the evaluation's record (a delta snapshot's).
     pub(crate) fn put(&mut self, info: EvaluationInfo) -> Result<(), String> {
         let key = EvalKey::from(info.evaluation_id);
-        if info.started_seq.is_some() && !info.is_started() {
-            return Err(format!(
-                "evaluation {} has a started_seq but no start",
-                info.evaluation_id
-            ));
-        }
+        check_place(&info)?;
         if let Some(seq) = self.evals.get(&key).and_then(|e| e.started_seq) {
             self.by_start.remove(&(seq, key));
         }
@@ -232,10 +222,8 @@ impl Evaluations {
         for (i, e) in items.into_iter().enumerate() {
             let id = e.evaluation_id;
             let key = EvalKey::from(id);
+            check_place(&e).map_err(|m| (i, m))?;
             if let Some(seq) = e.started_seq {
-                if !e.is_started() {
-                    return Err((i, format!("evaluation {id} has a started_seq but no start")));
-                }
                 by_start.insert((seq, key));
             }
             if evals.insert(key, e).is_some() {
@@ -243,6 +231,23 @@ impl Evaluations {
             }
         }
         Ok(Self { evals, by_start })
+    }
+}
+
+/// An evaluation record has a place in the stream if and only if it is
+/// started: a record that breaks this (a snapshot or JSON no build
+/// writes) is refused.
+fn check_place(e: &EvaluationInfo) -> Result<(), String> {
+    match (e.started_seq.is_some(), e.is_started()) {
+        (true, false) => Err(format!(
+            "evaluation {} has a started_seq but no start",
+            e.evaluation_id
+        )),
+        (false, true) => Err(format!(
+            "evaluation {} is started but has no started_seq",
+            e.evaluation_id
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -315,24 +320,16 @@ mod tests {
     }
 
     #[test]
-    fn records_without_a_place_keep_the_id_order_and_a_place_without_a_start_is_refused() {
-        // As from WINK JSON written before `started_seq` existed.
-        let (a, b) = (
-            EvaluationId(Uuid::from_u128(1)),
-            EvaluationId(Uuid::from_u128(2)),
-        );
-        let old = |id| EvaluationInfo {
+    fn a_start_without_a_place_or_a_place_without_a_start_is_refused() {
+        let a = EvaluationId(Uuid::from_u128(1));
+        let unplaced = EvaluationInfo {
             started_at: Some(now()),
-            ..EvaluationInfo::new(id)
+            ..EvaluationInfo::new(a)
         };
-        let mut e = Evaluations::from_items(vec![old(b), old(a)]).expect("items");
-        assert_eq!(e.latest().map(|x| x.evaluation_id), Some(b));
-        // One folded after them is later in the stream than both.
-        e.on_started(a, "ns", "again", "scripted", now(), 9);
-        assert_eq!(e.latest().map(|x| x.evaluation_id), Some(b));
-        let c = EvaluationId(Uuid::from_u128(0));
-        e.on_started(c, "ns", "new", "scripted", now(), 10);
-        assert_eq!(e.latest().map(|x| x.evaluation_id), Some(c));
+        let err = Evaluations::from_items(vec![unplaced.clone()]).expect_err("refused");
+        assert_eq!(err.0, 0);
+        assert!(err.1.contains("no started_seq"), "{err:?}");
+        assert!(Evaluations::default().put(unplaced).is_err());
 
         let placed = EvaluationInfo {
             started_seq: Some(3),

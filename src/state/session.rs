@@ -303,12 +303,6 @@ impl SessionState {
                 self.messages.shrink(*evaluation_id);
                 self.conversation.shrink(*evaluation_id);
             }
-            // Only the fork's own marker (seq 1): a fork of a fork also holds a
-            // copy of its parent's marker, which must not win.
-            Event::Forked { parent, at } if envelope.seq <= 1 => {
-                self.forked_from = Some((*parent, *at))
-            }
-            Event::Forked { .. } => {}
             // A fork's own marker, after the prefix it shares (which may
             // hold its ancestors' markers): the last one folded wins.
             Event::ForkPoint { parent, at } => self.forked_from = Some((*parent, *at)),

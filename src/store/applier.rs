@@ -410,7 +410,6 @@ mod tests {
         // Each test's frames are small: nothing is written here.
         Arc::new(FrameFiles::new(
             &std::env::temp_dir().join("agent-journal-no-such-db"),
-            false,
         ))
     }
 

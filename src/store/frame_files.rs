@@ -3,9 +3,9 @@
 //! An event frame over [`INLINE_MAX`](crate::store::snapfiles::INLINE_MAX)
 //! bytes is appended to a segment file, `<db>/frames/<n, 20 digits>.seg`,
 //! and the `events` tree holds a pointer to it instead of the frame:
-//! [`MARKER`] (or [`MARKER_COMPRESSED`]; never a frame's version byte), the
-//! segment's number, the offset, the bytes stored and the frame's length
-//! (u64 little-endian each).
+//! [`MARKER`] (never a frame's version byte), the segment's number, the
+//! offset, the bytes stored and the frame's length (u64 little-endian
+//! each).
 //!
 //! Why: sled 0.34 writes a tree node over 128 KiB (a quarter of its
 //! segment) to a blob file of its own, and syncs its log, which points to
@@ -24,9 +24,7 @@
 //! stay in their segment until `compact` writes a new database.
 //!
 //! The store writes each frame as one zstd frame (level 1), which the
-//! salvage scan finds as it finds sled's compressed pages; frames stored
-//! as they are (by builds before the sled layout 2) are found as frames in
-//! sled's file are: a frame checks itself. Segments also hold the
+//! salvage scan finds as it finds sled's compressed pages. Segments also hold the
 //! compressed blocks of events (`runs.rs`), written by the sealer with one
 //! sync per seal.
 
@@ -47,11 +45,8 @@ pub(crate) const DIR: &str = "frames";
 /// A segment takes no more appends once it is this large.
 const SEGMENT_MAX: u64 = 64 << 20;
 
-/// First byte of a pointer to a frame stored as it is.
-const MARKER: u8 = 0xFC;
-
-/// First byte of a pointer to a frame stored compressed.
-const MARKER_COMPRESSED: u8 = 0xFB;
+/// First byte of a pointer to a frame (stored compressed).
+const MARKER: u8 = 0xFB;
 
 /// Length of a pointer: the marker and four u64.
 const POINTER_LEN: usize = 33;
@@ -63,7 +58,7 @@ const LEVEL: i32 = 1;
 
 /// True if a value of the `events` tree is a pointer to a segment.
 pub(crate) fn is_pointer(value: &[u8]) -> bool {
-    value.len() == POINTER_LEN && matches!(value[0], MARKER | MARKER_COMPRESSED)
+    value.len() == POINTER_LEN && value[0] == MARKER
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
@@ -91,8 +86,6 @@ struct Writer {
 /// The segment files of one database.
 pub(crate) struct FrameFiles {
     dir: PathBuf,
-    /// Frames are written compressed.
-    compress: bool,
     /// The segment appends go to, once one was opened.
     writer: Mutex<Option<Writer>>,
     /// Segments opened for reading.
@@ -100,12 +93,10 @@ pub(crate) struct FrameFiles {
 }
 
 impl FrameFiles {
-    /// The segment files of the database at `db_path`; frames are written
-    /// compressed if `compress` (every frame is read, compressed or not).
-    pub(crate) fn new(db_path: &Path, compress: bool) -> Self {
+    /// The segment files of the database at `db_path`.
+    pub(crate) fn new(db_path: &Path) -> Self {
         FrameFiles {
             dir: db_path.join(DIR),
-            compress,
             writer: Mutex::new(None),
             readers: RwLock::new(HashMap::new()),
         }
@@ -221,34 +212,21 @@ impl FrameFiles {
     /// in order. Once this returns, the bytes every pointer names are
     /// durable.
     pub(crate) fn write(&self, frames: &[&[u8]]) -> Result<Vec<Vec<u8>>> {
-        let mut packed: Vec<Option<Vec<u8>>> = Vec::with_capacity(frames.len());
-        for f in frames {
-            packed.push(if self.compress {
-                Some(
-                    zstd::block::compress(f, LEVEL)
-                        .map_err(|e| Error::io("compressing a frame".to_owned(), e))?,
-                )
-            } else {
-                None
-            });
-        }
-        let stored: Vec<&[u8]> = frames
+        let packed = frames
             .iter()
-            .zip(&packed)
-            .map(|(f, p)| p.as_deref().unwrap_or(f))
-            .collect();
+            .map(|f| {
+                zstd::block::compress(f, LEVEL)
+                    .map_err(|e| Error::io("compressing a frame".to_owned(), e))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let stored: Vec<&[u8]> = packed.iter().map(Vec::as_slice).collect();
         let (number, offsets) = self.append_synced(&stored)?;
         Ok(frames
             .iter()
-            .zip(&packed)
             .zip(stored.iter().zip(offsets))
-            .map(|((frame, p), (b, offset))| {
+            .map(|(frame, (b, offset))| {
                 let mut v = Vec::with_capacity(POINTER_LEN);
-                v.push(if p.is_some() {
-                    MARKER_COMPRESSED
-                } else {
-                    MARKER
-                });
+                v.push(MARKER);
                 for n in [number, offset, b.len() as u64, frame.len() as u64] {
                     v.extend_from_slice(&n.to_le_bytes());
                 }
@@ -295,7 +273,7 @@ impl FrameFiles {
         seq: u64,
         p: &BlockPointer,
     ) -> Result<Vec<u8>> {
-        self.read_stored(session, seq, p.segment, p.offset, p.stored, Some(p.raw))
+        self.read_stored(session, seq, p.segment, p.offset, p.stored, p.raw)
     }
 
     fn reader(&self, number: u64) -> Result<Arc<File>> {
@@ -323,23 +301,22 @@ impl FrameFiles {
     ///
     /// # Errors
     /// [`Error::Corruption`] naming the session, seq, segment and offset if
-    /// the segment is missing or shorter than the pointer says, or a
-    /// compressed frame does not decompress to the length it says; nothing
-    /// is allocated beyond what the segment holds.
+    /// the segment is missing or shorter than the pointer says, or the
+    /// frame does not decompress to the length it says; nothing is
+    /// allocated beyond what the segment holds.
     pub(crate) fn read(&self, session: SessionId, seq: u64, pointer: &[u8]) -> Result<Vec<u8>> {
-        let compressed = (pointer[0] == MARKER_COMPRESSED).then(|| u64_at(pointer, 25));
         self.read_stored(
             session,
             seq,
             u64_at(pointer, 1),
             u64_at(pointer, 9),
             u64_at(pointer, 17),
-            compressed,
+            u64_at(pointer, 25),
         )
     }
 
     /// The `len` bytes at `offset` of segment `number`, decompressed to
-    /// exactly `raw` bytes if `raw` is given.
+    /// exactly `frame_len` bytes.
     fn read_stored(
         &self,
         session: SessionId,
@@ -347,7 +324,7 @@ impl FrameFiles {
         number: u64,
         offset: u64,
         len: u64,
-        raw: Option<u64>,
+        frame_len: u64,
     ) -> Result<Vec<u8>> {
         let path = self.path(number);
         let bad = |what: String| {
@@ -371,9 +348,6 @@ impl FrameFiles {
         let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
         f.read_exact_at(&mut buf, offset)
             .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        let Some(frame_len) = raw else {
-            return Ok(buf);
-        };
         let said = zstd::zstd_safe::get_frame_content_size(&buf);
         let mut frame = Vec::new();
         if said != frame_len
@@ -427,34 +401,35 @@ mod tests {
     }
 
     #[test]
-    fn frames_read_back_exactly_plain_and_compressed_across_opens() {
-        for compress in [false, true] {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let s = SessionId::new();
-            let fs = FrameFiles::new(dir.path(), compress);
-            let all = frames();
-            let refs: Vec<&[u8]> = all.iter().map(|f| f.as_slice()).collect();
-            let mut pointers = fs.write(&refs[..2]).expect("write");
-            drop(fs);
-            // A second handle appends to the same segment, after the first.
-            let fs = FrameFiles::new(dir.path(), compress);
-            pointers.extend(fs.write(&refs[2..]).expect("write"));
-            assert_eq!(fs.paths().len(), 1);
-            for (i, p) in pointers.iter().enumerate() {
-                assert!(is_pointer(p));
-                assert_eq!(fs.read(s, i as u64, p).expect("read"), all[i]);
-            }
-            if compress {
-                assert!(fs.size() < 1000, "{}", fs.size());
-            }
+    fn frames_read_back_exactly_across_opens() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = SessionId::new();
+        let fs = FrameFiles::new(dir.path());
+        let all = frames();
+        let refs: Vec<&[u8]> = all.iter().map(|f| f.as_slice()).collect();
+        let mut pointers = fs.write(&refs[..2]).expect("write");
+        drop(fs);
+        // A second handle appends to the same segment, after the first.
+        let fs = FrameFiles::new(dir.path());
+        pointers.extend(fs.write(&refs[2..]).expect("write"));
+        assert_eq!(fs.paths().len(), 1);
+        for (i, p) in pointers.iter().enumerate() {
+            assert!(is_pointer(p));
+            assert_eq!(fs.read(s, i as u64, p).expect("read"), all[i]);
         }
+        assert!(fs.size() < 1000, "{}", fs.size());
+        // The marker of the pointer to a frame stored as it is, which no
+        // build of this format writes: not a pointer.
+        let mut plain = pointers[0].clone();
+        plain[0] = 0xFC;
+        assert!(!is_pointer(&plain));
     }
 
     #[test]
     fn a_pointer_past_the_end_or_to_a_missing_segment_is_corruption_not_a_panic() {
         let dir = tempfile::tempdir().expect("tempdir");
         let s = SessionId::new();
-        let fs = FrameFiles::new(dir.path(), false);
+        let fs = FrameFiles::new(dir.path());
         let f = vec![7u8; 10_000];
         let p = fs.write(&[&f]).expect("write").remove(0);
         let mut long = p.clone();
@@ -468,17 +443,26 @@ mod tests {
             assert!(matches!(e, Error::Corruption { .. }), "{e}");
             assert!(e.to_string().contains("frames"), "{e}");
         }
-        // A compressed pointer to plain bytes: refused, not decoded.
+        // A pointer claiming another length of the frame: refused.
         let mut lying = p.clone();
-        lying[0] = MARKER_COMPRESSED;
+        lying[25..33].copy_from_slice(&10_001u64.to_le_bytes());
         assert!(fs.read(s, 3, &lying).is_err());
     }
 
     #[test]
     fn a_full_segment_makes_the_next_write_start_another() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let fs = FrameFiles::new(dir.path(), false);
-        let big = vec![1u8; (SEGMENT_MAX / 2 + 1) as usize];
+        let fs = FrameFiles::new(dir.path());
+        // Pseudo-random (xorshift): stored about as large, compressed.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let big: Vec<u8> = (0..SEGMENT_MAX / 2 + 1)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
         fs.write(&[&big]).expect("write");
         fs.write(&[&big]).expect("write");
         assert_eq!(fs.paths().len(), 2);

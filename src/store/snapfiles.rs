@@ -3,7 +3,8 @@
 //! A snapshot frame over [`INLINE_MAX`] bytes is written to
 //! `<db>/snapshots/<session>-<seq, 20 digits>.frame`, and the `snapshots`
 //! tree holds a pointer to it instead of the frame: [`MARKER`] (never a
-//! frame's version byte) and the frame's length (u64 little-endian).
+//! frame's version byte), the frame's length and the file's (u64
+//! little-endian each).
 //!
 //! Why: sled 0.34 reads a large value by growing a `Vec` (copying it as it
 //! grows), checks a crc of its own, then copies it once more into the value
@@ -12,12 +13,8 @@
 //! the session took. A file is read with one `read` into the buffer the
 //! decoded state then keeps (its message bodies stay in it).
 //!
-//! The sled store writes the file compressed (one zstd frame, level 1: a
-//! state is mostly message text), and the pointer starts with
-//! [`MARKER_COMPRESSED`] and gives both lengths: the frame's and the
-//! file's. Reading it decompresses it whole. Files stored as they are
-//! (databases written before the sled layout 2, whose pages were not
-//! compressed) are read as well.
+//! The file is compressed (one zstd frame, level 1: a state is mostly
+//! message text); reading it decompresses it whole.
 //!
 //! Crash safety: a file is written under a temporary name and renamed, and
 //! its pointer is inserted after the rename; a file that no pointer names
@@ -46,17 +43,11 @@ use crate::model::SessionId;
 pub(crate) const INLINE_MAX: usize = 7 << 10;
 
 /// First byte of a pointer value (frame versions start at 1 and are small).
-const MARKER: u8 = 0xFE;
+const MARKER: u8 = 0xFD;
 
-/// Length of a pointer value: the marker and a u64.
-const POINTER_LEN: usize = 9;
-
-/// First byte of a pointer to a compressed file.
-const MARKER_COMPRESSED: u8 = 0xFD;
-
-/// Length of a pointer to a compressed file: the marker, the frame's
-/// length and the file's (u64 each).
-const COMPRESSED_POINTER_LEN: usize = 17;
+/// Length of a pointer value: the marker, the frame's length and the
+/// file's (u64 each).
+const POINTER_LEN: usize = 17;
 
 /// The zstd level of a compressed snapshot file.
 const LEVEL: i32 = 1;
@@ -67,8 +58,6 @@ pub(crate) const DIR: &str = "snapshots";
 /// The snapshot files of one database.
 pub(crate) struct SnapFiles {
     dir: PathBuf,
-    /// Files are written compressed.
-    compress: bool,
     /// Makes temporary names unique within the process.
     tmp: AtomicU64,
 }
@@ -100,8 +89,7 @@ fn read_all(f: &mut File, buf: &mut [u8]) -> std::io::Result<()> {
 
 /// True if a value of the `snapshots` tree is a pointer to a file.
 pub(crate) fn is_pointer(value: &[u8]) -> bool {
-    (value.len() == POINTER_LEN && value[0] == MARKER)
-        || (value.len() == COMPRESSED_POINTER_LEN && value[0] == MARKER_COMPRESSED)
+    value.len() == POINTER_LEN && value[0] == MARKER
 }
 
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {
@@ -123,12 +111,10 @@ fn parse_name(name: &str) -> Option<(SessionId, u64)> {
 }
 
 impl SnapFiles {
-    /// The snapshot files of the database at `db_path`, written compressed
-    /// if `compress` (every file is read, compressed or not).
-    pub(crate) fn new(db_path: &Path, compress: bool) -> Self {
+    /// The snapshot files of the database at `db_path`.
+    pub(crate) fn new(db_path: &Path) -> Self {
         SnapFiles {
             dir: db_path.join(DIR),
-            compress,
             tmp: AtomicU64::new(0),
         }
     }
@@ -164,17 +150,11 @@ impl SnapFiles {
             std::process::id()
         ));
         let path = self.path(session, seq);
-        let packed = if self.compress {
-            Some(zstd::block::compress(frame, LEVEL).map_err(|e| {
-                Error::io(format!("compressing snapshot file {}", path.display()), e)
-            })?)
-        } else {
-            None
-        };
-        let bytes = packed.as_deref().unwrap_or(frame);
+        let bytes = zstd::block::compress(frame, LEVEL)
+            .map_err(|e| Error::io(format!("compressing snapshot file {}", path.display()), e))?;
         let written = File::create(&tmp)
             .and_then(|mut f| {
-                f.write_all(bytes)?;
+                f.write_all(&bytes)?;
                 if durable { f.sync_data() } else { Ok(()) }
             })
             .and_then(|()| std::fs::rename(&tmp, &path))
@@ -192,16 +172,10 @@ impl SnapFiles {
                 e,
             ));
         }
-        let mut pointer = Vec::with_capacity(COMPRESSED_POINTER_LEN);
-        pointer.push(if packed.is_some() {
-            MARKER_COMPRESSED
-        } else {
-            MARKER
-        });
+        let mut pointer = Vec::with_capacity(POINTER_LEN);
+        pointer.push(MARKER);
         pointer.extend_from_slice(&(frame.len() as u64).to_le_bytes());
-        if packed.is_some() {
-            pointer.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-        }
+        pointer.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
         Ok(pointer)
     }
 
@@ -210,13 +184,11 @@ impl SnapFiles {
     pub(crate) fn read(&self, session: SessionId, seq: u64, pointer: &[u8]) -> Result<SharedBytes> {
         let path = self.path(session, seq);
         let bad = || Error::corruption(Some(session), Some(seq), None, "bad snapshot pointer");
-        let (frame_len, len) = match pointer.first() {
-            Some(&MARKER_COMPRESSED) => (
-                Some(u64_at(pointer, 1).ok_or_else(bad)?),
-                u64_at(pointer, 9).ok_or_else(bad)?,
-            ),
-            _ => (None, u64_at(pointer, 1).ok_or_else(bad)?),
-        };
+        if pointer.first() != Some(&MARKER) {
+            return Err(bad());
+        }
+        let frame_len = u64_at(pointer, 1).ok_or_else(bad)?;
+        let len = u64_at(pointer, 9).ok_or_else(bad)?;
         let io = |e| Error::io(format!("reading snapshot file {}", path.display()), e);
         let mut f = File::open(&path).map_err(io)?;
         let found = f.metadata().map_err(io)?.len();
@@ -237,9 +209,6 @@ impl SnapFiles {
         // session took ~100 ms into 4 KiB pages, 46-58 ms into huge ones.
         let mut buf = crate::mem::zeroed(usize::try_from(len).unwrap_or(usize::MAX));
         read_all(&mut f, &mut buf).map_err(io)?;
-        let Some(frame_len) = frame_len else {
-            return Ok(SharedBytes::from(buf));
-        };
         // What the zstd frame says it holds must be what the pointer says
         // before anything is allocated for it, and an allocation that fails
         // is an error (not an abort).
@@ -345,7 +314,7 @@ mod tests {
     #[test]
     fn a_short_file_or_a_bad_pointer_is_an_error_not_a_panic() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let files = SnapFiles::new(dir.path(), false);
+        let files = SnapFiles::new(dir.path());
         let id = SessionId::new();
         let pointer = files.write(id, 7, b"0123456789", true).expect("write");
         assert!(is_pointer(&pointer));
@@ -360,22 +329,19 @@ mod tests {
     }
 
     #[test]
-    fn a_compressed_file_reads_back_exactly_and_a_lying_pointer_is_refused() {
+    fn a_file_reads_back_exactly_and_a_lying_pointer_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let files = SnapFiles::new(dir.path(), true);
+        let files = SnapFiles::new(dir.path());
         let id = SessionId::new();
         let frame: Vec<u8> = (0..200_000u32)
             .flat_map(|i| format!("message {} ", i % 97).into_bytes())
             .collect();
         let pointer = files.write(id, 3, &frame, true).expect("write");
         assert!(is_pointer(&pointer));
-        assert_eq!(pointer[0], MARKER_COMPRESSED);
+        assert_eq!(pointer[0], MARKER);
         let on_disk = std::fs::metadata(files.path(id, 3)).expect("file").len();
         assert!(on_disk * 10 < frame.len() as u64, "{on_disk}");
         assert!(*files.read(id, 3, &pointer).expect("read") == *frame);
-        // A database that does not compress still reads it.
-        let plain = SnapFiles::new(dir.path(), false);
-        assert!(*plain.read(id, 3, &pointer).expect("read") == *frame);
         // A pointer claiming another length (or a huge one) is refused,
         // with nothing allocated for it.
         for claim in [frame.len() as u64 + 1, u64::MAX / 2] {
@@ -399,14 +365,23 @@ mod tests {
     #[test]
     fn a_big_file_read_in_two_halves_is_read_exactly() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let files = SnapFiles::new(dir.path(), false);
+        let files = SnapFiles::new(dir.path());
         let id = SessionId::new();
         for len in [
             PARALLEL_READ_MIN,
             PARALLEL_READ_MIN + 1,
             3 * PARALLEL_READ_MIN / 2 + 7,
         ] {
-            let frame: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            // Pseudo-random (xorshift): the compressed file is as large.
+            let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ len as u64;
+            let frame: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
             let pointer = files.write(id, 1, &frame, false).expect("write");
             assert!(
                 *files.read(id, 1, &pointer).expect("read") == *frame,
@@ -418,7 +393,7 @@ mod tests {
     #[test]
     fn clean_removes_unreferenced_and_temporary_files_only() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let files = SnapFiles::new(dir.path(), false);
+        let files = SnapFiles::new(dir.path());
         let (a, b) = (SessionId::new(), SessionId::new());
         files.write(a, 1, b"a", false).expect("write");
         files.write(b, 2, b"b", true).expect("write");

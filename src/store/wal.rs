@@ -12,15 +12,16 @@
 //! and no change of the file's size or block map: the cheapest sync there
 //! is (71-89 us here, against 104-128 us for a file that grows).
 //!
-//! Every record is written twice (format 3): once in the file's first half
+//! Every record is written twice: once in the file's first half
 //! and once at the same place in its second half ([`HALF`] bytes further),
 //! both before the one `fdatasync` that makes them durable. The record of an
 //! acknowledged append is then the only copy of its events until the next
 //! checkpoint, and nothing after the last record tells damage to it from an
 //! append torn by a power cut; with two copies in different blocks, a
 //! flipped byte, a damaged block, a zeroed tail or a file cut short loses
-//! one copy and the other gives the record back. (Format 2 wrote each record
-//! once, in the whole file: such a log is still read, then written over.)
+//! one copy and the other gives the record back. (A log the disk had no
+//! room to preallocate, or one a journal not appending through it keeps,
+//! has its records written once, in the whole file, under another magic.)
 //!
 //! Records carry a *generation*. Emptying the log (a *checkpoint*: sled
 //! flushed and synced first) starts a new generation by writing, at offset
@@ -41,8 +42,8 @@
 //! was lost, and ends that stream's replay (`SledStore::replay_wal`), so a
 //! replay never leaves a gap.
 //!
-//! Record layout (integers little-endian): magic `AJW3` (`AJW2` in format
-//! 2), body length (u32), crc32 of the body (u32), body = generation (u64),
+//! Record layout (integers little-endian): magic `AJW1` (`AJS1` for a
+//! record written once), body length (u32), crc32 of the body (u32), body = generation (u64),
 //! session id (16 B), first seq (u64), frame count (u32), then per frame its
 //! length (u32) and its bytes.
 
@@ -61,7 +62,7 @@ use crate::store::poison::Poison;
 mod record;
 #[cfg(test)]
 use record::parse;
-use record::{BODY_MIN, MAGIC, MAGIC_V2, cut_short, encode, parse_all};
+use record::{BODY_MIN, MAGIC, MAGIC_ONCE, cut_short, encode, parse_all};
 pub(crate) use record::{HALF, PREALLOCATED, Record, all_records};
 
 /// The log is emptied once this many bytes of a half were written.
@@ -81,17 +82,17 @@ struct Open {
     generation: u64,
     /// Records in `pending`.
     pending_records: u64,
-    /// The file held format 2 records: the next checkpoint zeroes it first,
-    /// so that no build ever reads them again.
-    legacy: bool,
+    /// The file held records written once: the next checkpoint of a
+    /// mirrored log zeroes it first, so that they are never read again.
+    single: bool,
 }
 
 /// The log of one database.
 pub(crate) struct Wal {
     path: PathBuf,
     file: File,
-    /// Records are written twice (format 3), else once (format 2: a file
-    /// the disk had no room to preallocate).
+    /// Records are written twice, else once (a file not preallocated, or
+    /// that the disk had no room to preallocate).
     mirrored: bool,
     /// What the open found if the file was cut inside its first half.
     cut: Option<String>,
@@ -164,10 +165,9 @@ impl Wal {
             // it is acknowledged.
             crate::store::fs::sync_dir(dir)?;
         }
-        let (generation, records, legacy) = parse_all(&bytes);
+        let (generation, records, single) = parse_all(&bytes);
         // A file the disk had no room to preallocate has no second half:
-        // its records are written once (format 2), and it grows as it is
-        // written.
+        // its records are written once, and it grows as it is written.
         let mirrored = bytes.len() as u64 >= PREALLOCATED;
         let wal = Wal {
             cut,
@@ -182,7 +182,7 @@ impl Wal {
                 end: 0,
                 generation,
                 pending_records: 0,
-                legacy,
+                single,
             }),
             commit: GroupCommit::new(poison),
             stats: Mutex::new(SyncStats::default()),
@@ -244,7 +244,7 @@ impl Wal {
 
     /// The magic of the records this log writes.
     fn magic(&self) -> [u8; 4] {
-        if self.mirrored { MAGIC } else { MAGIC_V2 }
+        if self.mirrored { MAGIC } else { MAGIC_ONCE }
     }
 
     /// Where a generation ends: the records of a mirrored log fill a half.
@@ -343,9 +343,9 @@ impl Wal {
         sled_durable()?;
         o.pending.clear();
         o.pending_records = 0;
-        if o.legacy && self.mirrored {
-            // Format 2 records fill the whole file: zeroed, once, so that
-            // neither this build nor an older one reads them again.
+        if o.single && self.mirrored {
+            // Records written once fill the whole file: zeroed, once, so
+            // that they are never read again.
             let len = self.file_size();
             let zeros = vec![0u8; 256 << 10];
             let mut at = 0;
@@ -356,7 +356,7 @@ impl Wal {
                     .map_err(|e| io(&self.path, "writing the write-ahead log", e))?;
                 at += n as u64;
             }
-            o.legacy = false;
+            o.single = false;
         }
         let generation = o.generation + 1;
         let mut start = Vec::new();
@@ -391,7 +391,7 @@ impl Wal {
     }
 
     /// If the file was found cut inside its first half while it held
-    /// format 3 records (see [`cut_short`]), what to report.
+    /// records written twice (see [`cut_short`]), what to report.
     pub(crate) fn damage(&self) -> Option<&str> {
         self.cut.as_deref()
     }

@@ -150,8 +150,7 @@ fn salvage_file_resyncs_after_a_damaged_length_prefix() {
     assert_eq!(got[3..], original[3..]);
 }
 
-/// Format 1 could not tell (no end marker, no count); format 2's trailer
-/// does.
+/// Without an end marker a reader could not tell; the trailer does.
 #[test]
 fn an_ajournal_cut_between_records_is_reported() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -153,7 +153,7 @@ fn judge(fx: &Fixture, read: Read, damaged: &[u8], first: usize) -> (Verdict, Se
             (Verdict::Recovered, Seen::Tail(d.start))
         }
         None if complete => (Verdict::Harmless, Seen::Clean),
-        // The trailer (format 2) tells a file cut short, even exactly
+        // The trailer tells a file cut short, even exactly
         // between two records, from a whole one.
         None => (
             Verdict::SilentLoss(format!(

@@ -50,7 +50,7 @@ const OPENED: &str = "opened";
 
 /// A record of the write-ahead log's current generation, as the kill left
 /// it: its bytes `start..end` in `<db>/wal`, and the frames it holds. Each
-/// record is in the file twice (format 3: once in each half, the second
+/// record is in the file twice (once in each half, the second
 /// copy 2 MiB after the first); this is one copy.
 #[derive(Clone, Copy, Debug)]
 pub struct WalRecord {
@@ -310,7 +310,7 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
 /// The record at `at` if it checks (`docs/format.md`), with its
 /// generation.
 fn wal_record_at(b: &[u8], at: usize) -> Option<(u64, WalRecord)> {
-    if b.get(at..at + 4)? != b"AJW3" {
+    if b.get(at..at + 4)? != b"AJW1" {
         return None;
     }
     let len = u32_at(b, at + 4)? as usize;
@@ -346,7 +346,7 @@ pub fn wal_current_generation(b: &[u8]) -> Vec<WalRecord> {
                 at = r.end;
                 all.push((g, r));
             }
-            None => match b[at + 1..].windows(4).position(|w| w == b"AJW3") {
+            None => match b[at + 1..].windows(4).position(|w| w == b"AJW1") {
                 Some(i) => at += 1 + i,
                 None => break,
             },

@@ -1,12 +1,11 @@
 //! Issue 38 items 3 and 4: a blob's messages are the provider's raw wire
 //! messages (goaitools' format), the spec's own example is read and
-//! continued, blobs of the previous format still decode, Anthropic
+//! continued, message records are refused, Anthropic
 //! thinking blocks survive a round trip, and only a natural stop compacts.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use agent_journal::ToolStatus;
 use agent_journal::conversation::state_blob::{StateBlob, StateChatOptions, chat_with_state};
 use agent_journal::conversation::{Compactor, MessageLimitCompactor, MessageRole};
 use serde_json::{Value, json};
@@ -84,35 +83,22 @@ fn the_spec_example_blob_is_read_and_continued() {
     );
 }
 
-/// A blob written before this change (our records as messages) still
-/// decodes, ids, statuses and unknown members included, and is written
-/// back in the wire format.
+/// A blob whose messages are our records (`ConversationMessage`, as an
+/// unreleased development build wrote them) rather than wire messages is
+/// refused as a corrupted message, never misread.
 #[test]
-fn a_blob_of_the_previous_format_still_decodes() {
-    let legacy = fixture("legacy_records_v1.json");
-    let old = json_of(&legacy);
-    let blob = StateBlob::decode(&legacy, Some("openai"), usize::MAX).expect("decodes");
-    assert_eq!(blob.messages.len(), 4);
-    assert_eq!(
-        blob.messages[1].id.to_string(),
-        old["messages"][1]["id"].as_str().expect("id")
+fn a_blob_of_message_records_is_refused_not_misread() {
+    let records = json!({"version": 1, "provider": "openai", "processed_length": 1, "messages": [
+        {"content": "What is in /tmp?", "conversation_id": "00000000-0000-0000-0000-000000000000",
+         "created_at": "2026-11-23T21:45:28.085441Z", "id": "01a21ee8-0000-7000-8000-000000000001",
+         "metadata": {}, "name": null, "provider_message_id": null, "role": "user",
+         "tool_call_id": null, "tool_calls": [], "turn_id": null}]});
+    let bytes = serde_json::to_vec(&records).expect("JSON");
+    let e = StateBlob::decode(&bytes, Some("openai"), usize::MAX).expect_err("refused");
+    assert!(
+        matches!(e, agent_journal::conversation::state_blob::Degradation::CorruptedMessage { index: 0, ref reason } if reason.contains("record")),
+        "{e:?}"
     );
-    assert_eq!(blob.messages[1].tool_calls[0].status, ToolStatus::Completed);
-    assert_eq!(blob.messages[2].role, MessageRole::Tool);
-    assert_eq!(blob.unknown_members()["x_top"], "kept");
-    let doc = blob.to_json();
-    assert_eq!(
-        doc["messages"][1],
-        json!({"role": "assistant", "content": "", "x_future": 7, "tool_calls": [{"id": "call_1",
-            "type": "function", "function": {"name": "list_dir", "arguments": "{\"path\":\"/tmp\"}"}}]})
-    );
-    assert_eq!(
-        doc["messages"][2],
-        json!({"role": "tool", "content": "a.txt b.txt", "tool_call_id": "call_1"})
-    );
-    let again = StateBlob::decode(&blob.encode(), None, usize::MAX).expect("decodes");
-    assert_eq!(again.messages, blob.messages);
-    assert_eq!(again.to_json(), doc);
 }
 
 /// An extended-thinking tool loop, as Anthropic's Messages API has it.

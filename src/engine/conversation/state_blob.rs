@@ -24,9 +24,6 @@
 //!   message cannot: our message id, its time, turn, metadata. goaitools
 //!   ignores it; without it (a blob goaitools wrote) messages get fresh ids.
 //!
-//! Blobs of the previous format (each message a `ConversationMessage`
-//! record) are still read, and written back in this one.
-//!
 //! Leading system messages (the instructions before the first other
 //! message of a call) are never stored: the caller supplies them fresh on
 //! every call. System messages after the first other message are context
@@ -108,8 +105,8 @@ pub const DEFAULT_MAX_STATE_BYTES: usize = 64 * 1024 * 1024;
 /// record list whose length is not the number of messages is ignored.
 pub const SIDE_MEMBER: &str = "agent_journal";
 
-/// True for a message of the previous format: a `ConversationMessage`
-/// record rather than a wire message.
+/// True for a `ConversationMessage` record rather than a wire message:
+/// refused as [`Degradation::CorruptedMessage`], never misread.
 fn is_record(o: &Map<String, Value>) -> bool {
     o.contains_key("id") && o.contains_key("conversation_id") && o.contains_key("created_at")
 }

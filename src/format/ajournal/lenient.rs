@@ -23,12 +23,11 @@ pub(crate) struct Skipped {
 /// ones (their length prefix still says where the next one starts). Returns
 /// the records with their byte offsets, and what was dropped.
 pub(crate) fn parse_lenient(bytes: &[u8], limit: u64) -> Result<Lenient> {
-    let format = match format_of(bytes) {
-        // A newer format's records may still be readable: try them,
-        // expecting no trailer.
-        Err(Error::Unsupported(_)) => 1,
-        other => other?,
-    };
+    match format_of(bytes) {
+        // Another version's records may still be readable: try them.
+        Err(Error::Unsupported(_)) | Ok(()) => {}
+        Err(e) => return Err(e),
+    }
     let dropped_at = |offset: usize, message: String| Skipped {
         offset: offset as u64,
         message,
@@ -40,18 +39,16 @@ pub(crate) fn parse_lenient(bytes: &[u8], limit: u64) -> Result<Lenient> {
     let mut pos = MAGIC.len();
     loop {
         if pos >= bytes.len() {
-            if format == 2 {
-                dropped.push(dropped_at(
-                    pos,
-                    format!(
-                        "the file ends after {} readable records without its trailer: records after them may be lost",
-                        records.len()
-                    ),
-                ));
-            }
+            dropped.push(dropped_at(
+                pos,
+                format!(
+                    "the file ends after {} readable records without its trailer: records after them may be lost",
+                    records.len()
+                ),
+            ));
             break;
         }
-        if format == 2 && at_trailer(&mut src, pos) {
+        if at_trailer(&mut src, pos) {
             let crc = crc32fast::hash(&bytes[..pos]);
             let problem = match check_trailer(&mut src, pos, records.len() as u64, crc) {
                 Trailer::Whole => None,

@@ -1,9 +1,9 @@
 //! Exported journal files (`.ajournal`).
 //!
 //! ```text
-//! b"AGJRNL02"                       magic and format version
+//! b"AGJRNL01"                       magic and format version
 //! repeated: u32 LE length ++ frame  one record per event, any sessions
-//! u32 LE 0xFFFF_FFFF                the trailer (format 2): its mark,
+//! u32 LE 0xFFFF_FFFF                the trailer: its mark,
 //! u64 LE records                    the number of records,
 //! u32 LE crc32                      and the CRC-32 of every byte before it
 //! ```
@@ -12,8 +12,8 @@
 //! file that ends without its trailer (the crash point of a copy cut short,
 //! even between two records), is reported and cut off; damage followed by
 //! good records, or a trailer that does not match the records, is
-//! [`Error::Corruption`] with its byte offset. Format 1 files (no trailer)
-//! are still read.
+//! [`Error::Corruption`] with its byte offset. A file of another format
+//! version is refused ([`Error::Unsupported`]).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -37,15 +37,12 @@ use source::{FileSource, Source};
 pub(crate) use lenient::parse_lenient;
 pub(crate) use write::{FileWriter, sync_file};
 
-/// The first 8 bytes of an exported journal, as this build writes it
-/// (format 2: with a trailer).
-pub const MAGIC: &[u8; 8] = b"AGJRNL02";
+/// The first 8 bytes of an exported journal: `AGJRNL`, then the format
+/// version, `01` (the only one this build reads and writes).
+pub const MAGIC: &[u8; 8] = b"AGJRNL01";
 
-/// The magic of format 1 (no trailer), still read.
-const MAGIC_V1: &[u8; 8] = b"AGJRNL01";
-
-/// Where a length prefix holds this, the trailer starts (format 2). No
-/// frame is this long: the writer refuses one.
+/// Where a length prefix holds this, the trailer starts. No frame is this
+/// long: the writer refuses one.
 pub const TRAILER_MARK: u32 = u32::MAX;
 
 /// Bytes of the trailer: mark, record count (u64), CRC-32 (u32).
@@ -54,9 +51,9 @@ pub const TRAILER_LEN: usize = 4 + 8 + 4;
 /// Prefix shared by every format version of the magic.
 const MAGIC_PREFIX: &[u8; 6] = b"AGJRNL";
 
-/// The format of the file whose bytes these are: 1 or 2, or why it is not
-/// one this build reads.
-fn format_of(bytes: &[u8]) -> Result<u8> {
+/// Whether the file whose bytes these are has the format this build
+/// reads, or why not.
+fn format_of(bytes: &[u8]) -> Result<()> {
     if bytes.len() < MAGIC.len() || &bytes[..MAGIC_PREFIX.len()] != MAGIC_PREFIX {
         return Err(Error::NotAJournal {
             path: PathBuf::new(),
@@ -64,12 +61,10 @@ fn format_of(bytes: &[u8]) -> Result<u8> {
         });
     }
     match &bytes[..MAGIC.len()] {
-        m if m == MAGIC => Ok(2),
-        m if m == MAGIC_V1 => Ok(1),
+        m if m == MAGIC => Ok(()),
         m => Err(Error::Unsupported(format!(
-            "exported journal format {:?} is not readable by this build (it reads {:?} and {:?})",
+            "exported journal format {:?} is not readable by this build (it reads {:?})",
             String::from_utf8_lossy(m),
-            String::from_utf8_lossy(MAGIC_V1),
             String::from_utf8_lossy(MAGIC)
         ))),
     }
@@ -124,17 +119,6 @@ fn check_trailer<S: Source>(src: &mut S, pos: usize, records: u64, crc_before: u
         0 => Trailer::Whole,
         extra => Trailer::Followed(extra),
     }
-}
-
-/// True if a whole format 2 trailer at `pos` matches the `records` before
-/// it and the file's bytes with the format 2 magic in place of its own
-/// (`crc_as_v2`: their CRC-32).
-fn v2_trailer_matches<S: Source>(src: &mut S, pos: usize, records: u64, crc_as_v2: u32) -> bool {
-    let Some(t) = src.get(pos..pos + TRAILER_LEN) else {
-        return false;
-    };
-    let (count, crc) = trailer_fields(t);
-    count == records && crc == crc_as_v2
 }
 
 /// Every session of a file with its events, in order.
@@ -254,14 +238,10 @@ fn index<S: Source>(src: &mut S, limit: u64) -> Result<FileIndex> {
 fn index_inner<S: Source>(src: &mut S, limit: u64) -> Result<FileIndex> {
     let total = src.len();
     let magic = src.get(0..MAGIC.len().min(total)).unwrap_or_default();
-    let format = format_of(magic)?;
-    // The CRC-32 of every byte read so far, for the trailer; and of the
-    // same bytes under format 2's magic (for a format 1 magic that is a
-    // damaged version byte).
+    format_of(magic)?;
+    // The CRC-32 of every byte read so far, for the trailer.
     let mut crc = crc32fast::Hasher::new();
     crc.update(magic);
-    let mut crc_as_v2 = crc32fast::Hasher::new();
-    crc_as_v2.update(MAGIC);
     let mut out = FileIndex::default();
     let mut resync = Resync::new(total);
     let mut pos = MAGIC.len();
@@ -270,32 +250,12 @@ fn index_inner<S: Source>(src: &mut S, limit: u64) -> Result<FileIndex> {
         let offset = pos as u64;
         let cut = |reason: String| TailDamage::bytes(offset, (total - pos) as u64, reason);
         if pos >= total {
-            if format == 2 {
-                out.tail = Some(cut(format!(
-                    "the file ends after {records} records without its trailer: it was cut short"
-                )));
-            }
+            out.tail = Some(cut(format!(
+                "the file ends after {records} records without its trailer: it was cut short"
+            )));
             break;
         }
-        if format == 1
-            && at_trailer(src, pos)
-            && v2_trailer_matches(src, pos, records, crc_as_v2.clone().finalize())
-        {
-            // No format 1 file has a trailer: this is a format 2 file whose
-            // version byte was damaged into format 1's.
-            return Err(Error::corruption(
-                None,
-                None,
-                Some(MAGIC.len() as u64 - 1),
-                format!(
-                    "the magic says {:?}, but the file ends with a trailer that matches it as {:?}: \
-                     its version byte is damaged",
-                    String::from_utf8_lossy(MAGIC_V1),
-                    String::from_utf8_lossy(MAGIC)
-                ),
-            ));
-        }
-        if format == 2 && at_trailer(src, pos) {
+        if at_trailer(src, pos) {
             match check_trailer(src, pos, records, crc.clone().finalize()) {
                 Trailer::Whole => {}
                 Trailer::Followed(extra) => {
@@ -316,9 +276,6 @@ fn index_inner<S: Source>(src: &mut S, limit: u64) -> Result<FileIndex> {
             Ok((env, start, next)) => {
                 let record = src.get(pos..next).unwrap_or_default();
                 crc.update(record);
-                if format == 1 {
-                    crc_as_v2.update(record);
-                }
                 pos = next;
                 (
                     env,

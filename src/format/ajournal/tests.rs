@@ -3,10 +3,11 @@
 use super::*;
 use crate::event::Event;
 
-/// The records of a format 1 file of `n` events of one session.
-fn v1_file_with(n: u64) -> Vec<u8> {
+/// The magic and the records of `n` events of one session, without the
+/// trailer.
+fn records_of(n: u64) -> Vec<u8> {
     let sid = SessionId::new();
-    let mut bytes = MAGIC_V1.to_vec();
+    let mut bytes = MAGIC.to_vec();
     for seq in 0..n {
         let env = Envelope {
             session: sid,
@@ -26,8 +27,7 @@ fn v1_file_with(n: u64) -> Vec<u8> {
 
 /// `n` records and a trailer that counts `count` of them.
 fn file_counting(n: u64, count: u64) -> Vec<u8> {
-    let mut bytes = v1_file_with(n);
-    bytes[..MAGIC.len()].copy_from_slice(MAGIC);
+    let mut bytes = records_of(n);
     let crc = crc32fast::hash(&bytes);
     bytes.extend_from_slice(&TRAILER_MARK.to_le_bytes());
     bytes.extend_from_slice(&count.to_le_bytes());
@@ -35,7 +35,7 @@ fn file_counting(n: u64, count: u64) -> Vec<u8> {
     bytes
 }
 
-/// A format 2 file of `n` events, as the writer makes it.
+/// A file of `n` events, as the writer makes it.
 fn file_with(n: u64) -> Vec<u8> {
     file_counting(n, n)
 }
@@ -49,7 +49,7 @@ fn the_writer_ends_a_file_with_its_trailer() {
     let dir = std::env::temp_dir().join(format!("aj-file-{}", SessionId::new()));
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("x.ajournal");
-    let records = v1_file_with(3);
+    let records = records_of(3);
     let mut w = FileWriter::create(&path).expect("create");
     let mut pos = MAGIC.len();
     while pos < records.len() {
@@ -91,26 +91,6 @@ fn a_cut_at_any_length_keeps_the_good_prefix_and_is_reported() {
 }
 
 #[test]
-fn a_format_1_file_is_still_read() {
-    let full = v1_file_with(5);
-    let whole = parse_frames(&full, 1 << 20).expect("parse");
-    assert_eq!((events(&whole), whole.tail), (5, None));
-    for cut in MAGIC.len()..full.len() {
-        let c = parse_frames(&full[..cut], 1 << 20).expect("a truncated file still opens");
-        let n = events(&c);
-        assert!(n < 5);
-        // Either the cut fell exactly on a record boundary (format 1
-        // cannot tell), or it is reported.
-        assert!(
-            c.tail.is_some() || cut == MAGIC.len() || n > 0,
-            "cut at {cut} unreported"
-        );
-    }
-    let (records, dropped) = parse_lenient(&full, 1 << 20).expect("lenient");
-    assert_eq!((records.len(), dropped.len()), (5, 0));
-}
-
-#[test]
 fn a_trailer_that_does_not_match_is_corruption_at_its_offset() {
     let trailer_at = (file_with(4).len() - TRAILER_LEN) as u64;
     // One record fewer than the trailer counts: a whole record gone.
@@ -131,25 +111,6 @@ fn a_trailer_that_does_not_match_is_corruption_at_its_offset() {
         let (records, dropped) = parse_lenient(&flipped, 1 << 20).expect("lenient");
         assert_eq!((records.len(), dropped.len()), (4, 1));
     }
-}
-
-#[test]
-fn a_version_byte_damaged_into_format_1s_is_corruption_at_the_magic() {
-    // Found by the fuzz target tail_recovery: the file was read as
-    // format 1 and its trailer reported as a damaged tail.
-    let mut bytes = file_with(3);
-    bytes[MAGIC.len() - 1] = MAGIC_V1[MAGIC.len() - 1];
-    assert!(matches!(
-        parse_frames(&bytes, 1 << 20),
-        Err(Error::Corruption { offset: Some(7), ref reason, .. }) if reason.contains("version byte")
-    ));
-    // A genuine format 1 file is still read, and one cut short still
-    // has its tail reported.
-    let v1 = v1_file_with(3);
-    let c = parse_frames(&v1, 1 << 20).expect("format 1");
-    assert_eq!((events(&c), c.tail.is_none()), (3, true));
-    let c = parse_frames(&v1[..v1.len() - 3], 1 << 20).expect("cut");
-    assert_eq!((events(&c), c.tail.is_some()), (2, true));
 }
 
 #[test]
@@ -235,13 +196,20 @@ fn damage_before_good_records_is_corruption_with_offset() {
 }
 
 #[test]
-fn future_version_and_garbage_are_refused() {
-    let mut bytes = file_with(1);
-    bytes[7] = b'9';
-    assert!(matches!(
-        parse_frames(&bytes, 1 << 20),
-        Err(Error::Unsupported(_))
-    ));
+fn another_version_and_garbage_are_refused() {
+    // A future version, and the version byte damaged (into `0`, `2`).
+    for version in [b'9', b'0', b'2'] {
+        let mut bytes = file_with(1);
+        bytes[7] = version;
+        assert!(matches!(
+            parse_frames(&bytes, 1 << 20),
+            Err(Error::Unsupported(ref m)) if m.contains("AGJRNL01")
+        ));
+        // Salvage still reads its records (the trailer's checksum, which
+        // covers the magic, no longer matches: reported).
+        let (records, dropped) = parse_lenient(&bytes, 1 << 20).expect("lenient");
+        assert_eq!((records.len(), dropped.len()), (1, 1));
+    }
     assert!(matches!(
         parse_frames(b"hello world", 1 << 20),
         Err(Error::NotAJournal { .. })

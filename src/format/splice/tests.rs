@@ -111,40 +111,6 @@ fn json_sees_the_payload_whole_and_bincode_stores_it_once() {
     assert_eq!(back, m);
 }
 
-/// The bincode of a message as the build before splicing wrote it (tag 1
-/// and the whole payload): still read, to the same message.
-#[test]
-fn a_message_written_whole_still_reads() {
-    let content = "the same content twice, once in the payload".to_owned();
-    let payload = serde_json::json!({"content": content}).to_string();
-    let m = message(content, vec![], Some(payload));
-    // What the writer wrote then: the payload whole, behind tag 1.
-    let old = MessageOut {
-        role: &m.role,
-        content: &m.content,
-        evaluation_id: &m.evaluation_id,
-        sequence: m.sequence,
-        tool_calls: &m.tool_calls,
-        tool_call_id: &m.tool_call_id,
-        tool_name: &m.tool_name,
-        turn: m.turn,
-        prompt_ns: &m.prompt_ns,
-        prompt_key: &m.prompt_key,
-        created_at: &m.created_at,
-        message_id: &m.message_id,
-        provider_payload: PayloadOut::Whole(m.provider_payload.as_deref()),
-    };
-    let frame = encode_frame(&old, DEFAULT_MAX_EVENT_BYTES).expect("encode");
-    let back: InnerMessage = decode_frame(&frame, DEFAULT_MAX_EVENT_BYTES).expect("decode");
-    assert_eq!(back, m);
-    assert!(
-        encode_frame(&m, DEFAULT_MAX_EVENT_BYTES)
-            .expect("encode")
-            .len()
-            < frame.len()
-    );
-}
-
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![
         "[a-z \"\\\\\n\t]{0,40}",

@@ -142,7 +142,7 @@ pub(crate) fn build_events(spec: &[EvalSpec]) -> Vec<Event> {
     let mut ev = vec![Event::SessionOpened {
         labels: vec![("agent".into(), "test".into())],
     }];
-    ev.push(Event::Forked {
+    ev.push(Event::ForkPoint {
         parent: SessionId(Uuid::from_u128(7)),
         at: 3,
     });

@@ -8,7 +8,7 @@
 //! - tree `snapshots`: same key shape, value = frame of a `SessionState`, or
 //!   for a frame over 7 KiB a pointer to its file in `snapshots/` (see
 //!   `snapfiles.rs`);
-//! - tree `meta`: `format` = `agent-journal 2` (`1` before runs and blocks),
+//! - tree `meta`: `format` = `agent-journal 1` (another value is refused),
 //!   written when the database is created;
 //! - file `wal`: the write-ahead log of `Synced` appends (see `wal.rs`);
 //! - file `records`: the record area, outside sled (see `records.rs`).

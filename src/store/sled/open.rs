@@ -21,12 +21,12 @@ use crate::store::snapfiles;
 use crate::store::snapfiles::SnapFiles;
 use crate::store::wal::Wal;
 
+/// Where the database's layout version is kept, in tree `meta`.
 const FORMAT_KEY: &[u8] = b"format";
-const FORMAT_VALUE: &[u8] = b"agent-journal 2";
 
-/// The marker of a database written before runs and blocks: read as it
-/// is, and marked as the current format at its first writable open.
-const FORMAT_VALUE_1: &[u8] = b"agent-journal 1";
+/// The layout this build reads and writes (runs, blocks and segments;
+/// `docs/format.md`). A database marked otherwise is refused.
+const FORMAT_VALUE: &[u8] = b"agent-journal 1";
 
 /// The zstd level of a compressed database's pages. Level 1: sled
 /// compresses every log write on its own (a new zstd context each time),
@@ -290,18 +290,15 @@ impl SledStore {
             .map_err(|e| storage(e, "reading meta"))?
         {
             Some(v) if v.as_ref() == FORMAT_VALUE => {}
-            // Runs and blocks may be written from now on: a build that
-            // does not know them must refuse the database, not misread it.
-            Some(v) if v.as_ref() == FORMAT_VALUE_1 => {
-                meta.insert(FORMAT_KEY, FORMAT_VALUE)
-                    .map_err(|e| storage(e, "writing meta"))?;
-                db.flush()
-                    .map_err(|e| storage(e, "flushing the format marker"))?;
-            }
+            // Another layout version (a later build's): refused, never
+            // misread, and left as it is.
             Some(v) => {
-                return Err(foreign(format!(
-                    "unknown format marker {:?}",
-                    String::from_utf8_lossy(&v)
+                return Err(Error::Unsupported(format!(
+                    "{}: unknown format marker {:?} (this build reads {:?}): \
+                     a database of another agent-journal version",
+                    path.display(),
+                    String::from_utf8_lossy(&v),
+                    String::from_utf8_lossy(FORMAT_VALUE)
                 )));
             }
             // New, or created by a process that died before stamping it.
@@ -339,7 +336,7 @@ impl SledStore {
             acked.raise(r.session, r.first_seq.saturating_add(r.frames.len() as u64));
         }
         // Large frames compressed too, whatever sled's pages are.
-        let frame_files = Arc::new(FrameFiles::new(path, true));
+        let frame_files = Arc::new(FrameFiles::new(path));
         let sealer = Arc::new(Sealer::start(
             events.clone(),
             frame_files.clone(),
@@ -360,7 +357,7 @@ impl SledStore {
             events,
             snapshots,
             // Always compressed: a snapshot of messages is mostly text.
-            snap_files: SnapFiles::new(path, true),
+            snap_files: SnapFiles::new(path),
             frame_files,
             heads: RwLock::new(HashMap::new()),
             db_file,

@@ -7,7 +7,7 @@
 //! compresses; the bytes as they are in one made before) and a large one in
 //! a file of its own under `blobs/` (compressed the same way); the journal
 //! keeps frames over 7 KiB in segments under `frames/` (each one a zstd
-//! frame in a compressed database); the write-ahead log (`wal`) holds the
+//! frame); the write-ahead log (`wal`) holds the
 //! frames of the latest `Synced` appends. An event's frame checks itself: a version byte,
 //! the CRC-32 of its body, and a body that decodes as an `Envelope` naming
 //! its session and seq. So every offset of those files where a whole frame
@@ -227,7 +227,7 @@ mod tests {
     }
 
     #[test]
-    fn large_frames_are_found_in_segment_files_plain_and_compressed() {
+    fn large_frames_are_found_in_segment_files() {
         let s = SessionId::new();
         let dir = tempfile::tempdir().expect("tempdir");
         // A `db` file of noise: what sled would refuse.
@@ -240,8 +240,8 @@ mod tests {
             };
             encode_frame(&e, 1 << 20).expect("encode")
         };
-        for (compress, seqs) in [(false, 0..3u64), (true, 3..6)] {
-            let files = crate::store::frame_files::FrameFiles::new(dir.path(), compress);
+        for seqs in [0..3u64, 3..6] {
+            let files = crate::store::frame_files::FrameFiles::new(dir.path());
             let frames: Vec<Vec<u8>> = seqs.map(big).collect();
             let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
             files.write(&refs).expect("write");

@@ -41,9 +41,8 @@ use crate::store::keys::key;
 use crate::store::poison::Poison;
 use crate::store::runs::{self, Kind, RUN_HEADER};
 
-/// The most blocks one seal writes (a session whose runs go back further,
-/// as in a database written before blocks existed, keeps its older values
-/// as they are until `compact`).
+/// The most blocks one seal writes (a session whose runs go back further
+/// keeps its older values as they are until `compact`).
 const SEAL_MAX_BLOCKS: usize = 16;
 
 fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

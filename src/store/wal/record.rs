@@ -5,12 +5,15 @@
 
 use crate::model::SessionId;
 
-/// First bytes of every record this build writes (format 3: mirrored).
-pub(super) const MAGIC: [u8; 4] = *b"AJW3";
+/// First bytes of a record written twice, in each half of a preallocated
+/// log (format version 1).
+pub(super) const MAGIC: [u8; 4] = *b"AJW1";
 
-/// First bytes of a record of format 2 (written once, in the whole file),
-/// still read.
-pub(super) const MAGIC_V2: [u8; 4] = *b"AJW2";
+/// First bytes of a record written once, in a log that is not
+/// preallocated (a journal that does not append through it, or a disk
+/// with no room): same layout, from offset 0 of the whole file. The
+/// magic tells the reader which of the two it reads.
+pub(super) const MAGIC_ONCE: [u8; 4] = *b"AJS1";
 
 /// Magic, body length, crc.
 pub(super) const HEADER: usize = 12;
@@ -66,7 +69,7 @@ pub(super) fn encode(
 }
 
 /// True if `bytes`, a log file as found, was cut inside its first half: a
-/// format 3 record is only ever written into a file preallocated to
+/// record written twice is only ever written into a file preallocated to
 /// [`PREALLOCATED`] bytes, and the file is only ever shortened to 0 (at a
 /// clean close, after a checkpoint) or cut short by damage. A cut there
 /// takes the second copy of every record and the first of those past it;
@@ -119,7 +122,7 @@ fn record_at(bytes: &[u8], at: usize, magic: [u8; 4]) -> Option<(Record, usize)>
     ))
 }
 
-/// The offset of the next record magic (either format) from `from` on,
+/// The offset of the next record magic (either kind) from `from` on,
 /// and which. A preallocated log is mostly zeros: those are skipped eight
 /// at a time.
 fn find_magic(bytes: &[u8], from: usize) -> Option<(usize, [u8; 4])> {
@@ -132,7 +135,7 @@ fn find_magic(bytes: &[u8], from: usize) -> Option<(usize, [u8; 4])> {
             continue;
         }
         let m = &bytes[i..i + MAGIC.len()];
-        if m == MAGIC || m == MAGIC_V2 {
+        if m == MAGIC || m == MAGIC_ONCE {
             return Some((i, [m[0], m[1], m[2], m[3]]));
         }
         i += 1;
@@ -140,7 +143,7 @@ fn find_magic(bytes: &[u8], from: usize) -> Option<(usize, [u8; 4])> {
     None
 }
 
-/// Every record of either format that checks, with its offset and magic,
+/// Every record of either kind that checks, with its offset and magic,
 /// in file order, in one pass. Damage is skipped: the search goes on at
 /// the next magic whose record checks.
 fn scan(bytes: &[u8]) -> Vec<(usize, [u8; 4], Record)> {
@@ -159,8 +162,8 @@ fn scan(bytes: &[u8]) -> Vec<(usize, [u8; 4], Record)> {
     all
 }
 
-/// Every record of a log that checks, of any generation and either format,
-/// in file order (both copies of a format 3 record: a reader of every
+/// Every record of a log that checks, of any generation and either kind,
+/// in file order (both copies of a record written twice: a reader of every
 /// frame, as `salvage`, drops the second).
 pub(crate) fn all_records(bytes: &[u8]) -> Vec<Record> {
     scan(bytes).into_iter().map(|(_, _, r)| r).collect()
@@ -169,24 +172,25 @@ pub(crate) fn all_records(bytes: &[u8]) -> Vec<Record> {
 /// The highest generation in a log (0 if none) and its valid records, in
 /// order, without the frameless record that starts a generation.
 ///
-/// Format 3: each half is read on its own, and a record is taken from
-/// either copy (they sit at the same offset of their half). Format 2 (an
-/// older build wrote the log last): the records of the whole file.
+/// Records written twice: each half is read on its own, and a record is
+/// taken from either copy (they sit at the same offset of their half).
+/// Records written once (the log was last written without room for its
+/// second half): the records of the whole file.
 #[cfg(test)]
 pub(crate) fn parse(bytes: &[u8]) -> (u64, Vec<Record>) {
     let (generation, records, _) = parse_all(bytes);
     (generation, records)
 }
 
-/// [`parse`], and whether the log holds format 2 records (of any
+/// [`parse`], and whether the log holds records written once (of any
 /// generation).
 pub(super) fn parse_all(bytes: &[u8]) -> (u64, Vec<Record>, bool) {
     let half = HALF as usize;
     let mut mirrored: Vec<(usize, Record)> = Vec::new();
-    let mut v2: Vec<(usize, Record)> = Vec::new();
+    let mut once: Vec<(usize, Record)> = Vec::new();
     for (at, magic, r) in scan(bytes) {
-        if magic == MAGIC_V2 {
-            v2.push((at, r));
+        if magic == MAGIC_ONCE {
+            once.push((at, r));
         } else if at < half {
             mirrored.push((at, r));
         } else {
@@ -194,26 +198,25 @@ pub(super) fn parse_all(bytes: &[u8]) -> (u64, Vec<Record>, bool) {
         }
     }
     let generation = |rs: &[(usize, Record)]| rs.iter().map(|(_, r)| r.generation).max();
-    let (g3, g2) = (generation(&mirrored), generation(&v2));
-    let (current, mut records) = match (g3, g2) {
-        (Some(g3), g2) if g2.is_none_or(|g2| g3 >= g2) => {
-            mirrored.retain(|(_, r)| r.generation == g3);
+    let (twice, single) = (generation(&mirrored), generation(&once));
+    let (current, mut records) = match (twice, single) {
+        (Some(g), single) if single.is_none_or(|s| g >= s) => {
+            mirrored.retain(|(_, r)| r.generation == g);
             // By offset in the half; the first copy of each offset.
             mirrored.sort_by_key(|(at, _)| *at);
             mirrored.dedup_by_key(|(at, _)| *at);
-            (g3, mirrored)
+            (g, mirrored)
         }
-        (_, Some(g2)) => {
-            v2.retain(|(_, r)| r.generation == g2);
-            (g2, v2)
+        (_, Some(g)) => {
+            once.retain(|(_, r)| r.generation == g);
+            (g, once)
         }
         _ => (0, Vec::new()),
     };
     records.retain(|(_, r)| !r.frames.is_empty());
-    let legacy = g2.is_some();
     (
         current,
         records.into_iter().map(|(_, r)| r).collect(),
-        legacy,
+        single.is_some(),
     )
 }

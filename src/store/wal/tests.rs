@@ -110,31 +110,6 @@ fn damage_to_one_copy_loses_nothing() {
 }
 
 #[test]
-fn a_format_2_log_is_read_then_zeroed_by_the_first_checkpoint() {
-    // Format 2: each record once, from offset 0, with magic AJW2 (the crc
-    // covers the body only).
-    let mut v2 = Vec::new();
-    for (generation, session, first_seq, frames) in std::iter::once((1, sid(0), 0, vec![]))
-        .chain(sample().into_iter().map(|(s, q, f)| (1, s, q, f)))
-    {
-        let at = v2.len();
-        encode(&mut v2, MAGIC_V2, generation, session, first_seq, &frames);
-        assert_eq!(v2[at..at + 4], MAGIC_V2);
-    }
-    assert_eq!(parse(&v2), (1, records(1, &sample())));
-    let dir = tempfile_dir();
-    std::fs::write(dir.join(FILE), &v2).expect("write");
-    let (wal, got) = Wal::open(&dir, true, Poison::default()).expect("open");
-    assert_eq!(got, records(1, &sample()));
-    wal.checkpoint(&|| Ok(())).expect("checkpoint");
-    drop(wal);
-    let bytes = std::fs::read(dir.join(FILE)).expect("read");
-    assert!(!parse_all(&bytes).2, "format 2 records left");
-    assert_eq!(parse(&bytes), (2, vec![]));
-    std::fs::remove_dir_all(&dir).expect("cleanup");
-}
-
-#[test]
 fn a_checkpoint_starts_a_generation_that_hides_the_records_before_it() {
     let dir = tempfile_dir();
     let (wal, _) = Wal::open(&dir, true, Poison::default()).expect("open");
@@ -235,7 +210,8 @@ fn garbage_is_no_record() {
 #[test]
 fn a_log_the_disk_had_no_room_to_preallocate_writes_each_record_once() {
     // Without preallocation (as on a full disk) the file has no second
-    // half: format 2 records, from offset 0, growing as written.
+    // half: records written once (magic AJS1), from offset 0, growing as
+    // written.
     let dir = tempfile_dir();
     let (wal, _) = Wal::open(&dir, false, Poison::default()).expect("open");
     wal.checkpoint(&|| Ok(())).expect("checkpoint");
@@ -246,10 +222,10 @@ fn a_log_the_disk_had_no_room_to_preallocate_writes_each_record_once() {
     drop(wal);
     let bytes = std::fs::read(dir.join(FILE)).expect("read");
     assert!((bytes.len() as u64) < HALF, "{} bytes", bytes.len());
-    assert_eq!(bytes[..4], MAGIC_V2);
+    assert_eq!(bytes[..4], MAGIC_ONCE);
     assert_eq!(parse(&bytes), (1, records(1, &sample())));
     // Preallocated at the next open (there is room now): mirrored from the
-    // first checkpoint on, the format 2 records zeroed.
+    // first checkpoint on, the records written once zeroed.
     let (wal, got) = Wal::open(&dir, true, Poison::default()).expect("reopen");
     assert_eq!(got, records(1, &sample()));
     wal.checkpoint(&|| Ok(())).expect("checkpoint");
@@ -258,7 +234,7 @@ fn a_log_the_disk_had_no_room_to_preallocate_writes_each_record_once() {
     drop(wal);
     let bytes = std::fs::read(dir.join(FILE)).expect("read");
     assert_eq!(bytes.len() as u64, PREALLOCATED);
-    assert!(!parse_all(&bytes).2, "format 2 records left");
+    assert!(!parse_all(&bytes).2, "records written once left");
     assert_eq!(
         parse(&bytes),
         (2, records(2, &[(sid(9), 0, vec![b"nine".to_vec()])]))

@@ -133,7 +133,7 @@ impl Timeline {
                             let what = if at == 0 && data.len() == 48 {
                                 "write-ahead log generations"
                             } else if at + data.len() as u64 > half - (64 << 10)
-                                && log.bytes[data.clone()].starts_with(b"AJW3")
+                                && log.bytes[data.clone()].starts_with(b"AJW1")
                             {
                                 "write-ahead log full"
                             } else {

@@ -20,7 +20,6 @@ use serde_json::{Map, Value};
 use super::wire::{self, Dialect};
 use super::{Degradation, SIDE_MEMBER, STATE_BLOB_VERSION, StateBlob, clip, is_record};
 use crate::error::Result;
-use crate::event::conversation::ConversationMessage;
 use crate::provider::stream::{Budget, Source, capped, scalars};
 
 /// The member holding the messages.
@@ -104,14 +103,11 @@ impl Decoding {
         };
         let blob = &mut self.blob;
         if is_record(&o) {
-            let v = Value::Object(o);
-            let m = ConversationMessage::deserialize(&v)
-                .map_err(|e| corrupted(clip(&e.to_string(), 200)))?;
-            if let Value::Object(members) = v {
-                blob.keep_unknown(m.id, members);
-            }
-            blob.messages.push(m);
-            return Ok(());
+            // Refused, not misread as a wire message.
+            return Err(corrupted(
+                "a message record (`id`, `conversation_id`, `created_at`), not a wire message"
+                    .into(),
+            ));
         }
         let original = (!wire::exact(self.dialect, &o)).then(|| Value::Object(o.clone()));
         let read = wire::from_wire(self.dialect, o).map_err(corrupted)?;
@@ -143,10 +139,9 @@ impl StateBlob {
     /// refusing more than `max_bytes` before parsing. Never panics.
     ///
     /// Each message is read as a wire message of the blob's provider (see
-    /// [the format](super)); a message in the previous format of this crate
-    /// (a `ConversationMessage` record: it has `id`, `conversation_id` and
-    /// `created_at` members) is read as that record, so blobs written
-    /// before are still read. A message without a side record (a blob of
+    /// [the format](super)); a `ConversationMessage` record (it has `id`,
+    /// `conversation_id` and `created_at` members) is not one, and
+    /// degrades the blob. A message without a side record (a blob of
     /// goaitools, or of a writer that dropped `agent_journal`) gets a
     /// fresh id and is dated now.
     ///
