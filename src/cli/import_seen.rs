@@ -71,7 +71,8 @@ pub(crate) fn imported_as(
 pub(crate) fn say_already(json: bool, file: &Path, session: SessionId) -> Result<(), Error> {
     if json {
         crate::cli::output::print_json(&serde_json::json!({
-            "sessions": [session.to_string()], "events": 0, "already_imported": true,
+            "sessions": [], "events": 0,
+            "already_imported": [{"file": file.display().to_string(), "session": session.to_string()}],
         }))?;
     } else {
         outln!(

@@ -148,7 +148,12 @@ fn events(
         let mut finished = false;
         lines.thread(i, evaluation_id, &mut |m, meta| {
             finished = m.role == Role::Assistant && m.tool_calls.is_empty();
-            match meta.filter(|_| m.role == Role::Assistant) {
+            // A reply whose records say nothing of its call (no time, no
+            // model, no usage) has no call to record.
+            let said = |meta: &&RecordMeta| {
+                meta.last_at.is_some() || meta.model.is_some() || meta.usage.is_some()
+            };
+            match meta.filter(|_| m.role == Role::Assistant).filter(said) {
                 Some(meta) => {
                     let reply = Reply {
                         evaluation_id: m.evaluation_id,
