@@ -245,6 +245,20 @@ pub enum Error {
     /// No provider adapter is configured under this id.
     #[error("no provider adapter {0:?} is configured")]
     UnknownProvider(String),
+    /// An import under `strict` met an item or content block whose type the
+    /// journal does not model (without `strict` it is kept verbatim as an
+    /// opaque item); nothing was imported.
+    #[error(
+        "{at}: {kind:?} is a type the journal does not model (refused by --strict); nothing was imported"
+    )]
+    Unmodeled {
+        /// Where it is: the item's path (`input[3]`,
+        /// `messages[2].content[1]`) or the log's line (`line 7`), after
+        /// the file's name when known.
+        at: String,
+        /// Its type, as the input names it.
+        kind: String,
+    },
 }
 
 /// The crate's result type.
@@ -314,6 +328,7 @@ impl Error {
             Error::Fenced { .. } => "fenced",
             Error::LeaseHeld { .. } => "lease_held",
             Error::UnknownProvider(_) => "unknown_provider",
+            Error::Unmodeled { .. } => "unmodeled",
         }
     }
 }

@@ -53,7 +53,18 @@ pub(crate) fn session_events(j: &Journal, id: SessionId) -> Vec<Value> {
                 let mut p: Value = serde_json::from_slice(payload)
                     .unwrap_or_else(|_| String::from_utf8_lossy(payload).into());
                 p.as_object_mut().map(|o| o.remove("evaluation"));
+                // A Claude Code reply's records name its message.
+                if let Some(m) = p.get_mut("message")
+                    && let Some(i) = ids.iter().position(|id| m == id.as_str())
+                {
+                    *m = json!(format!("<message {i}>"));
+                }
                 json!({"custom": kind, "payload": p})
+            }
+            Event::ProviderCall(call) => {
+                let mut v = serde_json::to_value(call).expect("json");
+                v.as_object_mut().map(|o| o.remove("evaluation_id"));
+                json!({"provider_call": v})
             }
             Event::EvaluationFinished { outcome, .. } => json!({"finished": outcome}),
             other => serde_json::to_value(other).expect("json"),

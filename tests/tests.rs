@@ -25,6 +25,7 @@ mod golden;
 mod http_adapters;
 #[cfg(unix)]
 mod import_memory;
+mod imports;
 mod kill;
 mod large_frames;
 mod layers;

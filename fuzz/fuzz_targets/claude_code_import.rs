@@ -6,8 +6,10 @@
 //! same export (a fixed point), and the whole log imports as a session
 //! whose evaluations are its threads. Read from a file
 //! (`ClaudeCodeFile::open`, the streamed import's two passes), the log is
-//! accepted or refused as its text is, with the same message, and converts
-//! to as many messages.
+//! accepted or refused as its text is, with the same message and the same
+//! warnings, and converts to as many messages; `check_strict` refuses it
+//! only as unmodeled, and only when it holds a record or block of a type
+//! not modeled.
 #![no_main]
 
 use agent_journal::provider::{claude_code, validate};
@@ -25,6 +27,16 @@ fuzz_target!(|data: &[u8]| {
             let messages: usize = log.threads.iter().map(|t| t.messages.len()).sum();
             assert_eq!(file.messages(), messages as u64, "read from a file");
             assert_eq!(file.threads().len(), log.threads.len());
+            assert_eq!(file.warnings(), log.warnings.as_slice(), "warnings");
+            let opaque = !log.other.is_empty()
+                || log.threads.iter().flat_map(|t| &t.messages).any(|m| {
+                    !agent_journal::provider::opaque::opaque_types(m).is_empty()
+                });
+            match file.check_strict() {
+                Ok(()) => assert!(!opaque, "strict kept an opaque record or block"),
+                Err(Error::Unmodeled { .. }) => assert!(opaque, "strict refused nothing opaque"),
+                Err(e) => panic!("strict refused an accepted log otherwise: {e}"),
+            }
             log
         }
         (Err(Error::InvalidInput(a)), Err(Error::InvalidInput(b))) => {

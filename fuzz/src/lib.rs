@@ -391,6 +391,17 @@ pub fn provider_fixed_point(format: agent_journal::provider::ConversationFormat,
     let Ok(messages) = format.parse(&text, eval, "ns", "key") else {
         return;
     };
+    // Strict refuses exactly the inputs that hold an opaque item.
+    let opaque = messages
+        .iter()
+        .any(|m| !agent_journal::provider::opaque::opaque_types(m).is_empty());
+    match format.parse_strict(&text, eval, "ns", "key") {
+        Ok(_) => assert!(!opaque, "strict kept an opaque item"),
+        Err(agent_journal::Error::Unmodeled { .. }) => {
+            assert!(opaque, "strict refused an input with no opaque item")
+        }
+        Err(e) => panic!("strict refused what parse accepts, not as unmodeled: {e}"),
+    }
     let exported = format.to_json(&messages);
     let again = format
         .parse(&exported.to_string(), eval, "ns", "key")

@@ -11,6 +11,7 @@ use agent_journal::{Error, Journal};
 use clap::{Args, ValueEnum};
 
 use crate::cli::global::Global;
+use crate::cli::import_seen;
 use crate::cli::open::warn;
 use crate::cli::output::{print_json, progress};
 
@@ -28,6 +29,16 @@ pub(crate) struct ImportArgs {
     /// until memory runs out.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
     max_bytes: u64,
+    /// Refuse items, content blocks and Claude Code records of a type the
+    /// journal does not model (exit 1, naming the item or line and the
+    /// type), instead of keeping them verbatim as opaque items.
+    #[arg(long)]
+    strict: bool,
+    /// Import the file even if a session of the database was imported from
+    /// the same bytes (same SHA-256); without it such a file is not
+    /// imported again (the command says which session holds it, exit 0).
+    #[arg(long)]
+    again: bool,
 }
 
 /// What `import --format` reads.
@@ -158,6 +169,10 @@ fn import_format(
         Error::InvalidInput(r) if !r.starts_with(&file.display().to_string()) => {
             Error::InvalidInput(format!("{}: {r}", file.display()))
         }
+        Error::Unmodeled { at, kind } => Error::Unmodeled {
+            at: format!("{}: {at}", file.display()),
+            kind,
+        },
         other => other,
     };
     // Read and checked before the database is opened (or created): bad
@@ -165,17 +180,41 @@ fn import_format(
     // at a time (`ConversationFile`); text `auto` read from a pipe is
     // parsed whole.
     let Some(text) = text else {
-        let conversation = agent_journal::transfer::ConversationFile::open(file, f, args.max_bytes)
-            .map_err(in_file)?;
+        let open = if args.strict {
+            agent_journal::transfer::ConversationFile::open_strict
+        } else {
+            agent_journal::transfer::ConversationFile::open
+        };
+        let mut conversation = open(file, f, args.max_bytes).map_err(in_file)?;
+        let hash = import_seen::file_hash(file)?;
         let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
+        if let Some(h) = &hash {
+            if !args.again
+                && let [Some(id)] = import_seen::imported_as(&journal, &[h])?[..]
+            {
+                import_seen::say_already(cli.json, file, id)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            conversation.label(import_seen::LABEL, h.clone());
+        }
         let (id, events) = journal
             .import_conversation_file(&conversation, "import", &name)
             .map_err(in_file)?;
         return imported(cli, id, events);
     };
-    let messages = f
-        .parse(&text, agent_journal::EvaluationId::new(), "import", &name)
-        .map_err(in_file)?;
+    let parse = if args.strict {
+        ConversationFormat::parse_strict
+    } else {
+        ConversationFormat::parse
+    };
+    let messages = parse(
+        f,
+        &text,
+        agent_journal::EvaluationId::new(),
+        "import",
+        &name,
+    )
+    .map_err(in_file)?;
     if messages.is_empty() {
         return Err(in_file(Error::InvalidInput(
             "the conversation has no messages".into(),
@@ -496,15 +535,70 @@ fn import_claude_code(cli: &Global, args: &ImportArgs) -> Result<ExitCode, Error
             warn(format_args!("{}: skipped: {why}", p.display()));
         },
     )?;
+    for log in &logs {
+        if args.strict {
+            log.check_strict()?;
+        }
+        for w in log.warnings() {
+            warn(format_args!("{}: {w}", log.name()));
+        }
+    }
+    let mut hashes = Vec::with_capacity(logs.len());
+    for log in &logs {
+        hashes.push(match log.path() {
+            Some(p) => import_seen::file_hash(p)?,
+            None => None,
+        });
+    }
     let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
-    let sessions = journal.import_claude_code_files(&logs)?;
+    let known: Vec<&str> = hashes.iter().flatten().map(String::as_str).collect();
+    let found = if args.again {
+        vec![None; known.len()]
+    } else {
+        import_seen::imported_as(&journal, &known)?
+    };
+    let mut found = found.into_iter();
+    let (mut fresh, mut already) = (Vec::new(), Vec::new());
+    for (mut log, hash) in logs.into_iter().zip(hashes) {
+        let Some(hash) = hash else {
+            fresh.push(log);
+            continue;
+        };
+        match found.next().flatten() {
+            Some(id) => already.push((log, id)),
+            None => {
+                log.label(import_seen::LABEL, hash);
+                fresh.push(log);
+            }
+        }
+    }
+    let logs = fresh;
+    let sessions = if logs.is_empty() {
+        Vec::new()
+    } else {
+        journal.import_claude_code_files(&logs)?
+    };
     let events: u64 = sessions.iter().map(|(_, n)| n).sum();
     if cli.json {
-        print_json(&serde_json::json!({
+        let mut out = serde_json::json!({
             "sessions": sessions.iter().map(|(id, _)| id.to_string()).collect::<Vec<_>>(),
             "events": events,
-        }))?;
+        });
+        if !already.is_empty() {
+            out["already_imported"] = already
+                .iter()
+                .map(|(log, id)| serde_json::json!({"file": log.name(), "session": id.to_string()}))
+                .collect();
+        }
+        print_json(&out)?;
     } else {
+        for (log, id) in &already {
+            let path = log.path().map(Path::to_path_buf).unwrap_or_default();
+            outln!(
+                "{}: already imported as {id} (same SHA-256); nothing written (--again imports it again)",
+                path.display()
+            );
+        }
         for ((id, n), log) in sessions.iter().zip(&logs) {
             outln!(
                 "imported session {id} ({n} events, {} thread(s))",

@@ -41,6 +41,7 @@ mod event_json;
 mod filter;
 mod global;
 mod import;
+mod import_seen;
 mod lease;
 mod open;
 mod output;

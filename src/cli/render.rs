@@ -69,6 +69,9 @@ fn message_line(m: &InnerMessage) -> String {
     if let Some(id) = &m.tool_call_id {
         line.push_str(&format!(" <- {id}"));
     }
+    for t in agent_journal::provider::opaque::opaque_types(m) {
+        line.push_str(&format!(" [opaque {t}]"));
+    }
     line
 }
 

@@ -77,9 +77,29 @@ pub(crate) fn stats(cli: &Global, args: &StatsArgs) -> Result<ExitCode, Error> {
         t.name = name.to_owned();
         t.start.get_or_insert(at);
     };
+    // An imported session's events were all written at its import: its
+    // times are those its messages and provider calls recorded.
+    let mut imported = false;
     s.for_each_event(0..s.head(), |e| {
-        first.get_or_insert(e.at);
-        last = Some(e.at);
+        if let Event::SessionOpened { labels } = &e.event {
+            imported = labels.iter().any(|(k, _)| k == "imported");
+        }
+        let at = match &e.event {
+            Event::Message(m) if imported => Some(m.created_at),
+            Event::ProviderCall(p) if imported => Some(p.finished_at),
+            _ if imported => None,
+            _ => Some(e.at),
+        };
+        if let Some(at) = at {
+            first = Some(first.map_or(at, |f: DateTime<Utc>| f.min(at)));
+            last = Some(last.map_or(at, |l: DateTime<Utc>| l.max(at)));
+        }
+        if let Event::ProviderCall(p) = &e.event
+            && imported
+        {
+            first = Some(first.map_or(p.started_at, |f: DateTime<Utc>| f.min(p.started_at)));
+        }
+        let e_at = at.unwrap_or(e.at);
         match &e.event {
             Event::ProviderCall(p) => calls.push(Call {
                 seq: e.seq,
@@ -92,11 +112,11 @@ pub(crate) fn stats(cli: &Global, args: &StatsArgs) -> Result<ExitCode, Error> {
             }),
             Event::Message(m) => {
                 for c in &m.tool_calls {
-                    request(c.call_id.as_str(), &c.name, e.at, &mut tools);
+                    request(c.call_id.as_str(), &c.name, e_at, &mut tools);
                 }
                 if let Some(id) = &m.tool_call_id {
                     if let Some(t) = tools.get_mut(id.as_str()) {
-                        t.end.get_or_insert(e.at);
+                        t.end.get_or_insert(e_at);
                     }
                 }
             }

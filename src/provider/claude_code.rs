@@ -9,16 +9,31 @@
 //! records (one per block, one `message.id`) is one message. `system`
 //! records (compaction boundaries, notes) are links of the chain too;
 //! `summary` records name a thread; `file-history-snapshot` and
-//! `queue-operation` records are bookkeeping and skipped. Any other record
-//! type is refused.
+//! `queue-operation` records are bookkeeping and skipped. A record of any
+//! other type is kept as it is (an opaque record: a link of the chain if it
+//! has a `uuid`, imported verbatim), with a warning; a `strict` read
+//! refuses it ([`ClaudeCodeFile::check_strict`]).
 //!
 //! A thread runs from a root record (no parent: the start of the session,
 //! the start after a compaction, or a sub-agent's `isSidechain` start) to
 //! its latest leaf; records of other branches under the same root (left by
-//! an edit or a retry) are counted, not imported. Each thread's messages go
-//! through the Anthropic converter, so tool calls are `Completed` when a
-//! result follows, `Failed` when the result says `is_error`, and `Pending`
-//! when the log ends before one: a crashed run imports with its crash point.
+//! an edit or a retry) are counted, not imported. A record whose
+//! `parentUuid` names no record of the file (a resumed session, a partial
+//! log, a sub-agent's file under `subagents/`) is a root too, with a
+//! warning naming its line ([`ClaudeCodeFile::warnings`]); in such a thread,
+//! and in one after a compaction boundary (`logicalParentUuid`), a
+//! `tool_result` whose call was made before the file's records becomes a
+//! text block saying so (with a warning), as the call is not in the
+//! thread. Each thread's messages go through the Anthropic converter, so
+//! tool calls are `Completed` when a result follows, `Failed` when the
+//! result says `is_error`, and `Pending` when the log ends before one: a
+//! crashed run imports with its crash point.
+//!
+//! Each message keeps its records' times: `created_at` is its first
+//! record's `timestamp`, and the import records each assistant reply's
+//! model, token usage and time (from the record before it to its last
+//! record) as a provider call, and its records' `uuid`, `timestamp`,
+//! `requestId`, `costUSD` and `durationMs` ([`RecordMeta`]).
 //!
 //! A log is read without being held: [`ClaudeCodeFile::open`] reads it once
 //! keeping each record's links and place (its line's offset, length and
@@ -35,6 +50,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 pub(crate) use self::lines::Lines;
+pub use self::lines::RecordMeta;
 use self::record::{at, check_message, fields, over, text};
 
 use crate::error::{Error, Result};
@@ -90,8 +106,13 @@ pub struct ClaudeCodeLog {
     pub summaries: Vec<String>,
     /// `system` records (line, the record's JSON text).
     pub system: Vec<(usize, String)>,
+    /// Records of a type not modeled (line, the record's JSON text).
+    pub other: Vec<(usize, String)>,
     /// Message records on no imported thread (other branches).
     pub off_thread: usize,
+    /// What was read in a way that needs saying (see
+    /// [`ClaudeCodeFile::warnings`]).
+    pub warnings: Vec<String>,
 }
 
 /// Where a record is in the log: its line's number (1-based), byte offset
@@ -110,14 +131,19 @@ struct Record {
     at: Place,
     parent: Option<usize>,
     sidechain: bool,
-    /// `None` for a `system` record.
+    /// `None` for a `system` record (or one of a type not modeled).
     assistant: Option<bool>,
+    /// It continues a conversation the file does not hold: its parent is
+    /// not in the file, or it is a compaction boundary.
+    continues: bool,
 }
 
 /// A thread to import: the message records of a root-to-leaf path.
 #[derive(Debug)]
 struct Plan {
     kind: ThreadKind,
+    /// Its root continues a conversation the file does not hold.
+    continues: bool,
     path: Vec<usize>,
     lines: (usize, usize),
 }
@@ -138,9 +164,13 @@ pub struct ClaudeCodeFile {
     version: Option<String>,
     summaries: Vec<String>,
     system: Vec<Place>,
+    /// Records of a type not modeled, kept as they are, with their type.
+    other: Vec<(Place, String)>,
     threads: Vec<Plan>,
     off_thread: usize,
     messages: u64,
+    warnings: Vec<String>,
+    labels: Vec<(String, String)>,
 }
 
 /// Reads a Claude Code session log given whole, into its threads.
@@ -152,7 +182,9 @@ pub struct ClaudeCodeFile {
 /// a `tool_use` id used twice or a `tool_result` that answers no earlier
 /// `tool_use` of its thread; and a log with no message.
 pub fn parse(text: &str) -> Result<ClaudeCodeLog> {
-    let file = ClaudeCodeFile::scan(text.as_bytes(), u64::MAX, String::new(), None)?;
+    let mut file = ClaudeCodeFile::scan(text.as_bytes(), u64::MAX, String::new(), None)?;
+    let (_, warnings) = file.count(file.text_lines(text))?;
+    file.add_warnings(warnings);
     let lines = file.text_lines(text);
     let mut log = ClaudeCodeLog {
         session_id: file.session_id.clone(),
@@ -160,6 +192,7 @@ pub fn parse(text: &str) -> Result<ClaudeCodeLog> {
         version: file.version.clone(),
         summaries: file.summaries.clone(),
         off_thread: file.off_thread,
+        warnings: file.warnings.clone(),
         ..ClaudeCodeLog::default()
     };
     let mut at = file.system.iter().map(|p| p.line);
@@ -167,10 +200,15 @@ pub fn parse(text: &str) -> Result<ClaudeCodeLog> {
         log.system.push((at.next().unwrap_or_default(), record));
         Ok(())
     })?;
+    let mut at = file.other.iter().map(|(p, _)| p.line);
+    lines.other_records(&mut |record| {
+        log.other.push((at.next().unwrap_or_default(), record));
+        Ok(())
+    })?;
     for (i, plan) in file.threads.iter().enumerate() {
         let evaluation_id = EvaluationId::new();
         let mut messages = Vec::new();
-        lines.thread(i, evaluation_id, &mut |m| {
+        lines.thread(i, evaluation_id, &mut |m, _| {
             messages.push(m);
             Ok(())
         })?;
@@ -237,8 +275,9 @@ impl ClaudeCodeFile {
     /// it is read from `text` again ([`ClaudeCodeFile::text_lines`]).
     pub(crate) fn read_text(text: &str, name: &str) -> Result<Self> {
         let mut log = Self::scan(text.as_bytes(), u64::MAX, name.to_owned(), None)?;
-        let messages = log.count(log.text_lines(text))?;
+        let (messages, warnings) = log.count(log.text_lines(text))?;
         log.messages = messages;
+        log.add_warnings(warnings);
         Ok(log)
     }
 
@@ -273,6 +312,61 @@ impl ClaudeCodeFile {
         self.off_thread
     }
 
+    /// Adds a label to the session its import opens (after those the
+    /// import writes), as a caller records where the log came from (the
+    /// CLI: `import.sha256`, its content hash).
+    pub fn label(&mut self, key: impl Into<String>, value: impl Into<String>) {
+        self.labels.push((key.into(), value.into()));
+    }
+
+    /// The labels [`ClaudeCodeFile::label`] added.
+    pub fn labels(&self) -> &[(String, String)] {
+        &self.labels
+    }
+
+    /// The file it was read from (`None` for a log given as text).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// What the read found that needs saying, each naming its line: a
+    /// record whose parent is not in the file (it starts a thread), a
+    /// result whose call is not in the file (kept as text), a record type
+    /// not modeled (kept as it is). The CLI prints them as warnings.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Refuses what a `strict` import refuses: a record of a type the
+    /// journal does not model, or a content block of one (an [opaque
+    /// item](crate::provider::opaque)). Reads the log again.
+    ///
+    /// # Errors
+    /// [`Error::Unmodeled`] naming the file, the line and the type;
+    /// [`Error::Io`]; [`Error::InvalidInput`] for a line that changed.
+    pub fn check_strict(&self) -> Result<()> {
+        let named = |e: Error| match e {
+            Error::Unmodeled { at, kind } => Error::Unmodeled {
+                at: format!("{}: {at}", self.name),
+                kind,
+            },
+            other => other,
+        };
+        if let Some((p, kind)) = self.other.first() {
+            return Err(named(Error::Unmodeled {
+                at: format!("line {}", p.line),
+                kind: kind.clone(),
+            }));
+        }
+        // (A log given as text is imported without `strict`.)
+        let mut lines = match &self.path {
+            Some(_) => self.file_lines()?,
+            None => return Ok(()),
+        };
+        lines.strict = true;
+        self.count(lines).map(|_| ()).map_err(named)
+    }
+
     /// The threads to import, in the order their first records appear.
     pub fn threads(&self) -> impl ExactSizeIterator<Item = ThreadKind> + '_ {
         self.threads.iter().map(|t| t.kind)
@@ -284,9 +378,16 @@ impl ClaudeCodeFile {
     }
 
     fn check(&mut self) -> Result<()> {
-        let messages = self.count(self.file_lines()?)?;
+        let (messages, warnings) = self.count(self.file_lines()?)?;
         self.messages = messages;
+        self.add_warnings(warnings);
         Ok(())
+    }
+
+    /// The warnings of the threads' conversion ([`Lines::thread`]), after
+    /// those of the first pass.
+    pub(super) fn add_warnings(&mut self, more: Vec<String>) {
+        self.warnings.extend(more);
     }
 
     /// The first pass: each record's links and place, then the threads.
@@ -305,9 +406,12 @@ impl ClaudeCodeFile {
             version: None,
             summaries: Vec::new(),
             system: Vec::new(),
+            other: Vec::new(),
             threads: Vec::new(),
             off_thread: 0,
             messages: 0,
+            warnings: Vec::new(),
+            labels: Vec::new(),
         };
         let mut index: HashMap<String, usize> = HashMap::new();
         let mut parents: Vec<Option<String>> = Vec::new();
@@ -376,7 +480,18 @@ impl ClaudeCodeFile {
                     continue;
                 }
                 "file-history-snapshot" | "queue-operation" => continue,
-                other => return Err(at(line, format!("unknown record type {other:?}"))),
+                other => {
+                    if bytes.len() as u64 > MAX_RECORD_BYTES {
+                        return Err(over(line, "a record", bytes.len()));
+                    }
+                    if !log.other.iter().any(|(_, t)| t == other) {
+                        log.warnings.push(format!(
+                            "line {line}: record type {other:?} is not modeled; kept as it is (and so are the later ones of its type)"
+                        ));
+                    }
+                    log.other.push((place, other.to_owned()));
+                    None
+                }
             };
             // A system record without a uuid links nothing.
             let Some(uuid) = r.uuid else {
@@ -403,6 +518,9 @@ impl ClaudeCodeFile {
                 ));
             }
             index.insert(uuid.to_owned(), log.records.len());
+            // A compaction boundary continues what `logicalParentUuid`
+            // names, which the file may hold or not.
+            let continues = parent.is_none() && r.logical_parent.is_some();
             parents.push(parent);
             log.records.push(Record {
                 at: place,
@@ -412,17 +530,22 @@ impl ClaudeCodeFile {
                     .and_then(|b| serde_json::from_str::<bool>(b.get()).ok())
                     .unwrap_or(false),
                 assistant,
+                continues,
             });
         }
-        // Parents must exist.
+        // A parent the file does not hold: the record starts a thread.
         for (r, p) in log.records.iter_mut().zip(parents) {
             if let Some(p) = p {
-                r.parent = Some(*index.get(&p).ok_or_else(|| {
-                    at(
-                        r.at.line,
-                        format!("parentUuid {p:?} names no record of the file"),
-                    )
-                })?);
+                match index.get(&p) {
+                    Some(&i) => r.parent = Some(i),
+                    None => {
+                        r.continues = true;
+                        log.warnings.push(format!(
+                            "line {}: parentUuid {p:?} names no record of the file (a resumed session, a partial log or a sub-agent's file): a thread starts here",
+                            r.at.line
+                        ));
+                    }
+                }
             }
         }
         drop(index);
@@ -487,6 +610,7 @@ impl ClaudeCodeFile {
                 continue;
             };
             self.threads.push(Plan {
+                continues: records[root].continues,
                 kind: if records[root].sidechain {
                     ThreadKind::Sidechain
                 } else {

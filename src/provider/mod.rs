@@ -105,6 +105,7 @@ pub mod input;
 pub mod jsonl;
 mod media;
 mod ollama;
+pub mod opaque;
 pub mod openai;
 mod payload;
 mod read;
@@ -196,6 +197,34 @@ impl ConversationFormat {
         match self {
             ConversationFormat::Jsonl => jsonl::from_jsonl(text),
             format => stream::convert_whole(format, &json()?, evaluation_id, prompt_ns, prompt_key),
+        }
+    }
+
+    /// [`parse`](Self::parse), refusing instead of keeping the items and
+    /// content blocks whose type the journal does not model ([opaque
+    /// items](opaque)).
+    ///
+    /// # Errors
+    /// As `parse`; [`Error::Unmodeled`](crate::Error::Unmodeled) naming
+    /// the first opaque item's path and type.
+    pub fn parse_strict(
+        self,
+        text: &str,
+        evaluation_id: EvaluationId,
+        prompt_ns: &str,
+        prompt_key: &str,
+    ) -> crate::error::Result<Vec<InnerMessage>> {
+        let json = || serde_json::from_str::<Value>(text).map_err(|e| stream::json_error(&e));
+        match self {
+            ConversationFormat::Jsonl => jsonl::from_jsonl(text),
+            format => stream::convert_whole_with(
+                format,
+                &json()?,
+                evaluation_id,
+                prompt_ns,
+                prompt_key,
+                true,
+            ),
         }
     }
 }

@@ -8,7 +8,11 @@
 //! (`web_search_call`, `file_search_call`, `computer_call`,
 //! `code_interpreter_call`, `image_generation_call`, `local_shell_call`,
 //! `mcp_call`, `mcp_list_tools`, `mcp_approval_request`, ...) are kept as
-//! they are. Any other item type is refused.
+//! they are. An item of any other type (`apply_patch_call`,
+//! `tool_search_call`, whatever the API adds next) is an [opaque
+//! item](super::opaque): kept verbatim with the assistant's items around it,
+//! given back by an export to this format, dropped by an export to another
+//! (refused by a `strict` import).
 //!
 //! The assistant's items between two inputs (reasoning, its message, its
 //! calls, server-side items) are one [`Role::Assistant`] message whose
@@ -29,23 +33,6 @@ use crate::model::{EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus}
 
 /// The tag of a Responses payload.
 pub(crate) const RESPONSES: &str = "openai-responses";
-
-/// Server-side and other assistant items kept as they are.
-const KEPT: &[&str] = &[
-    "web_search_call",
-    "file_search_call",
-    "computer_call",
-    "computer_call_output",
-    "code_interpreter_call",
-    "image_generation_call",
-    "local_shell_call",
-    "local_shell_call_output",
-    "mcp_call",
-    "mcp_list_tools",
-    "mcp_approval_request",
-    "mcp_approval_response",
-    "item_reference",
-];
 
 fn invalid(s: impl Into<String>) -> Error {
     Error::InvalidInput(s.into())
@@ -104,8 +91,8 @@ fn input_of(value: &Value) -> Result<&Value> {
 /// no later element can change it.
 ///
 /// # Errors
-/// [`Error::InvalidInput`] naming the item: not an object, an unknown type
-/// or role, a call without `call_id`, `name` or `arguments`, a `call_id`
+/// [`Error::InvalidInput`] naming the item: not an object, no type, an
+/// unknown role, a call without `call_id`, `name` or `arguments`, a `call_id`
 /// used twice, an output for no earlier call, or a second output for one.
 pub(crate) fn from_parts<V: Borrow<Value>>(
     skeleton: &Value,
@@ -210,7 +197,6 @@ pub(crate) fn from_parts<V: Borrow<Value>>(
                 group.push(item.clone());
             }
             "reasoning" => group.push(item.clone()),
-            t if KEPT.contains(&t) => group.push(item.clone()),
             "function_call_output" | "custom_tool_call_output" => {
                 flush(out, &mut group, &mut texts, &mut calls, &mut turn);
                 let id = field(o, "call_id", &path)?;
@@ -233,7 +219,8 @@ pub(crate) fn from_parts<V: Borrow<Value>>(
                 m.provider_payload = Some(payload(vec![item.clone()]));
                 out.push(m);
             }
-            other => return Err(invalid(format!("{path}: unknown item type {other:?}"))),
+            // Server-side items, and opaque ones: the assistant's, kept.
+            _ => group.push(item.clone()),
         }
     }
     flush(out, &mut group, &mut texts, &mut calls, &mut turn);

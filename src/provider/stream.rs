@@ -90,6 +90,8 @@ pub(crate) struct StreamedConversation {
     /// How many members of the request are named as its message list: JSON
     /// keeps the last, and so does the read.
     lists: usize,
+    /// Opaque items are refused (`Error::Unmodeled`), not kept.
+    strict: bool,
 }
 
 impl ConversationFormat {
@@ -110,6 +112,7 @@ impl ConversationFormat {
             evaluations: Vec::new(),
             in_order: true,
             lists: 0,
+            strict: false,
         };
         if self == ConversationFormat::Jsonl {
             // The evaluations in the order they first appear, and whether
@@ -156,7 +159,9 @@ impl ConversationFormat {
 /// Runs `format`'s converter (`from_parts`) over `items`, the elements of
 /// the message list of the request `skeleton` (the request itself, or the
 /// request without them when they are read one at a time). JSON Lines has
-/// no converter: nothing to do.
+/// no converter: nothing to do. Under `strict`, an element holding an
+/// [opaque item](super::opaque) stops it with `Error::Unmodeled`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn convert<V: std::borrow::Borrow<Value>>(
     format: ConversationFormat,
     skeleton: &Value,
@@ -164,9 +169,17 @@ pub(crate) fn convert<V: std::borrow::Borrow<Value>>(
     evaluation_id: EvaluationId,
     prompt_ns: &str,
     prompt_key: &str,
+    strict: bool,
     out: &mut Window<'_>,
 ) -> Result<()> {
     let (s, e, ns, key) = (skeleton, evaluation_id, prompt_ns, prompt_key);
+    let items = items.into_iter().enumerate().map(move |(i, item)| {
+        let item = item?;
+        if strict {
+            super::opaque::refuse(format, i, item.borrow())?;
+        }
+        Ok(item)
+    });
     match format {
         ConversationFormat::OpenAi => openai::from_parts(s, items, e, ns, key, out),
         ConversationFormat::Anthropic => anthropic::from_parts(s, items, e, ns, key, out),
@@ -188,6 +201,18 @@ pub(crate) fn convert_whole(
     prompt_ns: &str,
     prompt_key: &str,
 ) -> Result<Vec<InnerMessage>> {
+    convert_whole_with(format, value, evaluation_id, prompt_ns, prompt_key, false)
+}
+
+/// [`convert_whole`], refusing opaque items under `strict`.
+pub(crate) fn convert_whole_with(
+    format: ConversationFormat,
+    value: &Value,
+    evaluation_id: EvaluationId,
+    prompt_ns: &str,
+    prompt_key: &str,
+    strict: bool,
+) -> Result<Vec<InnerMessage>> {
     let items: &[Value] = match value {
         Value::Array(a) => a,
         Value::Object(o) => o
@@ -204,6 +229,7 @@ pub(crate) fn convert_whole(
             evaluation_id,
             prompt_ns,
             prompt_key,
+            strict,
             out,
         )
     })
@@ -224,6 +250,11 @@ impl StreamedConversation {
     /// The format it is read in.
     pub(crate) fn format(&self) -> ConversationFormat {
         self.format
+    }
+
+    /// Refuse opaque items from now on (a `strict` import).
+    pub(crate) fn set_strict(&mut self) {
+        self.strict = true;
     }
 
     pub(crate) fn request_fields(&self) -> Option<Map<String, Value>> {
@@ -307,6 +338,7 @@ impl StreamedConversation {
                 evaluation_id,
                 prompt_ns,
                 prompt_key,
+                self.strict,
                 &mut out,
             );
             let finished = converted.and_then(|()| out.finish());

@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::event::{Event, Outcome};
+use crate::event::{Event, Outcome, ProviderCallRecord, ProviderOutcome, TokenUsage};
 use crate::journal::Journal;
 use crate::model::{EvaluationId, Role, SessionId};
-use crate::provider::claude_code::{ClaudeCodeFile, Lines};
+use crate::provider::claude_code::{ClaudeCodeFile, Lines, RecordMeta};
 use crate::provider::input::describe;
 use crate::session::Session;
 
@@ -17,6 +17,77 @@ pub const CLAUDE_CODE_SUMMARY: &str = "claude_code.summary";
 /// Kind of the `Custom` event holding a log's `system` record (a
 /// compaction boundary, a note), as the log had it.
 pub const CLAUDE_CODE_SYSTEM: &str = "claude_code.system";
+/// Kind of the `Custom` event holding a log's record of a type the journal
+/// does not model, as the log had it.
+pub const CLAUDE_CODE_RECORD: &str = "claude_code.record";
+/// Kind of the `Custom` event, right after an assistant reply's message
+/// (and its provider call), holding what its records say beyond the
+/// message: `{"message": ID, "model", "usage", "records": [{"line",
+/// "uuid", "timestamp", "requestId", "costUSD", "durationMs"}]}` (each
+/// member where the log has it).
+pub const CLAUDE_CODE_REPLY: &str = "claude_code.reply";
+
+/// Token counts of an Anthropic `usage` object.
+fn tokens(usage: Option<&serde_json::Value>) -> TokenUsage {
+    let n = |k: &str| {
+        usage
+            .and_then(|u| u.get(k))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+    };
+    TokenUsage {
+        input_tokens: n("input_tokens"),
+        output_tokens: n("output_tokens"),
+        cache_read_tokens: n("cache_read_input_tokens"),
+        cache_write_tokens: n("cache_creation_input_tokens"),
+    }
+}
+
+/// What [`reply_events`] needs of a reply's message.
+struct Reply {
+    evaluation_id: EvaluationId,
+    turn: u32,
+    message_id: crate::model::MessageId,
+    at: chrono::DateTime<chrono::Utc>,
+}
+
+/// The events after an assistant reply's message: its provider call (the
+/// model, the usage, from the prompt's time to the reply's last record)
+/// and its records' own fields.
+fn reply_events(
+    m: &Reply,
+    meta: &RecordMeta,
+    emit: &mut dyn FnMut(Event) -> Result<()>,
+) -> Result<()> {
+    let finished_at = meta.last_at.unwrap_or(m.at);
+    let started_at = meta
+        .prompted_at
+        .filter(|p| *p <= finished_at)
+        .unwrap_or(finished_at);
+    emit(Event::ProviderCall(ProviderCallRecord {
+        evaluation_id: m.evaluation_id,
+        turn: m.turn,
+        provider: "anthropic".into(),
+        model: meta.model.clone().unwrap_or_default(),
+        usage: tokens(meta.usage.as_ref()),
+        started_at,
+        finished_at,
+        outcome: ProviderOutcome::Ok,
+    }))?;
+    let mut kept = serde_json::Map::new();
+    kept.insert("message".into(), m.message_id.to_string().into());
+    if let Some(model) = &meta.model {
+        kept.insert("model".into(), model.clone().into());
+    }
+    if let Some(u) = &meta.usage {
+        kept.insert("usage".into(), u.clone());
+    }
+    kept.insert("records".into(), meta.records.clone().into());
+    emit(Event::Custom {
+        kind: CLAUDE_CODE_REPLY.into(),
+        payload: serde_json::Value::Object(kept).to_string().into_bytes(),
+    })
+}
 
 /// Emits the events of a session holding `log`, read from `lines`, in
 /// order, one message at a time.
@@ -44,6 +115,7 @@ fn events(
             log.off_thread().to_string(),
         ));
     }
+    labels.extend(log.labels().iter().cloned());
     emit(Event::SessionOpened { labels })?;
     for s in log.summaries() {
         emit(Event::Custom {
@@ -54,6 +126,12 @@ fn events(
     lines.system_records(&mut |record| {
         emit(Event::Custom {
             kind: CLAUDE_CODE_SYSTEM.into(),
+            payload: record.into_bytes(),
+        })
+    })?;
+    lines.other_records(&mut |record| {
+        emit(Event::Custom {
+            kind: CLAUDE_CODE_RECORD.into(),
             payload: record.into_bytes(),
         })
     })?;
@@ -68,9 +146,26 @@ fn events(
         // Finished when it ends on an answer; else (a question waiting, a
         // tool call never answered) it is where the run stopped.
         let mut finished = false;
-        lines.thread(i, evaluation_id, &mut |m| {
+        lines.thread(i, evaluation_id, &mut |m, meta| {
             finished = m.role == Role::Assistant && m.tool_calls.is_empty();
-            emit(Event::Message(m))
+            // A reply whose records say nothing of its call (no time, no
+            // model, no usage) has no call to record.
+            let said = |meta: &&RecordMeta| {
+                meta.last_at.is_some() || meta.model.is_some() || meta.usage.is_some()
+            };
+            match meta.filter(|_| m.role == Role::Assistant).filter(said) {
+                Some(meta) => {
+                    let reply = Reply {
+                        evaluation_id: m.evaluation_id,
+                        turn: m.turn,
+                        message_id: m.message_id,
+                        at: m.created_at,
+                    };
+                    emit(Event::Message(m))?;
+                    reply_events(&reply, meta, emit)
+                }
+                None => emit(Event::Message(m)),
+            }
         })?;
         if finished {
             emit(Event::EvaluationFinished {

@@ -116,6 +116,7 @@ pub struct ConversationFile {
     file: crate::provider::StreamedConversation,
     messages: u64,
     derived: bool,
+    labels: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for ConversationFile {
@@ -139,7 +140,30 @@ impl ConversationFile {
     /// [`Error::InvalidInput`] naming what is wrong and where, a file past
     /// the limit, or no messages; [`Error::Io`] if it cannot be read.
     pub fn open(path: &Path, format: ConversationFormat, limit: u64) -> Result<Self> {
-        let file = format.open_file(path, limit)?;
+        Self::open_with(path, format, limit, false)
+    }
+
+    /// [`ConversationFile::open`], refusing instead of keeping the items
+    /// and content blocks whose type the journal does not model ([opaque
+    /// items](crate::provider::opaque)).
+    ///
+    /// # Errors
+    /// As `open`; [`Error::Unmodeled`] naming the first opaque item's path
+    /// and type.
+    pub fn open_strict(path: &Path, format: ConversationFormat, limit: u64) -> Result<Self> {
+        Self::open_with(path, format, limit, true)
+    }
+
+    fn open_with(
+        path: &Path,
+        format: ConversationFormat,
+        limit: u64,
+        strict: bool,
+    ) -> Result<Self> {
+        let mut file = format.open_file(path, limit)?;
+        if strict {
+            file.set_strict();
+        }
         let (mut messages, mut derived) = (0u64, false);
         file.messages(EvaluationId::new(), "", "", &mut |m| {
             messages += 1;
@@ -155,7 +179,15 @@ impl ConversationFile {
             file,
             messages,
             derived,
+            labels: Vec::new(),
         })
+    }
+
+    /// Adds a label to the session its import opens (after `imported` and
+    /// the others the import writes), as a caller records where the file
+    /// came from (the CLI: `import.sha256`, its content hash).
+    pub fn label(&mut self, key: impl Into<String>, value: impl Into<String>) {
+        self.labels.push((key.into(), value.into()));
     }
 
     /// The messages it holds.
@@ -192,7 +224,10 @@ impl Journal {
     ) -> Result<(SessionId, u64)> {
         let fields = file.request_fields();
         let mut events = Events::new(file.file.format(), fields.as_ref());
-        let opening = events.opening(file.derived);
+        let mut opening = events.opening(file.derived);
+        if let Event::SessionOpened { labels } = &mut opening {
+            labels.extend(file.labels.iter().cloned());
+        }
         let evaluation = EvaluationId::new();
         let made = self.import_streams(1, |_, emit| {
             emit(opening.clone())?;

@@ -36,6 +36,8 @@ struct RawFields<'a> {
     summary: Option<&'a RawValue>,
     #[serde(borrow, default)]
     message: Option<&'a RawValue>,
+    #[serde(rename = "logicalParentUuid", borrow, default)]
+    logical_parent: Option<&'a RawValue>,
 }
 
 /// [`RawFields`] with its strings read (a field that is not a string is
@@ -50,6 +52,8 @@ pub(super) struct Fields<'a> {
     pub(super) sidechain: Option<&'a RawValue>,
     pub(super) summary: Option<&'a RawValue>,
     pub(super) message: Option<&'a RawValue>,
+    /// `logicalParentUuid`: the record a compaction boundary continues.
+    pub(super) logical_parent: Option<String>,
 }
 
 /// A string field's text.
@@ -77,6 +81,7 @@ pub(super) fn fields(raw: &str) -> std::result::Result<Fields<'_>, String> {
         sidechain: r.sidechain,
         summary: r.summary,
         message: r.message,
+        logical_parent: text(r.logical_parent),
     })
 }
 
