@@ -153,7 +153,7 @@ pub(crate) struct Inner {
     /// The read service of a sled database (dropped first: it stops its
     /// threads before the store closes).
     #[cfg(unix)]
-    readers: Option<crate::store::reader::ReadService>,
+    readers: Option<crate::store::sled::reader::ReadService>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) config: JournalConfig,
     path: Option<PathBuf>,
@@ -266,7 +266,7 @@ impl Journal {
         }
         #[cfg(unix)]
         if journal.inner.config.serve_readers {
-            let service = crate::store::reader::ReadService::start(
+            let service = crate::store::sled::reader::ReadService::start(
                 path,
                 Arc::downgrade(&journal.inner.store),
             );
@@ -279,7 +279,7 @@ impl Journal {
     }
 
     /// Opens the sled store at `path`. A database sled refuses, or whose
-    /// tree lost events the heads log says were acknowledged, or whose
+    /// tree lost events the acknowledgement log says were acknowledged, or whose
     /// sessions cannot be listed, is rebuilt from the journal's own durable
     /// records when they hold every acknowledged event
     /// (`store/sled/rebuild.rs`), then opened; returns where the damaged
@@ -420,7 +420,7 @@ impl Journal {
         let path = path.as_ref();
         #[cfg(unix)]
         {
-            let store = crate::store::reader::RemoteStore::connect(path)?;
+            let store = crate::store::sled::reader::RemoteStore::connect(path)?;
             Ok(Self::build(
                 Arc::new(store),
                 config,

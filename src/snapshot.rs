@@ -1,13 +1,30 @@
-//! Snapshots: when to take them ([`CheckpointStrategy`]) and the WINK-shaped
-//! JSON form of a [`SessionState`](crate::state::SessionState)
+//! Snapshots: a session's state folded up to an event and cached, so an open
+//! or a time travel replays only what follows. This module decides when to
+//! take one ([`CheckpointStrategy`]) and holds the WINK-shaped JSON form
 //! ([`SessionState::to_json`](crate::state::SessionState::to_json),
 //! [`SessionState::from_json`](crate::state::SessionState::from_json), in
-//! `json.rs`).
+//! `json/`). Snapshots are only a cache of the fold: one that cannot be
+//! restored is ignored and the stream is replayed.
 //!
-//! The binary form is
-//! [`SessionState::encode_snapshot`](crate::state::SessionState::encode_snapshot).
-//! Snapshots are only a cache of the fold: one that cannot be restored is
-//! ignored and the stream is replayed.
+//! Everything else about snapshots lives with the layer whose data it
+//! touches; this is the index:
+//!
+//! - the binary body of a whole snapshot: `state/binary.rs`
+//!   ([`SessionState::encode_snapshot`](crate::state::SessionState::encode_snapshot),
+//!   `decode_snapshot`), the messages' section in `state/messages/section.rs`;
+//! - a delta (what changed since the previous link): `state/delta.rs`, with
+//!   the list deltas of `state/list_delta.rs` and each slice's own part
+//!   (`state/conversation_log.rs`, `state/messages/section.rs`);
+//! - when a session writes one, and the chain of whole snapshot and deltas
+//!   read back at open and by `state_at`: `session/mod.rs`
+//!   (`write_snapshot`), `session/chain.rs`, `session/replay.rs`
+//!   (`decode_snapshot`);
+//! - where the bytes go: the `Store` trait's `put_snapshot`,
+//!   `add_snapshot`, `snapshot_seqs` and `snapshot_at`; for sled, inline in
+//!   tree `snapshots` or in files (`store/sled/snapshots.rs`,
+//!   `store/sled/snapfiles.rs`); for PostgreSQL, table `snapshots`;
+//! - the bytes themselves: `docs/format.md`, "Snapshots" and "Snapshot
+//!   chains".
 
 mod json;
 #[cfg(test)]

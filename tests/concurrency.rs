@@ -523,7 +523,7 @@ fn sync_stats_count_what_each_durability_writes() {
     assert_eq!((synced.log_writes, synced.log_records), (6, 6));
     assert!(synced.log_bytes > 6 * 20, "{synced:?}");
     assert!(synced.log_write_time > std::time::Duration::ZERO);
-    assert!(synced.checkpoints >= 1, "the open's checkpoint: {synced:?}");
+    assert!(synced.rollovers >= 1, "the open's rollover: {synced:?}");
     assert_eq!(synced.sled_flushes, 0);
     // Flushed: sled flushes, no log.
     let (flushed, _) = stats(Durability::Flushed);

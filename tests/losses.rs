@@ -1,9 +1,9 @@
 //! Acknowledged events that sled loses below the journal (a rollback of its
 //! log after damage, its own snapshot files removed): detected at open
-//! against the heads log (`<db>/heads`). Where the journal's own records
+//! against the acknowledgement log (`<db>/acks`). Where the journal's own records
 //! (write-ahead log, segments, whole frames in sled's file) still hold
 //! them, the open rebuilds the database and gives them all back; where
-//! they do not (here: the heads log made to claim events no record holds),
+//! they do not (here: the acknowledgement log made to claim events no record holds),
 //! the loss is reported by the session (as its damaged tail), by `verify`
 //! (exit 3, naming the session and the seq range) and never passed off as a
 //! whole stream.
@@ -31,7 +31,7 @@ fn closed_db(path: &Path, sessions: usize, n: u64) -> Vec<(SessionId, u64)> {
 }
 
 /// What a rollback of sled leaves: the events of `id` from `from` on gone,
-/// in sled alone (the heads log and the write-ahead log untouched).
+/// in sled alone (the acknowledgement log and the write-ahead log untouched).
 fn sled_loses(path: &Path, id: SessionId, from: u64, to: u64) {
     let db = raw_sled(path);
     let t = db.open_tree("events").expect("tree");
@@ -42,22 +42,22 @@ fn sled_loses(path: &Path, id: SessionId, from: u64, to: u64) {
     db.flush().expect("flush");
 }
 
-/// Appends a record to the heads log saying `head` events of `id` were
-/// acknowledged (the layout of `src/store/heads.rs`): events past what any
+/// Appends a record to the acknowledgement log saying `head` events of `id` were
+/// acknowledged (the layout of `src/store/sled/acks.rs`): events past what any
 /// record holds, which no rebuild can give back.
 fn acknowledge(path: &Path, id: SessionId, head: u64) {
     use std::io::Write;
     let mut body = 1u32.to_le_bytes().to_vec();
     body.extend_from_slice(id.as_bytes());
     body.extend_from_slice(&head.to_le_bytes());
-    let mut record = b"AJH1".to_vec();
+    let mut record = b"AJA1".to_vec();
     record.extend_from_slice(&(body.len() as u32).to_le_bytes());
     record.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
     record.extend_from_slice(&body);
     let mut f = std::fs::OpenOptions::new()
         .append(true)
-        .open(path.join("heads"))
-        .expect("heads log");
+        .open(path.join("acks"))
+        .expect("acknowledgement log");
     f.write_all(&record).expect("append");
 }
 

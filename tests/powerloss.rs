@@ -42,7 +42,7 @@
 //!    cache, the stream is replayed.)
 //! 5. A failing state is explained: the harness puts back, one class of
 //!    files at a time (sled's log, its blobs, its `conf`, its snapshots,
-//!    the write-ahead log, the heads log, snapshot files, ...), what the
+//!    the write-ahead log, the acknowledgement log, snapshot files, ...), what the
 //!    page cache held at the cut, and reports the smallest set of classes
 //!    that makes the state pass. Durability bugs found this way that the
 //!    tests cannot fix are listed in `rounds::KNOWN_BUGS`, each with an

@@ -150,10 +150,10 @@ pub(super) fn from_files(
         .collect();
     let (sessions, _) = group(records);
     dropped.extend(partial.iter().map(|id| left_by_a_copy(*id)));
-    // What the heads log says was acknowledged and no file holds:
+    // What the acknowledgement log says was acknowledged and no file holds:
     // named, never dropped silently.
-    let acked = std::fs::read(path.join(crate::store::heads::FILE))
-        .map(|b| crate::store::heads::parse(&b))
+    let acked = std::fs::read(path.join(crate::store::sled::acks::FILE))
+        .map(|b| crate::store::sled::acks::parse(&b))
         .unwrap_or_default();
     let mut acked: Vec<(SessionId, u64)> = acked.into_iter().collect();
     acked.sort_unstable();

@@ -27,7 +27,7 @@ use bincode::Options;
 use serde::{Deserialize, Serialize};
 
 use super::binary::{DELTA_FORMAT, SNAPSHOT_FORMAT, decode_app};
-use super::conversations::{LogDelta, LogDeltaRef};
+use super::conversation_log::{LogDelta, LogDeltaRef};
 use super::list_delta::ListDelta;
 use super::messages::{apply_delta_section, write_delta_section};
 use crate::error::{Error, Result};

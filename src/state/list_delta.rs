@@ -1,7 +1,7 @@
 //! [`ListDelta`]: what changed in a list since a snapshot, the shape in
 //! which a delta snapshot (`delta.rs`) carries the tool calls
 //! (`tool_calls.rs`) and each list of the conversation engine's log
-//! (`conversations.rs`). A leaf: the slices that make and apply one and the
+//! (`conversation_log.rs`). A leaf: the slices that make and apply one and the
 //! delta snapshot that writes and reads them all use it.
 
 use serde::{Deserialize, Serialize};

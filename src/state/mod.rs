@@ -31,7 +31,7 @@
 mod adapter_states;
 mod binary;
 mod conversation;
-mod conversations;
+mod conversation_log;
 pub(crate) mod delta;
 mod dyn_slice;
 mod evaluations;
@@ -53,7 +53,7 @@ use crate::event::Envelope;
 
 pub use adapter_states::AdapterStates;
 pub use conversation::{Conversation, ConversationView, TurnIds, TurnView};
-pub use conversations::ConversationLog;
+pub use conversation_log::ConversationLog;
 pub(crate) use dyn_slice::DynSlice;
 pub use dyn_slice::SliceRegistry;
 pub use evaluations::{EvaluationInfo, Evaluations};

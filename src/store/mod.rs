@@ -31,35 +31,25 @@
 // the sessions) and the file that keeps it for a sled database; `fs.rs` and
 // `keys.rs` are small leaf helpers (directory sync, sled keys).
 
-pub(crate) mod applier;
 pub(crate) mod atomic;
 pub(crate) mod durability;
 pub(crate) mod file;
-pub(crate) mod frame_files;
 pub(crate) mod fs;
-pub(crate) mod group_commit;
-pub(crate) mod heads;
-pub(crate) mod keys;
 pub(crate) mod lease;
 pub(crate) mod memory;
 pub(crate) mod poison;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 pub(crate) mod private;
-#[cfg(unix)]
-pub(crate) mod reader;
 pub(crate) mod records;
-pub(crate) mod runs;
 pub(crate) mod sled;
-pub(crate) mod snapfiles;
-pub(crate) mod wal;
 
 use crate::error::Result;
 pub(crate) use crate::format::SharedBytes;
 use crate::model::SessionId;
 pub(crate) use durability::Durability;
-pub use heads::Loss;
 pub use lease::Lease;
+pub use sled::acks::Loss;
 
 /// How a store's durable writes went since it was opened: how well
 /// concurrent appenders shared them (group commit) and what they cost.
@@ -75,8 +65,8 @@ pub struct SyncStats {
     pub log_bytes: u64,
     /// Time spent in those writes, each with its sync, summed.
     pub log_write_time: std::time::Duration,
-    /// Checkpoints: sled flushed and synced, then the log emptied.
-    pub checkpoints: u64,
+    /// Rollovers: sled flushed and synced, then the log emptied.
+    pub rollovers: u64,
     /// Flushes of sled itself shared by `Flushed` appenders (and by
     /// `Synced` ones where there is no log).
     pub sled_flushes: u64,

@@ -245,7 +245,7 @@ fn verify_and_salvage_neither_hide_nor_destroy_a_rolled_back_log() {
 
 /// What a SIGKILL leaves of a `Synced` journal that appended `plan` (one
 /// event to session `i` per entry) since it opened: the write-ahead log
-/// holds a record per append, the heads log nothing of them (it is written
+/// holds a record per append, the acknowledgement log nothing of them (it is written
 /// when sled is made durable: at open, at close, at a checkpoint), and sled
 /// lost its buffer (every key of these sessions is removed from the copy,
 /// so that what sled's flusher managed before the copy does not matter).

@@ -8,7 +8,7 @@
 //! file it syncs (`<session> <first seq> <last seq>`, from the journal's
 //! `after_append` hook, which runs once the append is durable). It closes
 //! and reopens the journal every few runs, so that older events are only in
-//! sled (and their heads in the heads log) while the newest are in the
+//! sled (and their heads in the acknowledgement log) while the newest are in the
 //! write-ahead log as well. The parent kills it once a few hundred events
 //! are acknowledged.
 //!

@@ -99,7 +99,7 @@ fn assert_all_pass(
 /// Uninitialized", "cannot find pid N in view_for_key"), and every
 /// acknowledged event in it was unreadable. Frames over 7 KiB now go to
 /// the journal's own segment files, synced before their pointers are
-/// inserted (`src/store/frame_files.rs`): no node reaches the threshold,
+/// inserted (`src/store/sled/frame_files.rs`): no node reaches the threshold,
 /// sled writes no blob, and a cut right after any sync of sled's file
 /// (its own included) keeps every acknowledged event.
 #[test]
@@ -152,7 +152,7 @@ fn sled_conf_is_synced_so_a_power_cut_cannot_tear_it() {
 
 /// `SnapFiles::write` creates `<db>/snapshots/` with `create_dir_all` and
 /// syncs that directory after each rename, but nothing syncs the database
-/// directory that holds its name, unless the heads log or the write-ahead
+/// directory that holds its name, unless the acknowledgement log or the write-ahead
 /// log happens to be created afterwards. In a database opened again (both
 /// already exist), a power cut after the first snapshot file's pointer is
 /// durable loses the whole `snapshots/` directory: every snapshot file is
@@ -163,7 +163,7 @@ fn sled_conf_is_synced_so_a_power_cut_cannot_tear_it() {
 /// creating `snapshots/`.
 #[test]
 fn the_snapshots_directory_is_synced_into_the_database_directory() {
-    // A database with no snapshot file yet, closed (so its heads log and
+    // A database with no snapshot file yet, closed (so its acknowledgement log and
     // write-ahead log exist)...
     let short = ChildRun {
         ms: 100,

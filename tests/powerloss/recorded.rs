@@ -27,7 +27,7 @@ pub fn class_of(path: &str) -> &'static str {
         "db" => "sled log",
         "conf" => "conf",
         "wal" => "write-ahead log",
-        "heads" | "heads.tmp" => "heads log",
+        "acks" | "acks.tmp" => "acknowledgement log",
         "agent-journal.creating" => "creation marker",
         _ if rel.starts_with("blobs/") => "blobs",
         _ if rel.starts_with("frames/") => "frame segments",

@@ -15,7 +15,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::model::SessionId;
-use crate::store::keys::split_key;
+use crate::store::sled::keys::split_key;
 
 /// The text of a panic's payload.
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {

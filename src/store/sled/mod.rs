@@ -27,27 +27,36 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::error::{Error, Result};
 use crate::model::SessionId;
 use crate::store::Durability;
-use crate::store::applier::Applier;
-use crate::store::frame_files::FrameFiles;
 use crate::store::fs::sync_dir;
-use crate::store::group_commit::GroupCommit;
-use crate::store::heads::{Heads, Loss};
-use crate::store::keys::{key, split_key};
 use crate::store::records::RecordFile;
-use crate::store::runs;
-use crate::store::snapfiles::SnapFiles;
-use crate::store::wal::Wal;
+use crate::store::sled::acks::{AckLog, Loss};
+use crate::store::sled::applier::Applier;
+use crate::store::sled::frame_files::FrameFiles;
+use crate::store::sled::group_commit::GroupCommit;
+use crate::store::sled::keys::{key, split_key};
+use crate::store::sled::snapfiles::SnapFiles;
+use crate::store::sled::wal::Wal;
 use crate::store::{SharedBytes, Store, Visit};
 
+pub(crate) mod acks;
+pub(crate) mod applier;
 mod contain;
 pub(crate) mod fault;
+pub(crate) mod frame_files;
+pub(crate) mod group_commit;
+pub(crate) mod keys;
 mod open;
 pub(crate) mod raw;
 mod read;
+#[cfg(unix)]
+pub(crate) mod reader;
 pub(crate) mod rebuild;
 mod recover;
+pub(crate) mod runs;
 mod seal;
+pub(crate) mod snapfiles;
 mod snapshots;
+pub(crate) mod wal;
 
 use fault::{contained, storage};
 use seal::Sealer;
@@ -83,7 +92,7 @@ pub(crate) struct SledStore {
     /// The thread that packs runs into blocks (`seal.rs`).
     sealer: Arc<Sealer>,
     /// What the journal acknowledged, recorded outside sled (`heads.rs`).
-    acked: Heads,
+    acked: AckLog,
     /// Acknowledged events found missing at open, by session, until a cut
     /// or a deletion settles them.
     losses: Mutex<HashMap<SessionId, Loss>>,
@@ -331,13 +340,13 @@ impl Store for SledStore {
         let mut head = lock.lock().unwrap_or_else(|p| p.into_inner());
         // The log must hold none of the events about to go (a replay would
         // bring them back), and the cut must be durable before the log is
-        // written again: a checkpoint before and after.
+        // written again: a rollover before and after.
         if self.wal_appends {
-            self.wal.checkpoint(&|| self.sled_durable())?;
+            self.wal.roll_over(&|| self.sled_durable())?;
         }
         self.drain()?;
         // No seal may put back what this removes (released before the
-        // checkpoint below, which seals).
+        // rollover below, which seals).
         let sealing = self.sealer.hold();
         // The cut is recorded before it is made: a crash between the two
         // leaves more events than recorded, never fewer.
@@ -383,11 +392,11 @@ impl Store for SledStore {
             .apply_batch(batch)
             .map_err(|e| storage(e, "cutting a tail"))?;
         drop(sealing);
-        // What the cut left in runs is sealed at the next checkpoint.
+        // What the cut left in runs is sealed at the next rollover.
         self.applier.touch(session);
         *head = Some(from.min(self.read_head(session)?));
         if self.wal_appends {
-            self.wal.checkpoint(&|| self.sled_durable())?;
+            self.wal.roll_over(&|| self.sled_durable())?;
         }
         Ok(())
     }
@@ -487,10 +496,10 @@ impl Drop for SledStore {
         let _ = contained(&self.path.clone(), "closing", || {
             // Stops the insert thread; what it had queued is inserted.
             self.applier.stop();
-            // The seals asked for are made (before the checkpoint below).
+            // The seals asked for are made (before the rollover below).
             self.sealer.stop();
             if self.wal_appends {
-                self.wal.checkpoint(&|| self.sled_durable())?;
+                self.wal.roll_over(&|| self.sled_durable())?;
                 self.wal.release()?;
             }
             Ok(())

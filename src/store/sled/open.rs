@@ -10,16 +10,16 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::fault::storage;
 use super::{Sealer, SledStore};
 use crate::error::{Error, Result};
-use crate::store::applier::Applier;
-use crate::store::frame_files::FrameFiles;
 use crate::store::fs::sync_dir;
-use crate::store::group_commit::GroupCommit;
-use crate::store::heads::Heads;
-use crate::store::keys::key;
 use crate::store::poison::Poison;
-use crate::store::snapfiles;
-use crate::store::snapfiles::SnapFiles;
-use crate::store::wal::Wal;
+use crate::store::sled::acks::AckLog;
+use crate::store::sled::applier::Applier;
+use crate::store::sled::frame_files::FrameFiles;
+use crate::store::sled::group_commit::GroupCommit;
+use crate::store::sled::keys::key;
+use crate::store::sled::snapfiles;
+use crate::store::sled::snapfiles::SnapFiles;
+use crate::store::sled::wal::Wal;
 
 /// Where the database's layout version is kept, in tree `meta`.
 const FORMAT_KEY: &[u8] = b"format";
@@ -253,8 +253,8 @@ impl SledStore {
         // Files only the journal writes: a database that has them and lacks
         // the marker is ours, and sled lost part of it (a power cut that
         // kept a later write of its log and not an earlier one).
-        let ours = path.join(crate::store::wal::FILE).exists()
-            || path.join(crate::store::heads::FILE).exists();
+        let ours = path.join(crate::store::sled::wal::FILE).exists()
+            || path.join(crate::store::sled::acks::FILE).exists();
         let foreign = |reason: String| {
             if ours {
                 Error::corruption(
@@ -331,7 +331,7 @@ impl SledStore {
         // What was acknowledged: the heads recorded, raised by the log's
         // records (each one a `Synced` append that may have been
         // acknowledged since the last record).
-        let acked = Heads::open(path)?;
+        let acked = AckLog::open(path)?;
         for r in &records {
             acked.raise(r.session, r.first_seq.saturating_add(r.frames.len() as u64));
         }

@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::event::Envelope;
 use crate::format::{FRAME_HEADER_LEN, FRAME_VERSION, codec};
 use crate::model::SessionId;
-use crate::store::{frame_files, wal};
+use crate::store::sled::{frame_files, wal};
 
 /// What a raw scan found.
 #[derive(Debug, Default)]
@@ -241,7 +241,7 @@ mod tests {
             encode_frame(&e, 1 << 20).expect("encode")
         };
         for seqs in [0..3u64, 3..6] {
-            let files = crate::store::frame_files::FrameFiles::new(dir.path());
+            let files = crate::store::sled::frame_files::FrameFiles::new(dir.path());
             let frames: Vec<Vec<u8>> = seqs.map(big).collect();
             let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
             files.write(&refs).expect("write");

@@ -8,9 +8,9 @@ use super::SledStore;
 use super::fault::{scanned, sled_panicked};
 use crate::error::{Error, Result};
 use crate::model::SessionId;
-use crate::store::frame_files;
-use crate::store::keys::key;
-use crate::store::runs::{self, Kind, RUN_HEADER};
+use crate::store::sled::frame_files;
+use crate::store::sled::keys::key;
+use crate::store::sled::runs::{self, Kind, RUN_HEADER};
 use crate::store::{SharedBytes, Visit};
 
 /// Events a scan reads itself before it hands sled's side to a thread of

@@ -27,7 +27,8 @@ use crate::event::Envelope;
 use crate::format;
 use crate::model::SessionId;
 use crate::store::poison::Poison;
-use crate::store::{Durability, Store, heads, wal};
+use crate::store::sled::{acks, wal};
+use crate::store::{Durability, Store};
 
 /// The files of a database directory a rebuild makes anew (sled's own, and
 /// the journal's logs and segments, written again by the new database);
@@ -38,8 +39,8 @@ fn made_anew(name: &str) -> bool {
         name,
         "conf" | "db" | "blobs" | "frames" | "snapshots" | "agent-journal.creating"
     ) || name == wal::FILE
-        || name == heads::FILE
-        || name == crate::store::reader::SOCKET
+        || name == acks::FILE
+        || name == crate::store::sled::reader::SOCKET
         || name.starts_with("snap.")
 }
 
@@ -63,7 +64,7 @@ pub(crate) fn rebuild(path: &Path, settings: &Settings) -> Result<Option<PathBuf
     if !cfg!(target_os = "linux") {
         return Ok(None);
     }
-    let ours = path.join(wal::FILE).exists() || path.join(heads::FILE).exists();
+    let ours = path.join(wal::FILE).exists() || path.join(acks::FILE).exists();
     if !ours {
         return Ok(None);
     }
@@ -71,8 +72,8 @@ pub(crate) fn rebuild(path: &Path, settings: &Settings) -> Result<Option<PathBuf
     if !scan.conflicts.is_empty() {
         return Ok(None);
     }
-    let acked = std::fs::read(path.join(heads::FILE))
-        .map(|b| heads::parse(&b))
+    let acked = std::fs::read(path.join(acks::FILE))
+        .map(|b| acks::parse(&b))
         .unwrap_or_default();
     let Some(sessions) = whole_sessions(scan.events, &acked) else {
         return Ok(None);
@@ -122,7 +123,7 @@ pub(crate) fn rebuild(path: &Path, settings: &Settings) -> Result<Option<PathBuf
 }
 
 /// Each session's events in order from seq 0, cut at the first seq not
-/// found; `None` if that cut falls below what the heads log says was
+/// found; `None` if that cut falls below what the acknowledgement log says was
 /// acknowledged (an acknowledged event is missing: not for an automatic
 /// rebuild).
 fn whole_sessions(

@@ -1,5 +1,5 @@
 //! What an open recovers: the write-ahead log replayed into sled, and the
-//! acknowledged events sled no longer holds, found against the heads log.
+//! acknowledged events sled no longer holds, found against the acknowledgement log.
 
 use std::collections::HashMap;
 
@@ -7,11 +7,11 @@ use super::SledStore;
 use super::fault::storage;
 use crate::error::Result;
 use crate::model::SessionId;
-use crate::store::frame_files;
-use crate::store::heads::Loss;
-use crate::store::keys::key;
-use crate::store::snapfiles::INLINE_MAX;
-use crate::store::wal;
+use crate::store::sled::acks::Loss;
+use crate::store::sled::frame_files;
+use crate::store::sled::keys::key;
+use crate::store::sled::snapfiles::INLINE_MAX;
+use crate::store::sled::wal;
 
 impl SledStore {
     /// Inserts the frames of the log that sled lost, then empties the log.
@@ -68,7 +68,7 @@ impl SledStore {
             }
             next.insert(r.session, Some(head.max(r.first_seq.saturating_add(count))));
         }
-        self.wal.checkpoint(&|| self.sled_durable())
+        self.wal.roll_over(&|| self.sled_durable())
     }
 
     /// Finds the acknowledged events sled no longer holds (after the log

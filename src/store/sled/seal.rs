@@ -13,7 +13,7 @@
 //! in a segment are named by no pointer, and the next append goes after
 //! them.
 //!
-//! A checkpoint (`sled_durable`) seals every session written to since the
+//! A rollover (`sled_durable`) seals every session written to since the
 //! last one whole ([`Sealer::seal_all`]: what is left over and the first
 //! value too), all with one segment write and sync, before the write-ahead
 //! log is emptied: what it made durable then has a copy outside sled's own
@@ -36,10 +36,10 @@ use std::thread::JoinHandle;
 use super::fault::{panic_message, scanned, storage};
 use crate::error::{Error, Result};
 use crate::model::SessionId;
-use crate::store::frame_files::FrameFiles;
-use crate::store::keys::key;
 use crate::store::poison::Poison;
-use crate::store::runs::{self, Kind, RUN_HEADER};
+use crate::store::sled::frame_files::FrameFiles;
+use crate::store::sled::keys::key;
+use crate::store::sled::runs::{self, Kind, RUN_HEADER};
 
 /// The most blocks one seal writes (a session whose runs go back further
 /// keeps its older values as they are until `compact`).
@@ -304,7 +304,7 @@ impl Sealer {
     }
 
     /// Seals every value of `session` after its last block, and its first
-    /// value, on this thread (a checkpoint does, so that every event it
+    /// value, on this thread (a rollover does, so that every event it
     /// makes durable has a copy outside sled's file).
     pub(crate) fn seal_all(&self, sessions: &[SessionId]) -> Result<usize> {
         let asked: Vec<(SessionId, bool)> = sessions.iter().map(|s| (*s, true)).collect();

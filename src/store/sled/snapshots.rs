@@ -1,6 +1,6 @@
 //! The sled store's snapshots: the tree `snapshots` keyed by session and
 //! seq, a frame over `INLINE_MAX` bytes in a file of its own
-//! (`store/snapfiles.rs`) with a pointer in the tree; a whole snapshot
+//! (`store/sled/snapfiles.rs`) with a pointer in the tree; a whole snapshot
 //! replaces the session's others, a delta is kept beside them (its chain).
 
 use super::SledStore;
@@ -8,8 +8,8 @@ use super::fault::storage;
 use crate::error::Result;
 use crate::model::SessionId;
 use crate::store::SharedBytes;
-use crate::store::keys::{key, split_key};
-use crate::store::snapfiles::{self, INLINE_MAX};
+use crate::store::sled::keys::{key, split_key};
+use crate::store::sled::snapfiles::{self, INLINE_MAX};
 
 impl SledStore {
     /// Stores a snapshot frame under its key, after the events it covers

@@ -127,7 +127,7 @@ impl Timeline {
                         {
                             // A generation starts with a 48-byte record at
                             // 0, and its copy at 2 MiB; a half is full past
-                            // 2 MiB less 64 KiB (`src/store/wal.rs`).
+                            // 2 MiB less 64 KiB (`src/store/sled/wal.rs`).
                             let half = 2u64 << 20;
                             let at = off % half;
                             let what = if at == 0 && data.len() == 48 {
@@ -213,8 +213,8 @@ impl Timeline {
                     Some(Node::File(ino)) => {
                         let what = if to.ends_with(".frame") {
                             "snapshot files"
-                        } else if to.ends_with("/heads") {
-                            "heads log rewrites"
+                        } else if to.ends_with("/acks") {
+                            "acknowledgement log rewrites"
                         } else if to.contains("/snap.") {
                             "sled snapshots"
                         } else {

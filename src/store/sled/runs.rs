@@ -36,7 +36,7 @@ pub(crate) const BLOCK_POINTER_LEN: usize = 41;
 
 /// The most bytes a run value takes (sled's values stay at most 7 KiB:
 /// see `frame_files.rs`).
-pub(crate) const RUN_MAX: usize = crate::store::snapfiles::INLINE_MAX;
+pub(crate) const RUN_MAX: usize = crate::store::sled::snapfiles::INLINE_MAX;
 
 /// What an element adds to a run or a block body besides its bytes.
 pub(crate) const ELEMENT_OVERHEAD: usize = 4;

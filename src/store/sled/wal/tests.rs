@@ -40,13 +40,13 @@ fn records(generation: u64, appends: &[Append]) -> Vec<Record> {
         .collect()
 }
 
-/// A log as a store leaves it: opened, checkpointed (generation 1), the
+/// A log as a store leaves it: opened, rolled over (generation 1), the
 /// appends committed; the file's bytes and how many of them were written.
 fn written(appends: &[Append]) -> (Vec<u8>, usize) {
     let dir = tempfile_dir();
     let (wal, old) = Wal::open(&dir, true, Poison::default()).expect("open");
     assert!(old.is_empty());
-    wal.checkpoint(&|| Ok(())).expect("checkpoint");
+    wal.roll_over(&|| Ok(())).expect("rollover");
     for (s, seq, frames) in appends {
         wal.enqueue(*s, *seq, frames);
     }
@@ -110,22 +110,22 @@ fn damage_to_one_copy_loses_nothing() {
 }
 
 #[test]
-fn a_checkpoint_starts_a_generation_that_hides_the_records_before_it() {
+fn a_rollover_starts_a_generation_that_hides_the_records_before_it() {
     let dir = tempfile_dir();
     let (wal, _) = Wal::open(&dir, true, Poison::default()).expect("open");
-    wal.checkpoint(&|| Ok(())).expect("checkpoint");
+    wal.roll_over(&|| Ok(())).expect("rollover");
     for (s, seq, frames) in sample() {
         wal.enqueue(s, seq, &frames);
     }
     wal.commit(&|| Ok(())).expect("commit");
     wal.enqueue(sid(3), 0, &[b"queued".to_vec()]);
-    let failed = wal.checkpoint(&|| Err(Error::Storage("no".into())));
+    let failed = wal.roll_over(&|| Err(Error::Storage("no".into())));
     assert!(failed.is_err());
     drop(wal);
     // A failed sled flush keeps the log as it was.
     let (wal, got) = Wal::open(&dir, true, Poison::default()).expect("reopen");
     assert_eq!(got, records(1, &sample()));
-    wal.checkpoint(&|| Ok(())).expect("checkpoint");
+    wal.roll_over(&|| Ok(())).expect("rollover");
     drop(wal);
     // The old records are still in the file, behind the new start.
     let (wal, got) = Wal::open(&dir, true, Poison::default()).expect("reopen");
@@ -133,7 +133,7 @@ fn a_checkpoint_starts_a_generation_that_hides_the_records_before_it() {
     let bytes = std::fs::read(dir.join(FILE)).expect("read");
     assert!(bytes.windows(5).any(|w| w == b"three"));
     // Generations only grow, across opens too.
-    wal.checkpoint(&|| Ok(())).expect("checkpoint");
+    wal.roll_over(&|| Ok(())).expect("rollover");
     wal.enqueue(sid(4), 9, &[b"new".to_vec()]);
     wal.commit(&|| Ok(())).expect("commit");
     drop(wal);
@@ -146,7 +146,7 @@ fn a_checkpoint_starts_a_generation_that_hides_the_records_before_it() {
 fn concurrent_appenders_share_syncs_and_every_record_is_written() {
     let dir = tempfile_dir();
     let (wal, _) = Wal::open(&dir, true, Poison::default()).expect("open");
-    wal.checkpoint(&|| Ok(())).expect("checkpoint");
+    wal.roll_over(&|| Ok(())).expect("rollover");
     let wal = std::sync::Arc::new(wal);
     let threads: Vec<_> = (0..16u8)
         .map(|t| {
@@ -172,7 +172,7 @@ fn concurrent_appenders_share_syncs_and_every_record_is_written() {
     assert!(stats.log_write_time > std::time::Duration::ZERO);
     let (_, records) = parse(&std::fs::read(dir.join(FILE)).expect("read"));
     assert_eq!(records.len(), 320);
-    // The bytes of the records (a checkpoint's start record is not one).
+    // The bytes of the records (a rollover's start record is not one).
     let mut all = Vec::new();
     for r in &records {
         encode(
@@ -185,7 +185,7 @@ fn concurrent_appenders_share_syncs_and_every_record_is_written() {
         );
     }
     assert_eq!(stats.log_bytes, all.len() as u64);
-    assert_eq!(stats.checkpoints, 1);
+    assert_eq!(stats.rollovers, 1);
     for t in 0..16u8 {
         let seqs: Vec<u64> = records
             .iter()
@@ -214,7 +214,7 @@ fn a_log_the_disk_had_no_room_to_preallocate_writes_each_record_once() {
     // written.
     let dir = tempfile_dir();
     let (wal, _) = Wal::open(&dir, false, Poison::default()).expect("open");
-    wal.checkpoint(&|| Ok(())).expect("checkpoint");
+    wal.roll_over(&|| Ok(())).expect("rollover");
     for (s, seq, frames) in sample() {
         wal.enqueue(s, seq, &frames);
     }
@@ -225,10 +225,10 @@ fn a_log_the_disk_had_no_room_to_preallocate_writes_each_record_once() {
     assert_eq!(bytes[..4], MAGIC_ONCE);
     assert_eq!(parse(&bytes), (1, records(1, &sample())));
     // Preallocated at the next open (there is room now): mirrored from the
-    // first checkpoint on, the records written once zeroed.
+    // first rollover on, the records written once zeroed.
     let (wal, got) = Wal::open(&dir, true, Poison::default()).expect("reopen");
     assert_eq!(got, records(1, &sample()));
-    wal.checkpoint(&|| Ok(())).expect("checkpoint");
+    wal.roll_over(&|| Ok(())).expect("rollover");
     wal.enqueue(sid(9), 0, &[b"nine".to_vec()]);
     wal.commit(&|| Ok(())).expect("commit");
     drop(wal);

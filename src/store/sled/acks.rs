@@ -1,9 +1,9 @@
-//! The heads log (`<db>/heads`): the journal's own durable record of what
+//! The acknowledgement log (`<db>/acks`): the journal's own durable record of what
 //! it acknowledged, outside sled.
 //!
 //! sled 0.34 can roll its own log back after damage, losing its last writes
 //! without a report, and a tree inside sled would roll back with them. So
-//! every time sled is made durable (a checkpoint of the write-ahead log, a
+//! every time sled is made durable (a rollover of the write-ahead log, a
 //! flush of a journal without one, a clean close), the heads of the streams
 //! appended to since the last time are appended to this file and synced;
 //! a cut (a torn tail cut off, a session deleted) is recorded *before* it is
@@ -12,7 +12,7 @@
 //! lower seq lost acknowledged events, and the open reports it ([`Loss`])
 //! instead of passing the shorter stream off as whole.
 //!
-//! Record layout (integers little-endian): magic `AJH1`, body length (u32),
+//! Record layout (integers little-endian): magic `AJA1`, body length (u32),
 //! crc32 of the body (u32), body = entry count (u32), then per entry a
 //! session id (16 B) and its head (u64: the number of events acknowledged;
 //! 0 for a deleted session). The latest record of a session wins. A record
@@ -32,9 +32,9 @@ use crate::model::SessionId;
 use crate::store::fs::sync_dir;
 
 /// The file name inside the database directory.
-pub(crate) const FILE: &str = "heads";
+pub(crate) const FILE: &str = "acks";
 
-const MAGIC: [u8; 4] = *b"AJH1";
+const MAGIC: [u8; 4] = *b"AJA1";
 const HEADER: usize = 12;
 const ENTRY: usize = 16 + 8;
 
@@ -134,8 +134,8 @@ struct State {
     len: u64,
 }
 
-/// The heads log of one database, and the heads acknowledged since.
-pub(crate) struct Heads {
+/// The acknowledgement log of one database, and the heads acknowledged since.
+pub(crate) struct AckLog {
     dir: PathBuf,
     path: PathBuf,
     state: Mutex<State>,
@@ -143,19 +143,19 @@ pub(crate) struct Heads {
     file: Mutex<Option<File>>,
 }
 
-impl Heads {
+impl AckLog {
     /// Reads the log in `dir` (none yet: nothing acknowledged).
     ///
     /// # Errors
     /// [`Error::Io`] if it exists and cannot be read.
-    pub(crate) fn open(dir: &Path) -> Result<Heads> {
+    pub(crate) fn open(dir: &Path) -> Result<AckLog> {
         let path = dir.join(FILE);
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
         };
-        Ok(Heads {
+        Ok(AckLog {
             dir: dir.to_owned(),
             path,
             state: Mutex::new(State {
@@ -249,7 +249,7 @@ impl Heads {
         encode(entries, &mut bytes);
         let f = file
             .as_mut()
-            .ok_or_else(|| Error::Storage("heads log not open".into()))?;
+            .ok_or_else(|| Error::Storage("acknowledgement log not open".into()))?;
         f.write_all(&bytes)
             .and_then(|()| f.sync_data())
             .map_err(|e| Error::io(format!("writing {}", self.path.display()), e))?;
@@ -294,7 +294,7 @@ mod tests {
     fn the_latest_record_of_a_session_wins_and_damage_is_skipped() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (a, b) = (SessionId::new(), SessionId::new());
-        let heads = Heads::open(dir.path()).expect("open");
+        let heads = AckLog::open(dir.path()).expect("open");
         heads.raise(a, 5);
         heads.raise(b, 3);
         heads.raise(a, 4); // lower: no change
@@ -314,7 +314,7 @@ mod tests {
         let got = parse(&damaged);
         assert_eq!((got[&a], got[&b]), (9, 3));
         assert_eq!(
-            Heads::open(dir.path()).expect("reopen").acknowledged()[&a],
+            AckLog::open(dir.path()).expect("reopen").acknowledged()[&a],
             9
         );
     }
@@ -322,7 +322,7 @@ mod tests {
     #[test]
     fn a_grown_log_is_rewritten_with_its_live_heads() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let heads = Heads::open(dir.path()).expect("open");
+        let heads = AckLog::open(dir.path()).expect("open");
         let ids: Vec<SessionId> = (0..3).map(|_| SessionId::new()).collect();
         let mut n = 0;
         while heads.lock().len <= COMPACT_BYTES {
@@ -337,7 +337,7 @@ mod tests {
             .expect("size")
             .len();
         assert!(size < 200, "{size}");
-        let got = Heads::open(dir.path()).expect("reopen").acknowledged();
+        let got = AckLog::open(dir.path()).expect("reopen").acknowledged();
         assert_eq!((got[&ids[0]], got.get(&ids[2])), (n, None));
     }
 }

@@ -71,7 +71,7 @@ pub(super) fn encode(
 /// True if `bytes`, a log file as found, was cut inside its first half: a
 /// record written twice is only ever written into a file preallocated to
 /// [`PREALLOCATED`] bytes, and the file is only ever shortened to 0 (at a
-/// clean close, after a checkpoint) or cut short by damage. A cut there
+/// clean close, after a rollover) or cut short by damage. A cut there
 /// takes the second copy of every record and the first of those past it;
 /// what was past it cannot be known, so the cut itself is reported. (A
 /// file cut in its second half loses no record: each first copy is whole.)

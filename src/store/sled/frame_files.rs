@@ -1,6 +1,6 @@
 //! Large event frames of the sled store, kept in segment files of their own.
 //!
-//! An event frame over [`INLINE_MAX`](crate::store::snapfiles::INLINE_MAX)
+//! An event frame over [`INLINE_MAX`](crate::store::sled::snapfiles::INLINE_MAX)
 //! bytes is appended to a segment file, `<db>/frames/<n, 20 digits>.seg`,
 //! and the `events` tree holds a pointer to it instead of the frame:
 //! [`MARKER`] (never a frame's version byte), the segment's number, the
@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::error::{Error, Result};
 use crate::model::SessionId;
 use crate::store::fs::sync_dir;
-use crate::store::runs::BlockPointer;
+use crate::store::sled::runs::BlockPointer;
 
 /// The directory of segment files, inside the database directory.
 pub(crate) const DIR: &str = "frames";

@@ -11,7 +11,7 @@
 //! Everything that reads or removes events, writes a snapshot, or makes sled
 //! durable first calls [`Applier::drain`], which returns once every queued
 //! insert is in sled; so readers never see the queue, a snapshot never
-//! reaches sled before the events it covers, and a checkpoint's sled flush
+//! reaches sled before the events it covers, and a rollover's sled flush
 //! covers every record of the log. A crash loses the queue, and the next
 //! open puts back from the log whatever was acknowledged.
 //!
@@ -31,12 +31,12 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::model::SessionId;
-use crate::store::frame_files::FrameFiles;
-use crate::store::keys::key;
 use crate::store::poison::Poison;
-use crate::store::runs::{self, RUN_HEADER, RUN_MAX};
 use crate::store::sled::fault::panic_message;
-use crate::store::snapfiles::INLINE_MAX;
+use crate::store::sled::frame_files::FrameFiles;
+use crate::store::sled::keys::key;
+use crate::store::sled::runs::{self, RUN_HEADER, RUN_MAX};
+use crate::store::sled::snapfiles::INLINE_MAX;
 
 /// Asked to pack a session's runs into a block (the sealer).
 pub(crate) type SealRequest = Arc<dyn Fn(SessionId) + Send + Sync>;
@@ -84,7 +84,7 @@ struct Held {
     runs: HashMap<SessionId, Run>,
     /// Bytes put into sled per session since the sealer was last asked.
     unsealed: HashMap<SessionId, usize>,
-    /// Sessions put into sled since the last checkpoint's seal.
+    /// Sessions put into sled since the last rollover's seal.
     touched: std::collections::HashSet<SessionId>,
 }
 

@@ -16,26 +16,26 @@
 //! and once at the same place in its second half ([`HALF`] bytes further),
 //! both before the one `fdatasync` that makes them durable. The record of an
 //! acknowledged append is then the only copy of its events until the next
-//! checkpoint, and nothing after the last record tells damage to it from an
+//! rollover, and nothing after the last record tells damage to it from an
 //! append torn by a power cut; with two copies in different blocks, a
 //! flipped byte, a damaged block, a zeroed tail or a file cut short loses
 //! one copy and the other gives the record back. (A log the disk had no
 //! room to preallocate, or one a journal not appending through it keeps,
 //! has its records written once, in the whole file, under another magic.)
 //!
-//! Records carry a *generation*. Emptying the log (a *checkpoint*: sled
+//! Records carry a *generation*. Emptying the log (a *rollover*: sled
 //! flushed and synced first) starts a new generation by writing, at offset
-//! 0, a record of it with no frames, synced before the checkpoint returns;
-//! the records after it belong to the generation until the next checkpoint.
+//! 0, a record of it with no frames, synced before the rollover returns;
+//! the records after it belong to the generation until the next rollover.
 //! Reading the log keeps the valid records of the highest generation found:
 //! older ones, still in the file further on, were in sled already. A
-//! checkpoint happens when [`CHECKPOINT_BYTES`] were written, when the
+//! rollover happens when [`ROLLOVER_BYTES`] were written, when the
 //! store closes, and before and after any removal of events, so that a
 //! replay can never bring removed events back.
 //!
 //! Recovery: opening the database reads the log and inserts every frame
 //! sled does not have (sled lost its last buffered writes), then
-//! checkpoints. A record that fails its checksum is skipped and reading goes
+//! rollovers. A record that fails its checksum is skipped and reading goes
 //! on at the next magic whose record checks (the last one cut short is an
 //! append never acknowledged). Each stream is replayed only while it stays
 //! contiguous: a record that starts past the stream's end follows one that
@@ -56,8 +56,8 @@ use std::sync::{Mutex, MutexGuard};
 use crate::error::{Error, Result};
 use crate::model::SessionId;
 use crate::store::SyncStats;
-use crate::store::group_commit::GroupCommit;
 use crate::store::poison::Poison;
+use crate::store::sled::group_commit::GroupCommit;
 
 mod record;
 #[cfg(test)]
@@ -66,7 +66,7 @@ use record::{BODY_MIN, MAGIC, MAGIC_ONCE, cut_short, encode, parse_all};
 pub(crate) use record::{HALF, PREALLOCATED, Record, all_records};
 
 /// The log is emptied once this many bytes of a half were written.
-pub(crate) const CHECKPOINT_BYTES: u64 = HALF - (64 << 10);
+pub(crate) const ROLLOVER_BYTES: u64 = HALF - (64 << 10);
 
 /// The file name of the log inside the database directory.
 pub(crate) const FILE: &str = "wal";
@@ -82,7 +82,7 @@ struct Open {
     generation: u64,
     /// Records in `pending`.
     pending_records: u64,
-    /// The file held records written once: the next checkpoint of a
+    /// The file held records written once: the next rollover of a
     /// mirrored log zeroes it first, so that they are never read again.
     single: bool,
 }
@@ -109,7 +109,7 @@ fn io(path: &Path, what: &str, e: std::io::Error) -> Error {
 impl Wal {
     /// Opens (creating and preallocating it if needed) the log in `dir` and
     /// returns it with the records of its current generation. Call
-    /// [`checkpoint`](Self::checkpoint) once they are in sled, before the
+    /// [`roll_over`](Self::roll_over) once they are in sled, before the
     /// first [`commit`](Self::commit).
     ///
     /// With `preallocate` (the journal appends through the log), a file
@@ -177,7 +177,7 @@ impl Wal {
             open: Mutex::new(Open {
                 pending: Vec::new(),
                 spare: Vec::new(),
-                // Nothing is written before the checkpoint that follows the
+                // Nothing is written before the rollover that follows the
                 // replay, which starts a new generation at offset 0.
                 end: 0,
                 generation,
@@ -250,7 +250,7 @@ impl Wal {
     /// Where a generation ends: the records of a mirrored log fill a half.
     fn capacity(&self) -> (u64, u64) {
         if self.mirrored {
-            (HALF, CHECKPOINT_BYTES)
+            (HALF, ROLLOVER_BYTES)
         } else {
             (u64::MAX, PREALLOCATED - (64 << 10))
         }
@@ -280,15 +280,15 @@ impl Wal {
         let upto = self.commit.requested();
         if o.pending.is_empty() {
             // Everything queued was written and synced by earlier leaders,
-            // or dropped by a checkpoint that made it durable in sled.
+            // or dropped by a rollover that made it durable in sled.
             return Ok(upto);
         }
         let (room, full) = self.capacity();
         if o.end.saturating_add(o.pending.len() as u64) > room {
             // The records do not fit in what is left of a half: a
-            // checkpoint makes their events durable in sled instead (their
+            // rollover makes their events durable in sled instead (their
             // inserts were queued before them), and drops them.
-            self.checkpoint_locked(o, sled_durable)?;
+            self.roll_over_locked(o, sled_durable)?;
             return Ok(upto);
         }
         let spare = std::mem::take(&mut o.spare);
@@ -302,11 +302,11 @@ impl Wal {
             o.spare = buf;
             o.spare.clear();
             written?;
-            self.checkpoint_locked(o, sled_durable)?;
+            self.roll_over_locked(o, sled_durable)?;
             return Ok(upto);
         }
         // Appenders queue their records while the write and sync run. A
-        // checkpoint meanwhile is harmless: these records are queued for
+        // rollover meanwhile is harmless: these records are queued for
         // sled already, so its flush covers them, and their generation is
         // then an old one.
         drop(guard);
@@ -334,12 +334,12 @@ impl Wal {
     /// queued so far durable), then a new generation starts, synced. Records
     /// queued and not yet written are dropped too: their sled inserts were
     /// queued before this call and are durable now.
-    pub(crate) fn checkpoint(&self, sled_durable: &dyn Fn() -> Result<()>) -> Result<()> {
+    pub(crate) fn roll_over(&self, sled_durable: &dyn Fn() -> Result<()>) -> Result<()> {
         let mut o = self.lock();
-        self.checkpoint_locked(&mut o, sled_durable)
+        self.roll_over_locked(&mut o, sled_durable)
     }
 
-    fn checkpoint_locked(&self, o: &mut Open, sled_durable: &dyn Fn() -> Result<()>) -> Result<()> {
+    fn roll_over_locked(&self, o: &mut Open, sled_durable: &dyn Fn() -> Result<()>) -> Result<()> {
         sled_durable()?;
         o.pending.clear();
         o.pending_records = 0;
@@ -374,14 +374,14 @@ impl Wal {
         self.stats
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .checkpoints += 1;
+            .rollovers += 1;
         Ok(())
     }
 
-    /// Gives the file's preallocated bytes back after a checkpoint, when the
+    /// Gives the file's preallocated bytes back after a rollover, when the
     /// store closes: a closed database keeps no empty log. The next open
     /// that appends through the log preallocates it again. Not synced: a
-    /// power cut that undoes it leaves the checkpoint's record, which holds
+    /// power cut that undoes it leaves the rollover's record, which holds
     /// nothing to replay.
     pub(crate) fn release(&self) -> Result<()> {
         let _o = self.lock();
@@ -396,7 +396,7 @@ impl Wal {
         self.cut.as_deref()
     }
 
-    /// The log's writes and checkpoints so far.
+    /// The log's writes and rollovers so far.
     pub(crate) fn stats(&self) -> SyncStats {
         *self.stats.lock().unwrap_or_else(|p| p.into_inner())
     }
