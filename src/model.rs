@@ -130,6 +130,9 @@ pub enum Role {
     Assistant,
     /// A tool result.
     Tool,
+    /// Anything else (an observer, another agent, a UI event). A provider
+    /// request carries it as a user message.
+    Other,
 }
 
 impl Role {
@@ -140,6 +143,16 @@ impl Role {
             Role::User => "user",
             Role::Assistant => "assistant",
             Role::Tool => "tool",
+            Role::Other => "other",
+        }
+    }
+
+    /// The role a provider request gives it: `"user"` for [`Role::Other`]
+    /// (no provider API has another), its own name for the rest.
+    pub fn as_provider_str(&self) -> &'static str {
+        match self {
+            Role::Other => "user",
+            r => r.as_str(),
         }
     }
 }

@@ -75,7 +75,8 @@ fn role() -> impl Strategy<Value = Role> {
         Just(Role::System),
         Just(Role::User),
         Just(Role::Assistant),
-        Just(Role::Tool)
+        Just(Role::Tool),
+        Just(Role::Other)
     ]
 }
 

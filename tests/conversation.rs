@@ -5,14 +5,15 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use agent_journal::Role;
 use agent_journal::conversation::{
     ChatInputMessage, Conversation, ConversationEngine, ConversationEngineConfig,
     ConversationHooks, ConversationMessage, ConversationStore, ConversationTurn,
     CreateConversation, DefaultHistoryBuilder, HistoryBuilder, HistoryContext,
-    InMemoryConversationStore, JournalConversationStore, MessageRole, Metadata, Order, Page,
-    PlanInput, PlannedTurn, ProviderAdapter, ProviderCallOptions, ProviderChatRequest,
-    ProviderChatResult, ProviderError, ProviderStreamChunk, RunTurn, ScriptedAdapter,
-    ScriptedReply, TurnPlanner, TurnStatus,
+    InMemoryConversationStore, JournalConversationStore, Metadata, Order, Page, PlanInput,
+    PlannedTurn, ProviderAdapter, ProviderCallOptions, ProviderChatRequest, ProviderChatResult,
+    ProviderError, ProviderStreamChunk, RunTurn, ScriptedAdapter, ScriptedReply, TurnPlanner,
+    TurnStatus,
 };
 use agent_journal::{Error, Journal, ToolStatus};
 use serde_json::json;
@@ -310,7 +311,7 @@ fn the_default_history_builder_limits_by_count_and_tokens_keeping_system_and_too
     });
     let mut call = ConversationMessage::assistant("");
     call.tool_calls = vec![agent_journal::ToolCallRecord::new("c1", "t", "{}")];
-    let mut result = ConversationMessage::new(MessageRole::Tool, "r");
+    let mut result = ConversationMessage::new(Role::Tool, "r");
     result.tool_call_id = Some("c1".into());
     let conv = start(
         &engine,

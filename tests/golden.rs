@@ -4,8 +4,8 @@
 
 use agent_journal::conversation::{
     CallOutcome, CallUsage, CompactionRecord, Conversation, ConversationEvent, ConversationMessage,
-    MessageRole, Metadata, ProviderCallRecord as ConversationCall, ProviderOperation, ToolSpec,
-    TurnError, TurnId, TurnRecord, TurnStatus,
+    Metadata, ProviderCallRecord as ConversationCall, ProviderOperation, ToolSpec, TurnError,
+    TurnId, TurnRecord, TurnStatus,
 };
 use agent_journal::format::{decode_frame, encode_frame};
 use agent_journal::{
@@ -147,7 +147,7 @@ fn conversation_events(t: DateTime<Utc>) -> Vec<ConversationEvent> {
     let message = ConversationMessage {
         id: MessageId(uuid(3)),
         conversation_id: conversation,
-        role: MessageRole::Assistant,
+        role: Role::Assistant,
         content: json!({
             "type": "text",
             "parts": [{"text": "Checking", "score": 0.5}, null, true, -7, 18_446_744_073_709_551_615u64],

@@ -56,7 +56,7 @@ pub fn history() -> Vec<ChatInputMessage> {
         ToolCallRecord::new("call_b", "add", r#"{"a":4,"b":5}"#),
     ];
     let result = |id: &str, text: &str| {
-        let mut m = ConversationMessage::new(agent_journal::conversation::MessageRole::Tool, text);
+        let mut m = ConversationMessage::new(agent_journal::Role::Tool, text);
         m.tool_call_id = Some(id.into());
         m.name = Some("add".into());
         m

@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use agent_journal::Role;
 use agent_journal::agent::Tool;
 use agent_journal::agent::ToolContext;
 use agent_journal::conversation::state_blob::{
@@ -14,7 +15,7 @@ use agent_journal::conversation::state_blob::{
     update_state_after_event,
 };
 use agent_journal::conversation::{
-    CallUsage, ConversationMessage, MessageRole, Metadata, ProviderAdapter, ProviderCallOptions,
+    CallUsage, ConversationMessage, Metadata, ProviderAdapter, ProviderCallOptions,
     ProviderChatRequest, ProviderChatResult, ProviderError, ScriptedAdapter, ScriptedReply,
 };
 use agent_journal::{TokenUsage, ToolCallRecord, ToolStatus};
@@ -80,7 +81,7 @@ impl Recorder {
     }
 
     /// Every request received, as `(role, text)` pairs.
-    pub fn requests(&self) -> Vec<Vec<(MessageRole, String)>> {
+    pub fn requests(&self) -> Vec<Vec<(Role, String)>> {
         let seen = self.seen.lock().expect("lock");
         seen.iter()
             .map(|r| r.messages.iter().map(|m| (m.role, m.text())).collect())
@@ -88,7 +89,7 @@ impl Recorder {
     }
 
     /// The last request received, as `(role, text)` pairs.
-    pub fn last(&self) -> Vec<(MessageRole, String)> {
+    pub fn last(&self) -> Vec<(Role, String)> {
         self.requests().pop().expect("a request")
     }
 }
@@ -157,20 +158,20 @@ impl ProviderAdapter for Recorder {
 }
 
 /// `(role, text)`, for assertions.
-pub fn rt(role: MessageRole, text: &str) -> (MessageRole, String) {
+pub fn rt(role: Role, text: &str) -> (Role, String) {
     (role, text.to_owned())
 }
 
-pub fn sys(text: &str) -> (MessageRole, String) {
-    rt(MessageRole::System, text)
+pub fn sys(text: &str) -> (Role, String) {
+    rt(Role::System, text)
 }
 
-pub fn user(text: &str) -> (MessageRole, String) {
-    rt(MessageRole::User, text)
+pub fn user(text: &str) -> (Role, String) {
+    rt(Role::User, text)
 }
 
-pub fn asst(text: &str) -> (MessageRole, String) {
-    rt(MessageRole::Assistant, text)
+pub fn asst(text: &str) -> (Role, String) {
+    rt(Role::Assistant, text)
 }
 
 /// The decoded state (of any provider).
@@ -179,7 +180,7 @@ pub fn decode(state: &[u8]) -> StateBlob {
 }
 
 /// The state's messages as `(role, text)` pairs.
-pub fn stored(state: &[u8]) -> Vec<(MessageRole, String)> {
+pub fn stored(state: &[u8]) -> Vec<(Role, String)> {
     decode(state)
         .messages
         .iter()
@@ -412,8 +413,8 @@ fn tool_calls_run_in_a_loop_and_are_stored_with_their_results() {
     let results = "noon; the clock is broken; unknown tool \"ghost\"";
     assert_eq!(result.text(), format!("It is {results}."));
     let blob = decode(&result.state);
-    let roles: Vec<MessageRole> = blob.messages.iter().map(|m| m.role).collect();
-    use MessageRole::{Assistant, Tool as T, User};
+    let roles: Vec<Role> = blob.messages.iter().map(|m| m.role).collect();
+    use Role::{Assistant, Tool as T, User};
     assert_eq!(roles, vec![User, Assistant, T, T, T, Assistant]);
     let statuses: Vec<ToolStatus> = blob.messages[1]
         .tool_calls

@@ -382,3 +382,49 @@ fn a_wink_snapshot_imports_as_a_session_that_resumes() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn one_role_enum_an_other_message_is_recorded_as_other_and_sent_as_a_user_message() {
+    use agent_journal::conversation::ConversationMessage;
+    use agent_journal::{EvaluationId, InnerMessage, Role};
+    // The conversation engine's message and the inner loop's share one
+    // `Role`: an observer's note keeps its role in the journal (frame and
+    // JSON) and every provider format sends it as the user.
+    let eval = EvaluationId::new();
+    let note = ConversationMessage::new(Role::Other, "the user left the page").to_inner(eval, 1);
+    assert_eq!(note.role, Role::Other);
+    let messages = vec![
+        InnerMessage::new(Role::System, "Be brief.", eval, 0),
+        note.clone(),
+        InnerMessage::new(Role::User, "Hi", eval, 2),
+    ];
+    let openai = ConversationFormat::OpenAi.to_json(&messages);
+    assert_eq!(openai[1]["role"], "user");
+    validate::openai(openai.as_array().expect("array")).expect("a valid OpenAI request");
+    validate::anthropic(&ConversationFormat::Anthropic.to_json(&messages))
+        .expect("a valid Anthropic request");
+    let jsonl = ConversationFormat::Jsonl.to_text(&messages);
+    assert!(jsonl.contains(r#""role":"other""#), "{jsonl}");
+
+    let journal = Journal::memory();
+    let session = journal.create_session().expect("session");
+    let eval = session.start_evaluation("ns", "key").expect("evaluation");
+    let mut other = InnerMessage::new(Role::Other, "a UI event", eval.id(), 1);
+    other.message_id = agent_journal::MessageId::new();
+    session
+        .append(agent_journal::Event::Message(other))
+        .expect("append");
+    let reopened: Vec<Role> = session
+        .state()
+        .messages()
+        .for_evaluation(eval.id())
+        .map(|m| m.role)
+        .collect();
+    assert_eq!(reopened, vec![Role::Other]);
+    let events = session.events(..).expect("events");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(&e.event, agent_journal::Event::Message(m) if m.role == Role::Other))
+    );
+}

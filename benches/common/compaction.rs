@@ -8,11 +8,12 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
+use agent_journal::Role;
 use agent_journal::conversation::state_blob::{DEFAULT_MAX_STATE_BYTES, StateBlob};
 use agent_journal::conversation::{
     CompactionRecord, Conversation, ConversationId, ConversationMessage, ConversationStore,
-    DefaultHistoryBuilder, HistoryBuilder, HistoryContext, JournalConversationStore, MessageRole,
-    Metadata, TurnId,
+    DefaultHistoryBuilder, HistoryBuilder, HistoryContext, JournalConversationStore, Metadata,
+    TurnId,
 };
 use agent_journal::format::now;
 use agent_journal::{Journal, JournalConfig, SessionId, ToolCallRecord};
@@ -62,7 +63,7 @@ fn conversation(store: &JournalConversationStore, n: usize, compact: bool) -> Co
     }
     if compact {
         let first = &all[n - KEPT];
-        assert_eq!(first.role, MessageRole::User);
+        assert_eq!(first.role, Role::User);
         let record = CompactionRecord {
             turn_id: None,
             first_kept: first.id,
@@ -207,7 +208,7 @@ fn exchange(n: usize) -> Vec<ConversationMessage> {
                 m
             }
             2 => {
-                let mut m = ConversationMessage::new(MessageRole::Tool, content_200());
+                let mut m = ConversationMessage::new(Role::Tool, content_200());
                 m.tool_call_id = Some(format!("call_{}", i - 1).into());
                 m.name = Some("search_orders".into());
                 m

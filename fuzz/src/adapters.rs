@@ -16,9 +16,8 @@ use agent_journal::conversation::http::{
     AnthropicStream, OpenAiStream, parse_anthropic_error, parse_anthropic_response,
     parse_anthropic_stream, parse_openai_error, parse_openai_response, parse_openai_stream,
 };
-use agent_journal::conversation::{
-    CallUsage, Metadata, MessageRole, ProviderChatResult, ProviderError, ProviderStreamChunk,
-};
+use agent_journal::conversation::{CallUsage, Metadata, ProviderChatResult, ProviderError, ProviderStreamChunk};
+use agent_journal::Role;
 use serde_json::Value;
 
 type Res = Result<ProviderChatResult, ProviderError>;
@@ -83,7 +82,7 @@ type Key = (String, Vec<(String, String)>, Option<CallUsage>, Metadata, Option<S
 fn key(r: &ProviderChatResult) -> Key {
     assert_eq!(r.messages.len(), 1, "one message");
     let m = &r.messages[0];
-    assert_eq!(m.role, MessageRole::Assistant);
+    assert_eq!(m.role, Role::Assistant);
     let calls = m.tool_calls.iter().map(|c| (c.name.clone(), c.arguments.clone())).collect();
     (m.text(), calls, r.usage.clone(), r.response_metadata.clone(), m.provider_message_id.clone(), r.raw.clone())
 }

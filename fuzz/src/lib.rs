@@ -152,7 +152,7 @@ pub fn call_id(i: u8) -> CallId {
 }
 
 fn role(i: u8) -> Role {
-    [Role::System, Role::User, Role::Assistant, Role::Tool][usize::from(i % 4)]
+    [Role::System, Role::User, Role::Assistant, Role::Tool, Role::Other][usize::from(i % 5)]
 }
 
 fn status(i: u8) -> ToolStatus {

@@ -10,12 +10,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use agent_journal::Role;
 use agent_journal::agent::ResumeMode;
 use agent_journal::conversation::{
     Conversation, ConversationEngine, ConversationEngineConfig, ConversationHooks, ConversationId,
     ConversationMessage, ConversationStore, ConversationTurn, CreateConversation,
-    JournalConversationStore, MessageRole, Page, ResumeTurn, RunTurn, ScriptedAdapter,
-    ScriptedReply,
+    JournalConversationStore, Page, ResumeTurn, RunTurn, ScriptedAdapter, ScriptedReply,
 };
 use agent_journal::{Error, Journal, Session};
 
@@ -114,10 +114,7 @@ fn engine(journal: &Journal, sandbox: &Arc<Sandbox>) -> ConversationEngine {
 fn drive(engine: &ConversationEngine, id: ConversationId) -> Result<(), Error> {
     for (k, text) in USERS.iter().enumerate() {
         let messages = engine.store().get_messages(id, Page::all())?;
-        let users = messages
-            .iter()
-            .filter(|m| m.role == MessageRole::User)
-            .count();
+        let users = messages.iter().filter(|m| m.role == Role::User).count();
         if users <= k {
             engine.append_messages(id, &[ConversationMessage::user(*text)])?;
         }

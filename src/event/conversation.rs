@@ -122,35 +122,6 @@ pub struct Conversation {
     pub metadata: Metadata,
 }
 
-/// The role of a [`ConversationMessage`]: the inner loop's four, and `Other`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MessageRole {
-    /// Instructions.
-    System,
-    /// The user (or whoever speaks for them).
-    User,
-    /// The model.
-    Assistant,
-    /// A tool's result.
-    Tool,
-    /// Anything else (an observer, another agent, a UI event).
-    Other,
-}
-
-impl MessageRole {
-    /// The lowercase name (`"user"`).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            MessageRole::System => "system",
-            MessageRole::User => "user",
-            MessageRole::Assistant => "assistant",
-            MessageRole::Tool => "tool",
-            MessageRole::Other => "other",
-        }
-    }
-}
-
 /// A message of a conversation (the spec's `ConversationMessage`).
 ///
 /// The spec's fields, plus what a tool exchange needs: the assistant's
@@ -163,7 +134,7 @@ pub struct ConversationMessage {
     /// The conversation it belongs to.
     pub conversation_id: ConversationId,
     /// Who speaks.
-    pub role: MessageRole,
+    pub role: Role,
     /// Text (a JSON string) or any structured JSON.
     #[serde(with = "json_text")]
     pub content: Value,
@@ -189,12 +160,12 @@ pub struct ConversationMessage {
 impl ConversationMessage {
     /// A message of `role` with text `content`, created now, in no
     /// conversation yet (the store sets `conversation_id` when it is appended).
-    pub fn new(role: MessageRole, content: impl Into<String>) -> Self {
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
         Self::json(role, Value::String(content.into()))
     }
 
     /// A message of `role` with structured `content`.
-    pub fn json(role: MessageRole, content: Value) -> Self {
+    pub fn json(role: Role, content: Value) -> Self {
         Self {
             id: MessageId::new(),
             conversation_id: SessionId(Uuid::nil()),
@@ -212,36 +183,30 @@ impl ConversationMessage {
 
     /// A user message.
     pub fn user(content: impl Into<String>) -> Self {
-        Self::new(MessageRole::User, content)
+        Self::new(Role::User, content)
     }
 
     /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
-        Self::new(MessageRole::System, content)
+        Self::new(Role::System, content)
     }
 
     /// An assistant message.
     pub fn assistant(content: impl Into<String>) -> Self {
-        Self::new(MessageRole::Assistant, content)
+        Self::new(Role::Assistant, content)
     }
 
     /// The message as an [`InnerMessage`] of evaluation `eval` at
-    /// `sequence`, for the exports of the provider formats: `Other` becomes
-    /// a user message, structured content its JSON text; the turn number is
-    /// left at 0 and the prompt empty.
+    /// `sequence`, for the exports of the provider formats: the same role
+    /// (the formats send `Other` as a user message), structured content as
+    /// its JSON text; the turn number is left at 0 and the prompt empty.
     pub fn to_inner(&self, eval: EvaluationId, sequence: u64) -> InnerMessage {
-        let role = match self.role {
-            MessageRole::System => Role::System,
-            MessageRole::User | MessageRole::Other => Role::User,
-            MessageRole::Assistant => Role::Assistant,
-            MessageRole::Tool => Role::Tool,
-        };
-        let mut m = InnerMessage::new(role, self.text(), eval, sequence);
+        let mut m = InnerMessage::new(self.role, self.text(), eval, sequence);
         m.message_id = self.id;
         m.created_at = self.created_at;
         m.tool_calls = self.tool_calls.clone();
         m.tool_call_id = self.tool_call_id.clone();
-        if self.role == MessageRole::Tool {
+        if self.role == Role::Tool {
             m.tool_name = self.name.clone();
         }
         m

@@ -245,6 +245,7 @@ fn role_index(r: Role) -> u8 {
         Role::User => 1,
         Role::Assistant => 2,
         Role::Tool => 3,
+        Role::Other => 4,
     }
 }
 
@@ -271,7 +272,13 @@ pub(crate) struct BodyIds {
 }
 
 /// The variants of `Role` and of `ToolStatus`, by index (declaration order).
-const ROLES: [Role; 4] = [Role::System, Role::User, Role::Assistant, Role::Tool];
+const ROLES: [Role; 5] = [
+    Role::System,
+    Role::User,
+    Role::Assistant,
+    Role::Tool,
+    Role::Other,
+];
 const STATUSES: [ToolStatus; 4] = [
     ToolStatus::Pending,
     ToolStatus::Started,

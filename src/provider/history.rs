@@ -91,7 +91,7 @@ pub(crate) fn plan(messages: &[InnerMessage]) -> Plan<'_> {
     };
     for m in messages {
         match m.role {
-            Role::System | Role::User => match plan.turns.last_mut() {
+            Role::System | Role::User | Role::Other => match plan.turns.last_mut() {
                 Some(t) => t.after.push(m),
                 None => plan.head.push(m),
             },

@@ -176,7 +176,7 @@ fn plain(m: &InnerMessage) -> Value {
     {
         return Value::Object(p);
     }
-    json!({"role": m.role.as_str(), "content": m.content})
+    json!({"role": m.role.as_provider_str(), "content": m.content})
 }
 
 fn assistant(t: &Turn<'_>) -> Value {

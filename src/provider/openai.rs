@@ -62,7 +62,7 @@ fn plain(m: &InnerMessage) -> Value {
         parts.extend(media);
         return json!({"role": "user", "content": parts});
     }
-    json!({"role": m.role.as_str(), "content": m.content})
+    json!({"role": m.role.as_provider_str(), "content": m.content})
 }
 
 fn assistant(t: &Turn<'_>) -> Value {
@@ -250,7 +250,7 @@ pub(crate) fn from_parts<V: Borrow<Value>>(
                 msg.tool_call_id = Some(CallId::from(id));
                 msg.turn = call.turn;
             }
-            Role::System | Role::User => msg.turn = turn,
+            Role::System | Role::User | Role::Other => msg.turn = turn,
         }
         out.push(msg);
         out.settle()?;

@@ -256,7 +256,7 @@ fn plain(m: &InnerMessage) -> Value {
             return item.clone();
         }
     }
-    json!({"type": "message", "role": m.role.as_str(), "content": m.content})
+    json!({"type": "message", "role": m.role.as_provider_str(), "content": m.content})
 }
 
 fn assistant(t: &Turn<'_>, out: &mut Vec<Value>) {

@@ -209,7 +209,7 @@ impl Conversation {
         };
         match role {
             Role::System => lowest(&mut c.system),
-            Role::User => insert_sorted(&mut c.users, key),
+            Role::User | Role::Other => insert_sorted(&mut c.users, key),
             Role::Assistant => lowest(&mut turn(c, turn_number).assistant),
             Role::Tool => insert_sorted(&mut turn(c, turn_number).tools, key),
         }

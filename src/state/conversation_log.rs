@@ -8,10 +8,11 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use uuid::Uuid;
 
 use crate::event::conversation::{
-    CompactionRecord, Conversation, ConversationEvent, ConversationMessage, MessageRole,
-    ProviderCallRecord, TurnId, TurnRecord, TurnStatus,
+    CompactionRecord, Conversation, ConversationEvent, ConversationMessage, ProviderCallRecord,
+    TurnId, TurnRecord, TurnStatus,
 };
 use crate::model::MessageId;
+use crate::model::Role;
 use crate::state::list_delta::ListDelta;
 
 /// The conversation a session holds, if the conversation engine made it
@@ -181,7 +182,7 @@ impl<'de> Deserialize<'de> for ConversationLog {
         let leading_system = raw
             .messages
             .iter()
-            .take_while(|m| m.role == MessageRole::System)
+            .take_while(|m| m.role == Role::System)
             .count();
         let compacted_from = usize::try_from(raw.compacted_from)
             .unwrap_or(usize::MAX)
@@ -384,7 +385,7 @@ impl ConversationLog {
                     return false;
                 }
                 self.message_index.insert(m.id, self.messages.len());
-                if m.role == MessageRole::System && self.leading_system == self.messages.len() {
+                if m.role == Role::System && self.leading_system == self.messages.len() {
                     self.leading_system += 1;
                 }
                 self.messages.push(m.clone());

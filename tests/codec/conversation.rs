@@ -4,10 +4,11 @@
 //! `conversation_fold` (with small pools of ids, so that records are
 //! replaced and messages repeated).
 
+use agent_journal::Role;
 use agent_journal::conversation::{
     CallOutcome, CallUsage, CompactionRecord, Conversation, ConversationEvent, ConversationMessage,
-    MessageRole, Metadata, ProviderCallRecord, ProviderOperation, ToolSpec, TurnError, TurnId,
-    TurnRecord, TurnStatus,
+    Metadata, ProviderCallRecord, ProviderOperation, ToolSpec, TurnError, TurnId, TurnRecord,
+    TurnStatus,
 };
 use agent_journal::{CallId, MessageId, SessionId, TokenUsage, ToolCallRecord};
 use chrono::{DateTime, TimeZone, Utc};
@@ -99,13 +100,13 @@ pub fn metadata() -> BoxedStrategy<Metadata> {
     prop::collection::btree_map(text(), json(), 0..3).boxed()
 }
 
-fn message_role() -> impl Strategy<Value = MessageRole> {
+fn message_role() -> impl Strategy<Value = Role> {
     prop_oneof![
-        Just(MessageRole::System),
-        Just(MessageRole::User),
-        Just(MessageRole::Assistant),
-        Just(MessageRole::Tool),
-        Just(MessageRole::Other),
+        Just(Role::System),
+        Just(Role::User),
+        Just(Role::Assistant),
+        Just(Role::Tool),
+        Just(Role::Other),
     ]
 }
 

@@ -34,7 +34,7 @@ fn build_turn(n: usize, steps: &[usize], next_id: &mut u64) -> Vec<ConversationM
             .collect();
         out.push(a);
         for id in &ids {
-            let mut r = ConversationMessage::new(MessageRole::Tool, "result");
+            let mut r = ConversationMessage::new(Role::Tool, "result");
             r.tool_call_id = Some(id.as_str().into());
             out.push(r);
         }
@@ -87,7 +87,7 @@ proptest! {
                 "turn {}: {} messages kept, limit {}, turn of {}",
                 n, history.len(), limit, turn.len()
             );
-            prop_assert_eq!(history[0].role, MessageRole::User);
+            prop_assert_eq!(history[0].role, Role::User);
             if let Err(e) = sendable_to_both(&sent(&system, &history)) {
                 prop_assert!(false, "turn {}: {}", n, e);
             }
@@ -128,11 +128,11 @@ impl ProviderAdapter for ToolLoop {
         let after = request
             .messages
             .iter()
-            .rposition(|m| m.role == MessageRole::User)
+            .rposition(|m| m.role == Role::User)
             .map_or(0, |i| i + 1);
         let step = request.messages[after..]
             .iter()
-            .filter(|m| m.role == MessageRole::Assistant)
+            .filter(|m| m.role == Role::Assistant)
             .count();
         let mut m = ConversationMessage::assistant("done");
         // As a real adapter reports it: only an answer is a natural stop

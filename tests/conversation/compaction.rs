@@ -35,7 +35,7 @@ fn exchanges(n: usize) -> Vec<ConversationMessage> {
         let mut call = ConversationMessage::assistant("");
         call.tool_calls = vec![ToolCallRecord::new(format!("c{i}"), "t", "{}")];
         out.push(call);
-        let mut result = ConversationMessage::new(MessageRole::Tool, "result");
+        let mut result = ConversationMessage::new(Role::Tool, "result");
         result.tool_call_id = Some(format!("c{i}").into());
         out.push(result);
         out.push(ConversationMessage::assistant(format!("answer {i}")));
@@ -97,7 +97,7 @@ fn the_token_limit_follows_the_reported_usage_down_to_its_target() {
         .expect("ok")
         .expect("compacts");
     assert_eq!(done.strategy, "token_limit");
-    assert_eq!(m[done.keep_from].role, MessageRole::User);
+    assert_eq!(m[done.keep_from].role, Role::User);
     // About 40% of 1000 tokens must go: the cut is after at least that share.
     assert!(done.keep_from * 10 >= m.len() * 4, "{}", done.keep_from);
     assert!(done.keep_from < m.len());
@@ -303,7 +303,7 @@ fn conversation() -> impl Strategy<Value = Vec<ConversationMessage>> {
                     .collect();
                 out.push(a);
                 for k in 0..calls {
-                    let mut r = ConversationMessage::new(MessageRole::Tool, "r".repeat(len));
+                    let mut r = ConversationMessage::new(Role::Tool, "r".repeat(len));
                     r.tool_call_id = Some(format!("c{i}_{k}").into());
                     out.push(r);
                 }
@@ -342,7 +342,7 @@ proptest! {
                 continue;
             };
             prop_assert!(keep_from > 0 && keep_from < state.len());
-            prop_assert_eq!(state[keep_from].role, MessageRole::User);
+            prop_assert_eq!(state[keep_from].role, Role::User);
             let kept: Vec<_> = messages[..1].iter().chain(&state[keep_from..]).collect();
             let eval = EvaluationId::new();
             let inner: Vec<_> = kept.iter().enumerate().map(|(i, m)| m.to_inner(eval, i as u64)).collect();
@@ -392,7 +392,7 @@ proptest! {
             let after = store.history(conv.id, None).expect("history");
             // What is sent is a suffix, at a user message.
             prop_assert_eq!(&after.messages[..], &window.messages[done.keep_from..]);
-            prop_assert_eq!(after.messages[0].role, MessageRole::User);
+            prop_assert_eq!(after.messages[0].role, Role::User);
         }
         let all = store.get_messages(conv.id, Page::all()).expect("read");
         prop_assert_eq!(all.len(), messages.len());

@@ -312,7 +312,7 @@ fn crash_then_turn(
             let users: Vec<String> = last
                 .messages
                 .iter()
-                .filter(|m| m.role == MessageRole::User)
+                .filter(|m| m.role == Role::User)
                 .map(|m| m.text())
                 .collect();
             prop_assert_eq!(users.last().map(String::as_str), Some(want));

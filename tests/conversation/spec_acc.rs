@@ -159,9 +159,9 @@ fn a_turn_is_stored_running_with_its_call_open_while_the_adapter_works() {
 /// `ChatInputMessage`s; the provider's message id is kept; ids are UUIDv7.
 #[test]
 fn every_role_name_and_content_is_stored_and_sent_as_given() {
-    use MessageRole::{Assistant, Other, System, Tool, User};
+    use Role::{Assistant, Other, System, Tool, User};
     let roles = [System, User, Assistant, Tool, Other];
-    let names: Vec<&str> = roles.iter().map(MessageRole::as_str).collect();
+    let names: Vec<&str> = roles.iter().map(Role::as_str).collect();
     assert_eq!(names, ["system", "user", "assistant", "tool", "other"]);
     for r in roles {
         assert_eq!(serde_json::to_value(r).expect("json"), json!(r.as_str()));
@@ -587,7 +587,7 @@ fn each_turn_takes_the_messages_that_triggered_it_and_appends_its_output() {
     assert!(
         all[2..]
             .iter()
-            .filter(|m| m.role == MessageRole::Assistant)
+            .filter(|m| m.role == Role::Assistant)
             .all(|m| m.turn_id.is_some())
     );
 }

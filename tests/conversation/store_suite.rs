@@ -57,7 +57,7 @@ fn suite(store: &dyn ConversationStore) -> (ConversationId, TurnId) {
     assert_eq!(store.get_conversation(id).expect("get"), Some(c2));
 
     let mut structured =
-        ConversationMessage::json(MessageRole::Other, json!({"kind": "ui", "n": [1, 2.5]}));
+        ConversationMessage::json(Role::Other, json!({"kind": "ui", "n": [1, 2.5]}));
     structured.name = Some("observer".into());
     structured.metadata.insert("hint".into(), json!(true));
     let messages = vec![
@@ -76,7 +76,7 @@ fn suite(store: &dyn ConversationStore) -> (ConversationId, TurnId) {
     assert_eq!(all[0].id, structured.id);
     all.rotate_left(1);
     assert_eq!(all[2].content, json!({"kind": "ui", "n": [1, 2.5]}));
-    assert_eq!(all[2].role, MessageRole::Other);
+    assert_eq!(all[2].role, Role::Other);
     assert_eq!(all[2].name.as_deref(), Some("observer"));
     assert_eq!(all[2].metadata.get("hint"), Some(&json!(true)));
     assert_eq!(store.unanswered_messages(id).expect("read").len(), 3);
@@ -99,7 +99,7 @@ fn suite(store: &dyn ConversationStore) -> (ConversationId, TurnId) {
     let got = store.get_turn(id, t.id).expect("get").expect("stored");
     assert_eq!(got.tool_calls[0].status, ToolStatus::Started);
     assert_eq!(got.output_messages[0].turn_id, Some(t.id));
-    let mut result = ConversationMessage::new(MessageRole::Tool, "found");
+    let mut result = ConversationMessage::new(Role::Tool, "found");
     result.tool_call_id = Some("c1".into());
     t.output_messages.push(result);
     t.tool_calls[0].status = ToolStatus::Completed;

@@ -92,7 +92,7 @@ fn tools_run_inside_a_turn_with_their_specs_in_the_request() {
     assert_eq!(turn.status, TurnStatus::Succeeded);
     assert_eq!(turn.provider_calls.len(), 2);
     let roles: Vec<_> = turn.output_messages.iter().map(|m| m.role).collect();
-    use MessageRole::{Assistant, Tool as ToolRole};
+    use Role::{Assistant, Tool as ToolRole};
     assert_eq!(roles, [Assistant, ToolRole, ToolRole, Assistant]);
     assert_eq!(turn.output_messages[3].text(), "done: 1; 2");
     assert!(

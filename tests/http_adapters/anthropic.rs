@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent_journal::Role;
 use agent_journal::conversation::http::{AnthropicAdapter, HttpOptions};
 use agent_journal::conversation::{
-    ConversationMessage, CreateConversation, MessageRole, Page, ProviderAdapter, RunTurn,
-    TurnStatus,
+    ConversationMessage, CreateConversation, Page, ProviderAdapter, RunTurn, TurnStatus,
 };
 use agent_journal::{Error, ToolStatus};
 use serde_json::{Value, json};
@@ -162,7 +162,7 @@ fn anthropic_request_maps_history_tools_parameters_and_headers() {
     let m = &result.messages[0];
     assert_eq!(
         (m.role, m.text()),
-        (MessageRole::Assistant, "Adding both.".to_owned())
+        (Role::Assistant, "Adding both.".to_owned())
     );
     let calls: Vec<_> = m
         .tool_calls
@@ -377,10 +377,10 @@ fn anthropic_engine_streamed_turn_with_tools() {
     assert_eq!(
         texts,
         [
-            (MessageRole::Assistant, "Adding both.".into()),
-            (MessageRole::Tool, "5".into()),
-            (MessageRole::Tool, "9".into()),
-            (MessageRole::Assistant, "5 and 9.".into()),
+            (Role::Assistant, "Adding both.".into()),
+            (Role::Tool, "5".into()),
+            (Role::Tool, "9".into()),
+            (Role::Assistant, "5 and 9.".into()),
         ]
     );
     assert!(

@@ -3,8 +3,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agent_journal::Role;
 use agent_journal::conversation::http::{HttpOptions, OpenAiAdapter};
-use agent_journal::conversation::{MessageRole, Page, ProviderAdapter, RunTurn, TurnStatus};
+use agent_journal::conversation::{Page, ProviderAdapter, RunTurn, TurnStatus};
 use agent_journal::{Error, ToolStatus};
 use serde_json::{Value, json};
 
@@ -142,7 +143,7 @@ fn openai_request_maps_history_tools_parameters_and_auth() {
 
     // The response: content null, two parallel calls, usage with details.
     let m = &result.messages[0];
-    assert_eq!((m.role, m.text()), (MessageRole::Assistant, String::new()));
+    assert_eq!((m.role, m.text()), (Role::Assistant, String::new()));
     let calls: Vec<_> = m
         .tool_calls
         .iter()
@@ -507,10 +508,10 @@ fn openai_engine_turn_with_tools() {
     assert_eq!(
         texts,
         [
-            (MessageRole::Assistant, String::new()),
-            (MessageRole::Tool, "5".into()),
-            (MessageRole::Tool, "9".into()),
-            (MessageRole::Assistant, "5 and 9.".into()),
+            (Role::Assistant, String::new()),
+            (Role::Tool, "5".into()),
+            (Role::Tool, "9".into()),
+            (Role::Assistant, "5 and 9.".into()),
         ]
     );
     assert!(

@@ -196,7 +196,7 @@ fn request_bodies_of_unusual_histories() {
         ToolCallRecord::new("t2", "f", ""),
     ];
     let mut parts = ConversationMessage::json(
-        agent_journal::conversation::MessageRole::User,
+        agent_journal::Role::User,
         json!([{"type": "text", "text": "see"}, {"type": "image", "source": {"type": "url", "url": "u"}}]),
     );
     parts.name = Some("Alice Smith".into());

@@ -3,15 +3,15 @@
 
 use std::sync::Arc;
 
+use agent_journal::Role;
 use agent_journal::conversation::state_blob::{
     ImportStateBlob, STATE_BLOB_METADATA, StateChatOptions, append_to_state, chat_with_state,
     export_state_blob, export_state_blob_for, import_state_blob, update_state_after_event,
 };
 use agent_journal::conversation::{
     Compaction, CompactionRequest, Compactor, ConversationEngine, ConversationEngineConfig,
-    ConversationMessage, ConversationStore, CreateConversation, JournalConversationStore,
-    MessageRole, Page, RunTurn, SUMMARY_PREFIX, ScriptedAdapter, ScriptedReply,
-    advance_to_first_user_message,
+    ConversationMessage, ConversationStore, CreateConversation, JournalConversationStore, Page,
+    RunTurn, SUMMARY_PREFIX, ScriptedAdapter, ScriptedReply, advance_to_first_user_message,
 };
 use agent_journal::{Error, Journal};
 use serde_json::{Value, json};
@@ -177,7 +177,7 @@ fn a_repeated_message_id_is_renewed_on_import() {
     let exported = decode(&export_state_blob(&journal, id).expect("export"));
     assert_eq!(exported.messages.len(), 2);
     assert_ne!(exported.messages[0].id, exported.messages[1].id);
-    assert_eq!(exported.messages[1].role, MessageRole::User);
+    assert_eq!(exported.messages[1].role, Role::User);
 }
 
 #[test]

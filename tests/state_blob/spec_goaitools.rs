@@ -8,14 +8,14 @@
 
 use std::sync::{Arc, Mutex};
 
+use agent_journal::Role;
 use agent_journal::agent::{Tool, ToolContext};
 use agent_journal::conversation::state_blob::{
     StateBlob, StateChatOptions, StateChatResult, append_to_state, chat_with_state,
 };
 use agent_journal::conversation::{
     Compaction, CompactionRequest, Compactor, CompositeCompactor, ConversationMessage,
-    MessageLimitCompactor, MessageRole, SplitCompactor, TokenLimitCompactor,
-    advance_to_first_user_message,
+    MessageLimitCompactor, SplitCompactor, TokenLimitCompactor, advance_to_first_user_message,
 };
 
 use super::{Recorder, Reply, asst, decode, rt, stored, sys, turn, user};
@@ -29,8 +29,8 @@ fn stop(text: &str, tokens: u64) -> Reply {
 /// What a compactor was shown.
 #[derive(Clone, Debug, PartialEq)]
 struct Shown {
-    state: Vec<(MessageRole, String)>,
-    leading: Vec<(MessageRole, String)>,
+    state: Vec<(Role, String)>,
+    leading: Vec<(Role, String)>,
     summary: Option<String>,
     tokens: Option<u64>,
     provider: String,
@@ -86,7 +86,7 @@ fn the_compactor_runs_after_the_tool_loop_and_sees_what_the_spec_lists() {
     let state = vec![
         user("Check"),
         asst("Let me check."),
-        rt(MessageRole::Tool, "echo {}"),
+        rt(Role::Tool, "echo {}"),
         asst("Done."),
     ];
     assert_eq!(
@@ -215,7 +215,7 @@ fn a_composite_compactor_tries_its_compactors_in_order() {
 fn advance_to_first_user_message_finds_the_next_user_boundary() {
     let mut call = ConversationMessage::assistant("");
     call.tool_calls = vec![agent_journal::ToolCallRecord::new("c1", "echo", "{}")];
-    let mut result = ConversationMessage::new(MessageRole::Tool, "r");
+    let mut result = ConversationMessage::new(Role::Tool, "r");
     result.tool_call_id = Some("c1".into());
     let m = vec![
         ConversationMessage::user("u0"),
@@ -312,14 +312,14 @@ fn the_hellowithstate_example_runs_as_written() {
     assert_eq!(last[0], sys(cheerful));
     assert_eq!(
         last.iter()
-            .filter(|(role, _)| *role == MessageRole::System)
+            .filter(|(role, _)| *role == Role::System)
             .count(),
         1,
         "only this call's system message is sent"
     );
     let kept = stored(&r.state);
     assert_eq!(kept.len(), 11);
-    assert!(kept.iter().all(|(role, _)| *role != MessageRole::System));
+    assert!(kept.iter().all(|(role, _)| *role != Role::System));
     assert_eq!(kept[10], asst("reply 5"));
     assert_eq!(adapter.requests().len(), 5);
 }
@@ -398,7 +398,7 @@ fn the_statecompaction_example_keeps_the_state_bounded() {
     for (n, strategy, state) in &demo2[3..] {
         assert_eq!(strategy.as_deref(), Some("token_limit"));
         assert!(*n < 8, "{n}");
-        assert_eq!(stored(state)[0].0, MessageRole::User);
+        assert_eq!(stored(state)[0].0, Role::User);
     }
 
     let ml = [

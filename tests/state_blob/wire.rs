@@ -6,8 +6,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use agent_journal::Role;
 use agent_journal::conversation::state_blob::{StateBlob, StateChatOptions, chat_with_state};
-use agent_journal::conversation::{Compactor, MessageLimitCompactor, MessageRole};
+use agent_journal::conversation::{Compactor, MessageLimitCompactor};
 use serde_json::{Value, json};
 
 use super::{Recorder, Reply, asst, decode, stored, user};
@@ -54,10 +55,7 @@ fn the_spec_example_blob_is_read_and_continued() {
     };
     assert_eq!(
         sent[1..3],
-        [
-            (MessageRole::User, texts(0)),
-            (MessageRole::Assistant, texts(1))
-        ]
+        [(Role::User, texts(0)), (Role::Assistant, texts(1))]
     );
     assert_eq!(sent.len(), 4, "system, the example's two, the question");
     // The new state holds the example's messages exactly, then the new ones,
@@ -127,7 +125,7 @@ fn anthropic_thinking_blocks_round_trip_and_are_sent_unchanged() {
     let bytes = original.to_string().into_bytes();
     let blob = StateBlob::decode(&bytes, Some("anthropic"), usize::MAX).expect("decodes");
     assert_eq!(blob.messages[1].tool_calls.len(), 1);
-    assert_eq!(blob.messages[2].role, MessageRole::Tool, "a tool result");
+    assert_eq!(blob.messages[2].role, Role::Tool, "a tool result");
     let doc = blob.to_json();
     assert_eq!(doc["messages"], original["messages"], "every block kept");
     // Twice round: the same again.

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::event::conversation::{
-    CallUsage, ConversationId, ConversationMessage, MessageRole, Metadata, ToolSpec, TurnId,
+    CallUsage, ConversationId, ConversationMessage, Metadata, ToolSpec, TurnId,
 };
+use crate::model::Role;
 use crate::model::{CallId, MessageId, ToolCallRecord};
 
 /// One message sent to a provider (the spec's `ChatInputMessage`, with the
@@ -15,7 +16,7 @@ use crate::model::{CallId, MessageId, ToolCallRecord};
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChatInputMessage {
     /// Who speaks.
-    pub role: MessageRole,
+    pub role: Role,
     /// Text (a JSON string) or structured JSON.
     pub content: Value,
     /// The speaker's name.

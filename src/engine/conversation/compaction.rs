@@ -9,8 +9,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::event::conversation::{CallUsage, ConversationMessage, MessageRole, Metadata};
+use crate::event::conversation::{CallUsage, ConversationMessage, Metadata};
 use crate::model::CallId;
+use crate::model::Role;
 
 use super::adapter::{ChatInputMessage, ProviderAdapter, ProviderCallOptions, ProviderChatRequest};
 use super::plan::approximate_tokens;
@@ -105,7 +106,7 @@ fn boundaries(messages: &[ConversationMessage]) -> Vec<bool> {
     // -1 where it stops (j + 1): the running sum counts the spans over k.
     let mut spans = vec![0i64; messages.len() + 1];
     for (j, m) in messages.iter().enumerate() {
-        if m.role == MessageRole::Tool
+        if m.role == Role::Tool
             && let Some(&i) = m.tool_call_id.as_ref().and_then(|id| made.get(id))
         {
             spans[i + 1] += 1;
@@ -121,7 +122,7 @@ fn boundaries(messages: &[ConversationMessage]) -> Vec<bool> {
         .enumerate()
         .map(|(k, m)| {
             open += spans[k];
-            open == 0 && m.role == MessageRole::User
+            open == 0 && m.role == Role::User
         })
         .collect()
 }
@@ -396,7 +397,7 @@ mod tests {
     }
 
     fn result(id: &str) -> ConversationMessage {
-        let mut m = ConversationMessage::new(MessageRole::Tool, "r");
+        let mut m = ConversationMessage::new(Role::Tool, "r");
         m.tool_call_id = Some(CallId(id.into()));
         m
     }

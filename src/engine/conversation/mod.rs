@@ -58,8 +58,8 @@ mod store;
 
 pub use crate::event::conversation::{
     CallOutcome, CallUsage, CompactionRecord, Conversation, ConversationEvent, ConversationId,
-    ConversationMessage, MessageRole, Metadata, ProviderCallRecord, ProviderOperation, ToolSpec,
-    TurnError, TurnId, TurnRecord, TurnStatus,
+    ConversationMessage, Metadata, ProviderCallRecord, ProviderOperation, ToolSpec, TurnError,
+    TurnId, TurnRecord, TurnStatus,
 };
 pub use adapter::{
     AgentContext, ChatInputMessage, ProviderAdapter, ProviderCallOptions, ProviderChatRequest,

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::event::conversation::{ConversationMessage, MessageRole, TurnId};
+use crate::event::conversation::{ConversationMessage, TurnId};
+use crate::model::Role;
 use crate::model::{CallId, MessageId};
 use crate::state::ConversationLog;
 
@@ -88,7 +89,7 @@ pub(crate) fn unanswered_call(messages: &[ChatInputMessage]) -> Option<String> {
         })
     };
     for (i, m) in messages.iter().enumerate() {
-        if m.role == MessageRole::Tool {
+        if m.role == Role::Tool {
             let id = m.tool_call_id.as_ref();
             match open.iter_mut().find(|(c, _, done)| Some(*c) == id && !done) {
                 Some(slot) => slot.2 = true,
@@ -120,7 +121,7 @@ mod tests {
     use crate::model::ToolCallRecord;
 
     fn tool(call: &str) -> ChatInputMessage {
-        let mut m = ConversationMessage::new(MessageRole::Tool, "r");
+        let mut m = ConversationMessage::new(Role::Tool, "r");
         m.tool_call_id = Some(call.into());
         ChatInputMessage::from(&m)
     }

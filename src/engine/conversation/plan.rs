@@ -5,9 +5,8 @@
 //! built it (`rebuild_request`).
 
 use crate::error::Error;
-use crate::event::conversation::{
-    Conversation, ConversationMessage, MessageRole, Metadata, TurnId,
-};
+use crate::event::conversation::{Conversation, ConversationMessage, Metadata, TurnId};
+use crate::model::Role;
 use crate::state::ConversationLog;
 
 use super::adapter::{ChatInputMessage, ProviderChatRequest, ProviderStreamChunk};
@@ -101,7 +100,7 @@ impl HistoryBuilder for DefaultHistoryBuilder {
             }
             start = k;
         }
-        while rest.get(start).is_some_and(|m| m.role == MessageRole::Tool) {
+        while rest.get(start).is_some_and(|m| m.role == Role::Tool) {
             start += 1;
         }
         let mut out: Vec<ChatInputMessage> =
@@ -193,7 +192,7 @@ pub fn rebuild_request(log: &ConversationLog, call: uuid::Uuid) -> Option<Provid
     {
         let at = messages
             .iter()
-            .take_while(|m| m.role == MessageRole::System)
+            .take_while(|m| m.role == Role::System)
             .count();
         let text = format!("{SUMMARY_PREFIX}{summary}");
         let mut m = ChatInputMessage::from(&ConversationMessage::system(text));

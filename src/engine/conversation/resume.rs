@@ -4,8 +4,9 @@
 use crate::engine::tool::Idempotency;
 use crate::error::{Error, Result};
 use crate::event::conversation::{
-    CallOutcome, Conversation, ConversationId, MessageRole, Metadata, TurnError, TurnId,
+    CallOutcome, Conversation, ConversationId, Metadata, TurnError, TurnId,
 };
+use crate::model::Role;
 use crate::model::{INTERRUPTED_ERROR, ToolStatus, now};
 
 use super::engine::ConversationEngine;
@@ -293,7 +294,7 @@ impl ConversationEngine {
 fn answered(turn: &ConversationTurn) -> bool {
     turn.output_messages
         .last()
-        .is_some_and(|m| m.role == MessageRole::Assistant && m.tool_calls.is_empty())
+        .is_some_and(|m| m.role == Role::Assistant && m.tool_calls.is_empty())
 }
 
 /// Records every provider call of `turn` still in flight as interrupted.

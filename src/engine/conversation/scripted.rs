@@ -4,7 +4,8 @@
 use serde_json::{Value, json};
 
 use crate::event::TokenUsage;
-use crate::event::conversation::{CallUsage, ConversationMessage, MessageRole, Metadata};
+use crate::event::conversation::{CallUsage, ConversationMessage, Metadata};
+use crate::model::Role;
 use crate::model::ToolCallRecord;
 
 use super::adapter::{
@@ -88,16 +89,13 @@ impl ScriptedAdapter {
         let users = request
             .messages
             .iter()
-            .filter(|m| m.role == MessageRole::User)
+            .filter(|m| m.role == Role::User)
             .count();
-        let last_user = request
-            .messages
-            .iter()
-            .rposition(|m| m.role == MessageRole::User);
+        let last_user = request.messages.iter().rposition(|m| m.role == Role::User);
         let after = last_user.map_or(0, |i| i + 1);
         let step = request.messages[after..]
             .iter()
-            .filter(|m| m.role == MessageRole::Assistant)
+            .filter(|m| m.role == Role::Assistant)
             .count();
         let turn = users.saturating_sub(1);
         let reply = self
@@ -137,10 +135,10 @@ impl ProviderAdapter for ScriptedAdapter {
         let last_assistant = request
             .messages
             .iter()
-            .rposition(|m| m.role == MessageRole::Assistant);
+            .rposition(|m| m.role == Role::Assistant);
         let results: Vec<String> = request.messages[last_assistant.map_or(0, |i| i + 1)..]
             .iter()
-            .filter(|m| m.role == MessageRole::Tool)
+            .filter(|m| m.role == Role::Tool)
             .map(|m| m.text())
             .collect();
         let content = content.replace("{results}", &results.join("; "));

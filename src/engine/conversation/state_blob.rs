@@ -78,8 +78,9 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value, json};
 
-use crate::event::conversation::{ConversationMessage, MessageRole};
+use crate::event::conversation::ConversationMessage;
 use crate::model::MessageId;
+use crate::model::Role;
 
 use super::plan::SUMMARY_PREFIX;
 use wire::Dialect;
@@ -342,7 +343,7 @@ impl StateBlob {
 /// True for the system message that carries a compaction's summary
 /// (metadata [`SUMMARY_MARKER`] = `true`).
 pub fn is_summary_message(m: &ConversationMessage) -> bool {
-    m.role == MessageRole::System && m.metadata.get(SUMMARY_MARKER) == Some(&Value::Bool(true))
+    m.role == Role::System && m.metadata.get(SUMMARY_MARKER) == Some(&Value::Bool(true))
 }
 
 /// The system message carrying `summary`: [`SUMMARY_PREFIX`] then the

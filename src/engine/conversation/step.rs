@@ -11,9 +11,10 @@ use uuid::Uuid;
 use crate::engine::tool::{Tool, ToolContext};
 use crate::error::{Error, Result};
 use crate::event::conversation::{
-    CallOutcome, CompactionRecord, Conversation, ConversationId, ConversationMessage, MessageRole,
-    Metadata, ProviderCallRecord, ProviderOperation, TurnError, TurnId, TurnStatus,
+    CallOutcome, CompactionRecord, Conversation, ConversationId, ConversationMessage, Metadata,
+    ProviderCallRecord, ProviderOperation, TurnError, TurnId, TurnStatus,
 };
+use crate::model::Role;
 use crate::model::{CallId, ToolCallRecord, ToolStatus, now};
 
 use super::adapter::{AgentContext, ProviderCallOptions, ProviderChatRequest};
@@ -339,7 +340,7 @@ impl ConversationEngine {
             Ok(out) => (ToolStatus::Completed, out),
             Err(err) => (ToolStatus::Failed, err),
         };
-        let mut m = ConversationMessage::new(MessageRole::Tool, text);
+        let mut m = ConversationMessage::new(Role::Tool, text);
         m.conversation_id = turn.conversation_id;
         m.turn_id = Some(turn.id);
         m.name = Some(record.name.clone());

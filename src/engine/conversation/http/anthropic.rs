@@ -15,7 +15,7 @@ use crate::engine::conversation::adapter::{
     ChatInputMessage, ProviderAdapter, ProviderCallOptions, ProviderChatRequest,
     ProviderChatResult, ProviderError, ProviderStreamChunk,
 };
-use crate::event::conversation::MessageRole;
+use crate::model::Role;
 use crate::provider::anthropic::LEADING_USER_TEXT;
 
 /// The `anthropic-version` header sent.
@@ -176,13 +176,13 @@ pub fn anthropic_request_body(request: &ProviderChatRequest, stream: bool) -> Va
     let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for m in &request.messages {
         let (role, blocks) = match m.role {
-            MessageRole::System => {
+            Role::System => {
                 systems.push(&m.content);
                 continue;
             }
-            MessageRole::User | MessageRole::Other => ("user", blocks(&m.content)),
-            MessageRole::Assistant => ("assistant", assistant(m)),
-            MessageRole::Tool => ("user", vec![tool_result(m)]),
+            Role::User | Role::Other => ("user", blocks(&m.content)),
+            Role::Assistant => ("assistant", assistant(m)),
+            Role::Tool => ("user", vec![tool_result(m)]),
         };
         match out.last_mut() {
             Some((last, b)) if *last == role => b.extend(blocks),

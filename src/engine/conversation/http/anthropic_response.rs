@@ -7,7 +7,8 @@ use uuid::Uuid;
 use super::transport::{bad_body, count, http_error, parse_error, text_of, type_category};
 use crate::engine::conversation::adapter::{ProviderChatResult, ProviderError};
 use crate::event::TokenUsage;
-use crate::event::conversation::{CallUsage, ConversationMessage, MessageRole, Metadata};
+use crate::event::conversation::{CallUsage, ConversationMessage, Metadata};
+use crate::model::Role;
 use crate::model::ToolCallRecord;
 
 /// Parses a Messages API response body (`{"id", "type": "message", "model",
@@ -82,7 +83,7 @@ pub(super) fn result_from_message(value: Value) -> Result<ProviderChatResult, Pr
         )
     });
     let mut m = if keep_blocks {
-        ConversationMessage::json(MessageRole::Assistant, Value::Array(blocks.to_vec()))
+        ConversationMessage::json(Role::Assistant, Value::Array(blocks.to_vec()))
     } else {
         ConversationMessage::assistant(text)
     };

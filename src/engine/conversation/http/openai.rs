@@ -15,7 +15,7 @@ use crate::engine::conversation::adapter::{
     ChatInputMessage, ProviderAdapter, ProviderCallOptions, ProviderChatRequest,
     ProviderChatResult, ProviderError, ProviderStreamChunk,
 };
-use crate::event::conversation::MessageRole;
+use crate::model::Role;
 
 /// An adapter for OpenAI's chat completions API and the servers that speak
 /// it (Ollama, vLLM, llama.cpp's server, LM Studio, gateways), chosen by
@@ -213,10 +213,10 @@ pub fn openai_request_body(request: &ProviderChatRequest, stream: bool) -> Value
 fn message(m: &ChatInputMessage) -> Value {
     let mut o = Map::new();
     let role = match m.role {
-        MessageRole::System => "system",
-        MessageRole::User | MessageRole::Other => "user",
-        MessageRole::Assistant => "assistant",
-        MessageRole::Tool => "tool",
+        Role::System => "system",
+        Role::User | Role::Other => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
     };
     o.insert("role".into(), json!(role));
     let empty = match &m.content {
@@ -224,14 +224,14 @@ fn message(m: &ChatInputMessage) -> Value {
         Value::String(s) => s.is_empty(),
         _ => false,
     };
-    let content = if m.role == MessageRole::Assistant && empty && !m.tool_calls.is_empty() {
+    let content = if m.role == Role::Assistant && empty && !m.tool_calls.is_empty() {
         Value::Null
     } else {
         content(&m.content)
     };
     o.insert("content".into(), content);
     match m.role {
-        MessageRole::Tool => {
+        Role::Tool => {
             if let Some(id) = &m.tool_call_id {
                 o.insert("tool_call_id".into(), json!(id.as_str()));
             }
@@ -242,7 +242,7 @@ fn message(m: &ChatInputMessage) -> Value {
             }
         }
     }
-    if m.role == MessageRole::Assistant && !m.tool_calls.is_empty() {
+    if m.role == Role::Assistant && !m.tool_calls.is_empty() {
         let calls = m
             .tool_calls
             .iter()

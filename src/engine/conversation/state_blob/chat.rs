@@ -10,8 +10,9 @@ use serde_json::json;
 use crate::engine::tool::{Tool, ToolContext};
 use crate::error::{Error, Result};
 use crate::event::conversation::{
-    CallUsage, ConversationId, ConversationMessage, MessageRole, Metadata, TurnId,
+    CallUsage, ConversationId, ConversationMessage, Metadata, TurnId,
 };
+use crate::model::Role;
 use crate::model::{ToolCallRecord, ToolStatus};
 
 use super::super::adapter::{
@@ -141,7 +142,7 @@ impl StateChatOptions {
     fn split(&self) -> usize {
         self.messages
             .iter()
-            .take_while(|m| m.role == MessageRole::System)
+            .take_while(|m| m.role == Role::System)
             .count()
     }
 }
@@ -362,7 +363,7 @@ fn run_tool(
         Ok(out) => (ToolStatus::Completed, out),
         Err(err) => (ToolStatus::Failed, err),
     };
-    let mut m = ConversationMessage::new(MessageRole::Tool, text);
+    let mut m = ConversationMessage::new(Role::Tool, text);
     m.turn_id = Some(turn);
     m.name = Some(call.name.clone());
     m.tool_call_id = Some(call.call_id.clone());

@@ -115,7 +115,7 @@ impl StateBlob {
         let stored_system = self
             .messages
             .iter()
-            .take_while(|m| m.role == crate::event::conversation::MessageRole::System)
+            .take_while(|m| m.role == crate::model::Role::System)
             .count();
         let mut metadata = options.metadata.clone();
         metadata.insert(

@@ -23,7 +23,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::event::conversation::{ConversationMessage, MessageRole, Metadata, TurnId};
+use crate::event::conversation::{ConversationMessage, Metadata, TurnId};
+use crate::model::Role;
 use crate::model::{MessageId, ToolCallRecord, ToolStatus};
 
 /// The wire dialect of a provider.
@@ -88,7 +89,7 @@ fn valid_name(name: &str) -> bool {
 
 /// True when `name` goes on the wire (else in the side record).
 fn name_on_wire(d: Dialect, m: &ConversationMessage) -> bool {
-    d == Dialect::OpenAi && m.role != MessageRole::Tool && m.name.as_deref().is_some_and(valid_name)
+    d == Dialect::OpenAi && m.role != Role::Tool && m.name.as_deref().is_some_and(valid_name)
 }
 
 /// `m` as a wire message of dialect `d` (without unknown members).
@@ -102,7 +103,7 @@ pub(crate) fn to_wire(d: Dialect, m: &ConversationMessage) -> Map<String, Value>
 fn openai(m: &ConversationMessage) -> Map<String, Value> {
     let mut o = Map::new();
     let role = match m.role {
-        MessageRole::Other => "user",
+        Role::Other => "user",
         r => r.as_str(),
     };
     o.insert("role".into(), json!(role));
@@ -148,15 +149,15 @@ fn content_of(v: &Value) -> Value {
 fn anthropic(m: &ConversationMessage) -> Map<String, Value> {
     let mut o = Map::new();
     let (role, content) = match m.role {
-        MessageRole::System => ("system", content_of(&m.content)),
-        MessageRole::User | MessageRole::Other => ("user", content_of(&m.content)),
-        MessageRole::Tool => {
+        Role::System => ("system", content_of(&m.content)),
+        Role::User | Role::Other => ("user", content_of(&m.content)),
+        Role::Tool => {
             let id = m.tool_call_id.as_ref().map_or("", |c| c.as_str());
             let block = json!({"type": "tool_result", "tool_use_id": id,
                 "content": content_of(&m.content)});
             ("user", Value::Array(vec![block]))
         }
-        MessageRole::Assistant => ("assistant", assistant_blocks(m)),
+        Role::Assistant => ("assistant", assistant_blocks(m)),
     };
     o.insert("role".into(), json!(role));
     o.insert("content".into(), content);
@@ -220,16 +221,16 @@ pub(crate) fn from_wire(d: Dialect, mut o: Map<String, Value>) -> Result<Read, S
         None => return Err("no `role`".into()),
     };
     let content = o.remove("content").unwrap_or(Value::Null);
-    let mut m = ConversationMessage::json(MessageRole::Other, Value::Null);
+    let mut m = ConversationMessage::json(Role::Other, Value::Null);
     match d {
         Dialect::OpenAi => {
             m.role = match role.as_str() {
-                "system" => MessageRole::System,
-                "user" => MessageRole::User,
-                "assistant" => MessageRole::Assistant,
-                "tool" => MessageRole::Tool,
-                "developer" => MessageRole::System,
-                _ => MessageRole::Other,
+                "system" => Role::System,
+                "user" => Role::User,
+                "assistant" => Role::Assistant,
+                "tool" => Role::Tool,
+                "developer" => Role::System,
+                _ => Role::Other,
             };
             match o.remove("name") {
                 Some(Value::String(n)) => m.name = Some(n),
@@ -248,23 +249,23 @@ pub(crate) fn from_wire(d: Dialect, mut o: Map<String, Value>) -> Result<Read, S
         }
         Dialect::Anthropic => match role.as_str() {
             "assistant" => {
-                m.role = MessageRole::Assistant;
+                m.role = Role::Assistant;
                 m.tool_calls = tool_uses(&content);
                 m.content = content;
             }
             "user" => match single_tool_result(&content) {
                 Some((id, result)) if o.is_empty() => {
-                    m.role = MessageRole::Tool;
+                    m.role = Role::Tool;
                     m.tool_call_id = Some(id.into());
                     m.content = result;
                 }
                 _ => {
-                    m.role = MessageRole::User;
+                    m.role = Role::User;
                     m.content = content;
                 }
             },
             "system" => {
-                m.role = MessageRole::System;
+                m.role = Role::System;
                 m.content = content;
             }
             _ => m.content = content,
@@ -358,7 +359,7 @@ pub(crate) fn side_record(d: Dialect, m: &ConversationMessage) -> Value {
     if m.name.is_some() && !name_on_wire(d, m) {
         o.insert("name".into(), json!(m.name));
     }
-    if m.role == MessageRole::Other {
+    if m.role == Role::Other {
         o.insert("role".into(), json!("other"));
     }
     let statuses: Map<String, Value> = m
@@ -401,7 +402,7 @@ pub(crate) fn apply_side(m: &mut ConversationMessage, r: &Value) {
         m.name = Some(n);
     }
     if get("role").as_ref().and_then(Value::as_str) == Some("other") {
-        m.role = MessageRole::Other;
+        m.role = Role::Other;
     }
     if let Some(Value::Object(statuses)) = get("tool_status") {
         for c in &mut m.tool_calls {
