@@ -9,7 +9,7 @@
   const RANK = { pending: 0, started: 1, failed: 2, completed: 3 };
   const COLOUR = {
     completed: "#2e9e5b", succeeded: "#2e9e5b", ok: "#2e9e5b", failed: "#d64545",
-    "in-doubt": "#e0a030", pending: "#9aa3b2", cancelled: "#777f8c", running: "#4a7bd0",
+    "in_doubt": "#e0a030", pending: "#9aa3b2", cancelled: "#777f8c", running: "#4a7bd0",
   };
   const $ = (id) => document.getElementById(id);
   const el = (tag, cls, text) => {
@@ -93,7 +93,7 @@
     for (const s of spans) {
       if (s.end === null || Number.isNaN(s.end)) {
         s.openEnd = true;
-        if (s.status === "started") s.status = "in-doubt";
+        if (s.status === "started") s.status = "in_doubt";
       }
     }
   }
@@ -399,7 +399,7 @@
       tb.id = "calls";
       const last = cur === E.length - 1;
       for (const c of calls) {
-        const status = last && c.status === "started" ? "in-doubt" : c.status;
+        const status = last && c.status === "started" ? "in_doubt" : c.status;
         const tr = el("tr", "call");
         tr.dataset.call = c.id;
         tr.dataset.status = status;
