@@ -215,7 +215,7 @@ pub(crate) fn event_line(e: &Envelope) -> String {
             summary,
             ..
         } => format!(
-            "compacted through sequence {through_sequence}{}",
+            "compacted through msg {through_sequence}{}",
             if summary.is_some() {
                 " with summary"
             } else {
@@ -436,7 +436,7 @@ pub(crate) fn print_plan(p: &agent_journal::resume::ResumePlan) {
         p.prompt_key
     );
     outln!(
-        "crash point: seq {}   state: {}   messages: {}   turn: {}   next sequence: {}",
+        "crash point: seq {}   state: {}   messages: {}   turn: {}   next msg: {}",
         p.crash_point,
         state_name(&p.state),
         p.messages.len(),

@@ -152,7 +152,7 @@
       case "conversation_provider_call": return e.provider + "/" + e.model + " " + (e.ok === null ? "started" : e.ok ? "ok" : "failed: " + e.error);
       case "turn": return e.agent + " " + e.status + (e.error ? ": " + e.error : "");
       case "forked": return "from " + e.parent + " at seq " + e.parent_seq;
-      case "compacted": return "through sequence " + e.through_sequence;
+      case "compacted": return "through msg " + e.through_sequence;
       case "history_compacted": return e.strategy + ": " + e.messages_before + " → " + e.messages_after + " messages";
       case "custom": return e.kind + " (" + e.bytes + " bytes)";
       case "adapter_state": return e.adapter_type + " (resumable: " + e.resumable + ")";
