@@ -405,7 +405,7 @@ fn the_cli_records_and_reads_a_session_on_postgres() {
         );
     }
     let out = cli_command(db).args(["log", &id]).output().expect("log");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("EvaluationFinished"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(" evaluation_finished "));
 }
 
 #[test]

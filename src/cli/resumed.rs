@@ -13,8 +13,6 @@
 use agent_journal::{Error, Event, Session, SessionId, SessionStatus};
 use serde_json::{Value, json};
 
-use crate::cli::render::short;
-
 /// The kind of the `Custom` event a resume appends before anything runs:
 /// its payload is the JSON `{"from", "crash_point", "state"}` (the session
 /// resumed, the last seq it had, its state there).
@@ -47,10 +45,12 @@ pub(crate) fn mark(
 pub(crate) fn describe(payload: &[u8]) -> Option<String> {
     let v: Value = serde_json::from_slice(payload).ok()?;
     let from = v["from"].as_str()?;
+    // The last 8 digits, as the text shows ids (render::short, which
+    // imports this file).
+    let short = from.get(from.len().saturating_sub(8)..).unwrap_or(from);
     Some(format!(
-        "resumed from seq {} of {} ({})",
+        "resumed from seq {} of {short} ({})",
         v["crash_point"].as_u64()?,
-        short(from),
         v["state"].as_str().unwrap_or("-")
     ))
 }
