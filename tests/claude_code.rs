@@ -41,7 +41,7 @@ fn a_crashed_claude_code_run_imports_with_its_crash_point() {
     // The crash point: the Edit call that was never answered.
     let pending: Value =
         serde_json::from_slice(&run_cli(&db, &["--json", "pending", &id]).stdout).unwrap();
-    assert_eq!(pending["state"], "pending-tools", "{pending}");
+    assert_eq!(pending["state"], "pending_tools", "{pending}");
     assert_eq!(pending["pending"][0]["call_id"], "toolu_05");
     assert_eq!(pending["pending"][0]["name"], "Edit");
     assert_eq!(run_cli(&db, &["verify"]).status.code(), Some(0));

@@ -10,6 +10,8 @@ mod damage;
 mod errors;
 mod inspect;
 mod reading;
+mod resuming;
+mod vocabulary;
 
 use std::path::{Path, PathBuf};
 

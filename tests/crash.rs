@@ -141,8 +141,14 @@ fn run_crash_case(reference: &Conversation, n: u64, last: u64, how: &str) {
         return;
     }
     if n >= last {
-        assert_eq!(out.status.code(), Some(1), "{stderr}");
-        assert!(stderr.contains("already finished"), "{stderr}");
+        // Nothing left to do: said, nothing written, exit 0.
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(
+            json(&out)["nothing_to_do"]
+                .as_str()
+                .is_some_and(|r| r.contains("finished")),
+            "{stderr}"
+        );
         assert_eq!(&conversation(&db, crashed), reference);
         return;
     }
@@ -156,11 +162,21 @@ fn run_crash_case(reference: &Conversation, n: u64, last: u64, how: &str) {
         .expect("session")
         .parse()
         .expect("id");
-    assert_ne!(resumed, crashed, "crash recovery forks by default");
+    assert_eq!(resumed, crashed, "resume continues the session itself");
     assert_eq!(
         &conversation(&db, resumed),
         reference,
         "crash after event {n} ({how})"
+    );
+    // A second resume finds nothing to do and writes nothing.
+    let head = open(&db).session(crashed).expect("session").head();
+    let again = run_cli(&db, &["--json", "resume", &id]);
+    assert_eq!(again.status.code(), Some(0), "n={n} ({how})");
+    assert!(json(&again)["nothing_to_do"].is_string(), "n={n} ({how})");
+    assert_eq!(
+        open(&db).session(crashed).expect("session").head(),
+        head,
+        "n={n} ({how}): the second resume wrote nothing"
     );
     let ex = executions(&sb);
     let mut unique = ex.clone();

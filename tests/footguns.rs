@@ -124,7 +124,7 @@ fn a_mistyped_db_is_created_only_by_demo_and_import() {
         vec!["sessions"],
         vec!["verify"],
         vec!["export", id, "--format", "openai"],
-        vec!["resume", id, "--continue"],
+        vec!["resume", id, "--fork"],
     ]);
     for typo in [d.path("db2"), d.path("no/such/dir/db"), empty_dir.clone()] {
         for args in &commands {

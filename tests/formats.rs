@@ -86,7 +86,7 @@ fn a_request_whose_last_call_was_never_answered_imports_it_pending() {
         .to_owned();
     let pending: Value =
         serde_json::from_slice(&run_cli(&db, &["--json", "pending", &id]).stdout).unwrap();
-    assert_eq!(pending["state"], "pending-tools");
+    assert_eq!(pending["state"], "pending_tools");
     assert_eq!(pending["pending"][0]["call_id"], "call_tag");
     assert_eq!(run_cli(&db, &["verify"]).status.code(), Some(0));
 }

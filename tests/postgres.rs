@@ -405,7 +405,7 @@ fn the_cli_records_and_reads_a_session_on_postgres() {
         );
     }
     let out = cli_command(db).args(["log", &id]).output().expect("log");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("EvaluationFinished"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(" evaluation_finished "));
 }
 
 #[test]
@@ -635,8 +635,8 @@ fn a_second_process_with_the_same_lease_owner_is_refused_before_any_tool_runs() 
         let mut c = cli_command(Path::new(&url));
         c.args(["resume", &id.to_string(), "--sandbox", path_str(&folder)])
             .args(["--lease-owner", "worker-a", "--lease-ttl", "60"]);
-        if continue_it {
-            c.arg("--continue");
+        if !continue_it {
+            c.arg("--fork");
         }
         let out = c.output().expect("resume");
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -196,9 +196,9 @@ impl World {
         run_cli(&self.db(), &args)
     }
 
-    /// A resume that must succeed: the session it recorded into.
+    /// A resume into a new fork (`--fork`) that must succeed: the fork.
     fn resume_ok(&self, id: &str, sandbox: Option<&Path>) -> SessionId {
-        let out = self.resume(id, sandbox, &[]);
+        let out = self.resume(id, sandbox, &["--fork"]);
         assert_eq!(out.status.code(), Some(0), "resume: {}", text(&out.stderr));
         let v: Value = serde_json::from_slice(&out.stdout).expect("json");
         v["session"].as_str().expect("session").parse().expect("id")

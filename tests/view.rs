@@ -172,7 +172,7 @@ fn the_timeline_page_scrubs_to_an_event_in_chromium_without_network() {
     );
     assert_eq!(
         attr_near(&dom, "data-call=\"call_b\"", "data-status"),
-        Some("in-doubt")
+        Some("in_doubt")
     );
     assert_eq!(
         attr_near(&dom, "data-call=\"call_c\"", "data-status"),

@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 
 use crate::cli::global::Global;
 use crate::cli::open::{open_for_reading, read_session, session_arg};
-use crate::cli::output::print_json;
-use crate::cli::render::clip;
-use crate::cli::render::short;
+use crate::cli::output::{json_time, print_json};
+use crate::cli::render::{clip, short};
+use crate::cli::{resumed, style};
 
 /// The arguments of `turns`.
 #[derive(Args, Debug)]
@@ -63,8 +63,8 @@ fn turn_json(state: &SessionState, turn: &TurnRecord) -> Value {
         "status": turn.status.as_str(),
         "agent": turn.agent,
         "trigger_type": turn.trigger_type,
-        "started_at": turn.started_at.to_rfc3339(),
-        "finished_at": turn.finished_at.map(|f| f.to_rfc3339()),
+        "started_at": json_time(turn.started_at),
+        "finished_at": turn.finished_at.map(json_time),
         "duration_ms": duration_ms(turn),
         "tokens": tokens,
         "error": turn.error,
@@ -76,66 +76,72 @@ fn turn_json(state: &SessionState, turn: &TurnRecord) -> Value {
     })
 }
 
-/// `conversations`: every conversation of the database.
+/// `conversations`: every conversation of the database; under `--json`
+/// one object a line, each written as its conversation is read.
 pub(crate) fn conversations(cli: &Global) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let store = JournalConversationStore::new(journal);
-    let mut rows = Vec::new();
+    let mut any = false;
     for id in store.list_conversations()? {
         let session = store.session(id)?;
         let state = session.state();
         let log = state.conversation_log();
         let Some(info) = log.info() else { continue };
         let last = log.turns().last().map(|t| t.status.as_str()).unwrap_or("-");
-        rows.push(json!({
-            "id": id.to_string(),
-            "title": info.title,
-            "agent": info.agent,
-            "subject_id": info.subject_id,
-            "messages": log.messages().len(),
-            "turns": log.turns().len(),
-            "interrupted": log.unfinished().count(),
-            "last_turn": last,
-            "created_at": info.created_at.to_rfc3339(),
-            "updated_at": info.updated_at.to_rfc3339(),
-        }));
-    }
-    if cli.json {
-        return print_json(&Value::Array(rows)).map(|()| ExitCode::SUCCESS);
-    }
-    if rows.is_empty() {
-        outln!("no conversations");
-    }
-    outln!(
-        "{:<36}  {:<18} {:>5} {:>8} {:<10} {:<24} title",
-        "conversation",
-        "agent",
-        "turns",
-        "messages",
-        "last turn",
-        "updated"
-    );
-    for r in &rows {
-        let interrupted = r["interrupted"].as_u64().unwrap_or(0);
+        let interrupted = log.unfinished().count();
+        if cli.json {
+            outln!(
+                "{}",
+                json!({
+                    "id": id.to_string(),
+                    "title": info.title,
+                    "agent": info.agent,
+                    "subject_id": info.subject_id,
+                    "messages": log.messages().len(),
+                    "turns": log.turns().len(),
+                    "interrupted": interrupted,
+                    "last_turn": last,
+                    "created_at": json_time(info.created_at),
+                    "updated_at": json_time(info.updated_at),
+                })
+            );
+            continue;
+        }
+        if !any {
+            outln!(
+                "{:<36}  {:<18} {:>5} {:>8} {:<13} {:<29} title",
+                "conversation",
+                "agent",
+                "turns",
+                "messages",
+                "last turn",
+                "updated"
+            );
+        }
+        any = true;
         let last = match interrupted {
-            0 => r["last_turn"].as_str().unwrap_or("-").to_owned(),
+            0 => last.to_owned(),
             n => format!("{n} interrupted"),
         };
         outln!(
-            "{:<36}  {:<18} {:>5} {:>8} {:<10} {:<24} {}",
-            r["id"].as_str().unwrap_or(""),
-            clip(r["agent"].as_str().unwrap_or(""), 18),
-            r["turns"].as_u64().unwrap_or(0),
-            r["messages"].as_u64().unwrap_or(0),
+            "{:<36}  {:<18} {:>5} {:>8} {:<13} {:<29} {}",
+            id,
+            clip(&info.agent, 18),
+            log.turns().len(),
+            log.messages().len(),
             last,
-            r["updated_at"].as_str().unwrap_or(""),
-            r["title"].as_str().unwrap_or("")
+            style::time(info.updated_at),
+            info.title.as_deref().unwrap_or("")
         );
+    }
+    if !cli.json && !any {
+        outln!("no conversations");
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// `turns CONVERSATION`: one line per turn.
+/// `turns CONVERSATION`: one line per turn; under `--json` one object a
+/// line (the `show --turn` document).
 pub(crate) fn turns(cli: &Global, args: &TurnsArgs) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.conversation)?;
@@ -145,15 +151,23 @@ pub(crate) fn turns(cli: &Global, args: &TurnsArgs) -> Result<ExitCode, Error> {
         return Err(Error::NotAConversation(s.id()));
     }
     if cli.json {
-        let all: Vec<Value> = log.turns().iter().map(|t| turn_json(&state, t)).collect();
-        return print_json(&Value::Array(all)).map(|()| ExitCode::SUCCESS);
+        for t in log.turns() {
+            outln!("{}", turn_json(&state, t));
+        }
+        return Ok(ExitCode::SUCCESS);
     }
-    print_turns(&state);
+    let elsewhere = if log.unfinished().next().is_some() {
+        resumed::resumed_elsewhere(&s)?
+    } else {
+        None
+    };
+    print_turns(&state, elsewhere.as_ref());
     Ok(ExitCode::SUCCESS)
 }
 
-/// The turns table.
-pub(crate) fn print_turns(state: &SessionState) {
+/// The turns table; `elsewhere`, the session that already resumed this
+/// one's interrupted turns, if one did.
+pub(crate) fn print_turns(state: &SessionState, elsewhere: Option<&resumed::Elsewhere>) {
     let log = state.conversation_log();
     outln!(
         "{:<8}  {:<10} {:<18} {:<24} {:>7} {:>8} {:>5}  error",
@@ -189,7 +203,15 @@ pub(crate) fn print_turns(state: &SessionState) {
         );
     }
     if log.unfinished().next().is_some() {
-        outln!("(! = interrupted: left running by a process that stopped; `resume` finishes it)");
+        match elsewhere {
+            Some(e) => outln!(
+                "(! = interrupted: left running by a process that stopped; {})",
+                e.sentence()
+            ),
+            None => outln!(
+                "(! = interrupted: left running by a process that stopped; `resume` finishes it)"
+            ),
+        }
     }
 }
 
@@ -240,7 +262,12 @@ pub(crate) fn print_conversation(s: &Session, at: u64, state: &SessionState) {
         }
     }
     outln!();
-    print_turns(state);
+    let elsewhere = if log.unfinished().next().is_some() && at + 1 == s.head() {
+        resumed::resumed_elsewhere(s).ok().flatten()
+    } else {
+        None
+    };
+    print_turns(state, elsewhere.as_ref());
 }
 
 /// `show --turn TURN`: one turn in detail.
@@ -256,7 +283,7 @@ pub(crate) fn print_turn(state: &SessionState, prefix: &str) -> Result<(), Error
     outln!(
         "  trigger {}, started {}, {}",
         turn.trigger_type.as_deref().unwrap_or("-"),
-        turn.started_at.to_rfc3339(),
+        style::time(turn.started_at),
         duration_ms(turn)
             .map(|d| format!("took {d} ms"))
             .unwrap_or_else(|| "not finished".into())
@@ -383,8 +410,32 @@ pub(crate) fn pending(cli: &Global, s: &Session) -> Result<ExitCode, Error> {
         })
         .collect();
     let crash_point = s.head().saturating_sub(1);
+    let open: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r["turn"].as_str().map(str::to_owned))
+        .collect();
+    // The forks, and which of the turns interrupted here each finished.
+    let forks = resumed::forks_json(s, |f| {
+        let fs = f.state();
+        let done = fs.conversation_log();
+        open.iter()
+            .filter(|id| {
+                done.turns()
+                    .iter()
+                    .any(|t| t.id.to_string() == **id && t.status.is_finished())
+            })
+            .cloned()
+            .collect()
+    })?;
+    let elsewhere = if rows.is_empty() {
+        None
+    } else {
+        resumed::resumed_elsewhere(s)?
+    };
     if cli.json {
-        let v = json!({"conversation": s.id().to_string(), "crash_point": crash_point, "interrupted_turns": rows});
+        let v = json!({"conversation": s.id().to_string(), "crash_point": crash_point,
+            "interrupted_turns": rows, "forks": forks,
+            "resumed_in": elsewhere.as_ref().map(|e| e.session.to_string())});
         return print_json(&v).map(|()| ExitCode::SUCCESS);
     }
     if rows.is_empty() {
@@ -392,6 +443,7 @@ pub(crate) fn pending(cli: &Global, s: &Session) -> Result<ExitCode, Error> {
             "conversation {}: no interrupted turn (last seq {crash_point})",
             s.id()
         );
+        resumed::print_forks(&forks);
         return Ok(ExitCode::SUCCESS);
     }
     outln!(
@@ -416,7 +468,14 @@ pub(crate) fn pending(cli: &Global, s: &Session) -> Result<ExitCode, Error> {
             );
         }
     }
-    outln!("resume with: agent-journal resume {}", s.id());
+    resumed::print_forks(&forks);
+    match &elsewhere {
+        Some(e) => outln!("{}: `resume {}` has nothing to do", e.sentence(), s.id()),
+        None => outln!(
+            "resume with: agent-journal resume {}   (or --fork, to try it in a new branch)",
+            s.id()
+        ),
+    }
     Ok(ExitCode::SUCCESS)
 }
 

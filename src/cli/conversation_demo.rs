@@ -17,7 +17,7 @@ use agent_journal::conversation::{
     ConversationMessage, ConversationStore, ConversationTurn, CreateConversation,
     JournalConversationStore, Page, ResumeTurn, RunTurn, ScriptedAdapter, ScriptedReply,
 };
-use agent_journal::{Error, Journal, Session};
+use agent_journal::{Error, Journal, Session, SessionId};
 
 use crate::cli::demo::{ListDir, WordCount, WriteFile, label_of};
 use crate::cli::render::short;
@@ -150,6 +150,18 @@ pub(crate) fn run(
     Ok((conversation.id, sandbox.path().to_owned()))
 }
 
+/// What a resume of a conversation found to do.
+pub(crate) enum ConversationResume {
+    /// It resumed.
+    Resumed(Resumed),
+    /// Nothing was left to do here, for this reason (nothing was written);
+    /// `resumed_in` is the session that already resumed from this point.
+    NothingToDo {
+        reason: String,
+        resumed_in: Option<SessionId>,
+    },
+}
+
 /// What a resume of a conversation did.
 pub(crate) struct Resumed {
     /// The session resumed in (a fork unless continued in place).
@@ -164,15 +176,18 @@ pub(crate) struct Resumed {
 /// left running), then the rest of the script runs. The sandbox is chosen
 /// as for an inner-loop session (never from the session's own labels).
 ///
+/// With no turn left interrupted and the script done, or when the session
+/// or a fork of it already resumed from this point, it does nothing.
+///
 /// # Errors
 /// Refusals come before anything is written: a conversation the demo did
-/// not make, one with nothing left to do, a session without a sandbox.
+/// not make, a session without a sandbox.
 pub(crate) fn resume(
     session: &Session,
     mode: ResumeMode,
     interrupt_never_tools: bool,
     chosen: Option<&Path>,
-) -> Result<Resumed, Error> {
+) -> Result<ConversationResume, Error> {
     let id = session.id();
     let store = JournalConversationStore::new(session.journal().clone());
     let info = store
@@ -191,9 +206,16 @@ pub(crate) fn resume(
         .any(|t| !t.status.is_finished());
     let turns = store.list_turns(id, Page::all())?.len();
     if !open && turns >= USERS.len() {
-        return Err(Error::InvalidInput(format!(
-            "conversation {id} finished: no turn was interrupted and the script is done"
-        )));
+        return Ok(ConversationResume::NothingToDo {
+            reason: "no turn was interrupted and the script is done".into(),
+            resumed_in: None,
+        });
+    }
+    if let Some(e) = crate::cli::resumed::resumed_elsewhere(session)? {
+        return Ok(ConversationResume::NothingToDo {
+            reason: e.sentence(),
+            resumed_in: Some(e.session),
+        });
     }
     let sandbox = Arc::new(match chosen {
         Some(dir) => Sandbox::chosen(dir)?,
@@ -206,6 +228,8 @@ pub(crate) fn resume(
     if target.id() != id || chosen.is_some() {
         sandbox.admit(session.journal(), target.id())?;
     }
+    let state = if open { "interrupted" } else { "script_left" };
+    crate::cli::resumed::mark(&target, id, session.head().saturating_sub(1), state)?;
     let engine = engine(session.journal(), &sandbox);
     let options = ResumeTurn {
         interrupt_never_tools,
@@ -223,9 +247,9 @@ pub(crate) fn resume(
         }
     }
     drive(&engine, target.id())?;
-    Ok(Resumed {
+    Ok(ConversationResume::Resumed(Resumed {
         target,
         turns: done,
         sandbox: sandbox.path().to_owned(),
-    })
+    }))
 }

@@ -290,6 +290,14 @@ pub(crate) fn resume(
     if target.id() != session.id() || chosen.is_some() {
         sandbox.admit(session.journal(), target.id())?;
     }
+    // The crash point, marked on the timeline before anything runs; it
+    // also tells a later resume of a fork of this point that this one went on.
+    crate::cli::resumed::mark(
+        &target,
+        session.id(),
+        plan.crash_point,
+        &crate::cli::render::state_name(&plan.state),
+    )?;
     let options = ResumeOptions {
         mode: ResumeMode::Continue,
         evaluation: Some(plan.evaluation_id),

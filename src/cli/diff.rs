@@ -157,7 +157,7 @@ impl Diff {
             outln!("new messages:");
             for m in &self.new_messages {
                 outln!(
-                    "  + {} seq={} turn={} {:?}",
+                    "  + {} msg={} turn={} {:?}",
                     m.role,
                     m.sequence,
                     m.turn,

@@ -10,25 +10,8 @@ use regex::Regex;
 
 use crate::cli::{event_json, style};
 
-/// The event types `--type` takes (those of `log --json`).
-const TYPES: &[&str] = &[
-    "session_opened",
-    "evaluation_started",
-    "message",
-    "tool_status",
-    "provider_call",
-    "adapter_state",
-    "compacted",
-    "evaluation_finished",
-    "forked",
-    "custom",
-    "conversation_created",
-    "conversation_updated",
-    "conversation_message",
-    "turn",
-    "conversation_provider_call",
-    "history_compacted",
-];
+/// The roles `show --type` takes.
+const ROLES: &[&str] = &["system", "user", "assistant", "tool"];
 
 /// The filter options shared by `log` and `show`.
 #[derive(Args, Debug, Default)]
@@ -38,7 +21,8 @@ pub(crate) struct FilterArgs {
     #[arg(long)]
     pub(crate) full: bool,
     /// `log`: only events of these types (`message`, `tool_status`,
-    /// `provider_call`, ...: the `type` of `log --json`); `show`: only
+    /// `provider_call`, ...: the word `log` prints, the `type` of
+    /// `log --json`; the older `ToolStatus` spelling is taken too); `show`: only
     /// messages of these roles (`user`, `assistant`, `tool`, `system`).
     /// Repeat it or separate with commas.
     #[arg(long = "type", value_name = "TYPE", value_delimiter = ',')]
@@ -81,17 +65,32 @@ impl Filter {
     /// [`Error::InvalidInput`] for an unknown type or a bad regex.
     pub(crate) fn new(args: &FilterArgs, for_log: bool) -> Result<Filter, Error> {
         style::set_full(args.full);
-        let known: &[&str] = if for_log {
-            TYPES
-        } else {
-            &["system", "user", "assistant", "tool"]
-        };
+        let mut types = Vec::new();
         for t in &args.types {
-            if !known.contains(&t.as_str()) {
-                return Err(Error::InvalidInput(format!(
-                    "--type {t:?}: not one of {}",
-                    known.join(", ")
-                )));
+            let found = if for_log {
+                // The type of `log --json`, or the spelling the text of
+                // `log` showed before (`ToolStatus`), taken as its alias.
+                event_json::KINDS
+                    .iter()
+                    .find(|(word, old)| t == word || t == old)
+                    .map(|(word, _)| *word)
+            } else {
+                ROLES.iter().copied().find(|r| r == t)
+            };
+            match found {
+                Some(word) => types.push(word.to_owned()),
+                None => {
+                    let mut known: Vec<&str> = if for_log {
+                        event_json::KINDS.iter().map(|(w, _)| *w).collect()
+                    } else {
+                        ROLES.to_vec()
+                    };
+                    known.dedup();
+                    return Err(Error::InvalidInput(format!(
+                        "--type {t:?}: not one of {}",
+                        known.join(", ")
+                    )));
+                }
             }
         }
         let grep = match &args.grep {
@@ -101,7 +100,7 @@ impl Filter {
             None => None,
         };
         Ok(Filter {
-            types: args.types.clone(),
+            types,
             tool: args.tool.clone(),
             evaluation: args.evaluation.clone(),
             grep,
@@ -194,9 +193,8 @@ impl Filter {
         if self.is_empty() {
             return true;
         }
-        let json = event_json::event(e);
         if !self.types.is_empty() {
-            let ty = json["type"].as_str().unwrap_or_default();
+            let ty = event_json::kind(&e.event);
             if !self.types.iter().any(|t| t == ty) {
                 return false;
             }
@@ -212,7 +210,7 @@ impl Filter {
             }
         }
         match &self.grep {
-            Some(re) => re.is_match(&json.to_string()),
+            Some(re) => re.is_match(&event_json::event(e).to_string()),
             None => true,
         }
     }

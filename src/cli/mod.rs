@@ -49,6 +49,7 @@ mod read;
 mod record;
 mod redact;
 mod render;
+mod resumed;
 mod sandbox;
 mod serve;
 mod stats;
@@ -79,7 +80,8 @@ struct Cli {
 enum Command {
     /// Run a scripted agent with real local tools in a sandbox, recording every event.
     Demo(record::DemoArgs),
-    /// Continue a demo session from its crash point; finished tools are not run again.
+    /// Continue a demo session from its crash point (in place, or --fork);
+    /// finished tools are not run again, and a second resume does nothing.
     Resume(record::ResumeArgs),
     /// List the conversations of the conversation engine.
     Conversations,

@@ -8,6 +8,14 @@ use agent_journal::Error;
 
 use super::style;
 
+/// A time in machine output: RFC 3339 in UTC with a `Z`, to the
+/// microsecond the journal keeps and no trailing zeros
+/// (`2026-01-02T03:04:05.123456Z`), as serde writes the times inside the
+/// records JSON outputs carry, so every time of `--json` reads alike.
+pub(crate) fn json_time(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+}
+
 /// Prints `value` as pretty JSON on stdout.
 pub(crate) fn print_json(value: &serde_json::Value) -> Result<(), Error> {
     let text =

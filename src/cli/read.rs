@@ -13,7 +13,7 @@ use crate::cli::open::{
     at_or_last, open_for_reading, open_quietly, read_session, session_arg, warn_torn_tail,
 };
 use crate::cli::output::print_json;
-use crate::cli::{conversation, event_json, render, style};
+use crate::cli::{conversation, event_json, render, resumed, style};
 
 /// The arguments of `sessions`.
 #[derive(Args, Debug)]
@@ -248,10 +248,36 @@ pub(crate) fn pending(cli: &Global, args: &PendingArgs) -> Result<ExitCode, Erro
         return conversation::pending(cli, &s);
     }
     let plan = s.resume_plan()?;
+    // The forks, and which of the calls left open here each finished.
+    let open: Vec<_> = plan.pending.iter().chain(&plan.in_doubt).collect();
+    let forks = resumed::forks_json(&s, |f| {
+        let state = f.state();
+        open.iter()
+            .filter(|c| {
+                state
+                    .tool_calls()
+                    .get(plan.evaluation_id, &c.call_id)
+                    .is_some_and(|d| d.status.is_terminal())
+            })
+            .map(|c| c.call_id.as_str().to_owned())
+            .collect()
+    })?;
+    let elsewhere = if plan.is_finished() {
+        None
+    } else {
+        resumed::resumed_elsewhere(&s)?
+    };
     if cli.json {
-        print_json(&render::plan_json(&plan))?;
+        let mut v = render::plan_json(&plan);
+        v["forks"] = serde_json::Value::Array(forks);
+        v["resumed_in"] = serde_json::json!(elsewhere.as_ref().map(|e| e.session.to_string()));
+        print_json(&v)?;
     } else {
         render::print_plan(&plan);
+        resumed::print_forks(&forks);
+        if let Some(e) = &elsewhere {
+            outln!("{}: `resume {}` has nothing to do", e.sentence(), s.id());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

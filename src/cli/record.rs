@@ -6,13 +6,15 @@ use std::process::ExitCode;
 
 use agent_journal::agent::ResumeMode;
 use agent_journal::conversation::TurnStatus;
-use agent_journal::{Error, Journal, JournalConfig, Session};
+use agent_journal::resume::ResumeState;
+use agent_journal::{Error, Journal, JournalConfig, Session, SessionId};
 use clap::{Args, ValueEnum};
 
+use crate::cli::conversation_demo::ConversationResume;
 use crate::cli::global::Global;
 use crate::cli::open::{find_session, open_existing};
 use crate::cli::output::print_json;
-use crate::cli::{conversation, conversation_demo, demo, render};
+use crate::cli::{conversation, conversation_demo, demo, render, resumed};
 
 /// The arguments of `demo`.
 #[derive(Args, Debug)]
@@ -40,8 +42,16 @@ pub(crate) struct ResumeArgs {
     /// Session id (or a unique prefix of it).
     #[arg(value_parser = crate::cli::open::session_arg)]
     session: String,
-    /// Append to the crashed session instead of forking it (forking is the default).
-    #[arg(long = "continue")]
+    /// Continue in a new fork made at the crash point (a what-if branch)
+    /// instead of in the session itself (the default). The session and its
+    /// forks made there share the tool calls left open: once one of them
+    /// has resumed, a resume of another does nothing.
+    #[arg(long)]
+    fork: bool,
+    /// Continue in the session itself: the default (kept for scripts
+    /// written when forking was).
+    #[arg(long = "continue", hide = true, conflicts_with = "fork")]
+    #[allow(dead_code)]
     continue_in_place: bool,
     /// Record in-doubt calls of never-idempotent tools as failed instead of stopping.
     #[arg(long)]
@@ -163,7 +173,7 @@ fn demo_conversation(cli: &Global, journal: &Journal, sandbox: &Path) -> Result<
     );
     outln!("tools worked in {}", sandbox.display());
     outln!();
-    conversation::print_turns(&state);
+    conversation::print_turns(&state, None);
     outln!();
     outln!("next: agent-journal show {id}                  (messages and turns)");
     if let Some(t) = log.turns().get(2) {
@@ -179,6 +189,31 @@ fn demo_conversation(cli: &Global, journal: &Journal, sandbox: &Path) -> Result<
     Ok(ExitCode::SUCCESS)
 }
 
+/// Says that a resume of `s` (stopped at `crash_point`) has nothing to do,
+/// and why; nothing was written.
+fn nothing_to_do(
+    cli: &Global,
+    s: &Session,
+    crash_point: u64,
+    reason: &str,
+    resumed_in: Option<SessionId>,
+) -> Result<ExitCode, Error> {
+    if cli.json {
+        print_json(&serde_json::json!({
+            "session": s.id().to_string(),
+            "crash_point": crash_point,
+            "nothing_to_do": reason,
+            "resumed_in": resumed_in.map(|r| r.to_string()),
+        }))?;
+    } else {
+        outln!(
+            "session {} (last seq {crash_point}): nothing to resume: {reason}",
+            s.id()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `resume` of a demo conversation.
 fn resume_conversation(
     cli: &Global,
@@ -186,8 +221,14 @@ fn resume_conversation(
     s: &Session,
     mode: ResumeMode,
 ) -> Result<ExitCode, Error> {
-    let from = s.head();
-    let r = conversation_demo::resume(s, mode, args.interrupt_never, args.sandbox.as_deref())?;
+    let from = s.head().saturating_sub(1);
+    let r = match conversation_demo::resume(s, mode, args.interrupt_never, args.sandbox.as_deref())?
+    {
+        ConversationResume::Resumed(r) => r,
+        ConversationResume::NothingToDo { reason, resumed_in } => {
+            return nothing_to_do(cli, s, from, &reason, resumed_in);
+        }
+    };
     let target = &r.target;
     if cli.json {
         let turns: Vec<serde_json::Value> = r
@@ -198,16 +239,15 @@ fn resume_conversation(
         print_json(&serde_json::json!({
             "conversation": target.id().to_string(),
             "resumed_from": s.id().to_string(),
-            "crash_point": from.saturating_sub(1),
+            "crash_point": from,
             "interrupted_turns": turns,
             "sandbox": r.sandbox.display().to_string(),
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
     outln!(
-        "conversation {} stopped at seq {}; {} interrupted turn(s) finished; {}; tools work in {}",
+        "conversation {} stopped at seq {from}; {} interrupted turn(s) finished; {}; tools work in {}",
         s.id(),
-        from.saturating_sub(1),
         r.turns.len(),
         if target.id() == s.id() {
             "continued in place".to_owned()
@@ -217,18 +257,21 @@ fn resume_conversation(
         r.sandbox.display()
     );
     outln!();
-    conversation::print_turns(&target.state_cloned());
+    conversation::print_turns(&target.state_cloned(), None);
     Ok(ExitCode::SUCCESS)
 }
 
-/// `resume SESSION [--continue] [--interrupt-never] [--sandbox DIR]`.
+/// `resume SESSION [--fork] [--interrupt-never] [--sandbox DIR]`: continues
+/// the session itself (or, with `--fork`, a fork made at its crash point);
+/// with nothing left to do (its run finished, or it or a fork of it already
+/// resumed from this crash point) it says so, writes nothing and exits 0.
 pub(crate) fn resume(cli: &Global, args: &ResumeArgs) -> Result<ExitCode, Error> {
     let journal = open_existing(&cli.db)?;
     let s = find_session(&journal, &args.session)?;
-    let mode = if args.continue_in_place {
-        ResumeMode::Continue
-    } else {
+    let mode = if args.fork {
         ResumeMode::Fork
+    } else {
+        ResumeMode::Continue
     };
     // Another worker's live lease refuses the resume before anything is
     // read or written; continuing in place takes the lease before the plan
@@ -247,6 +290,19 @@ pub(crate) fn resume(cli: &Global, args: &ResumeArgs) -> Result<ExitCode, Error>
         ResumeMode::Fork => None,
     };
     let plan = s.resume_plan()?;
+    plan.check_prompt(demo::PROMPT_NS, demo::PROMPT_KEY)?;
+    let nothing = match &plan.state {
+        ResumeState::Finished(o) => {
+            Some((format!("its run finished ({})", render::outcome(o)), None))
+        }
+        _ => resumed::resumed_elsewhere(&s)?.map(|e| (e.sentence(), Some(e.session))),
+    };
+    if let Some((reason, resumed_in)) = nothing {
+        if let Some(h) = held {
+            h.release()?;
+        }
+        return nothing_to_do(cli, &s, plan.crash_point, &reason, resumed_in);
+    }
     let (result, sandbox) = demo::resume(
         &s,
         &plan,
@@ -264,8 +320,8 @@ pub(crate) fn resume(cli: &Global, args: &ResumeArgs) -> Result<ExitCode, Error>
             "session": target.id().to_string(),
             "resumed_from": s.id().to_string(),
             "crash_point": plan.crash_point,
-            "state_at_crash": plan.state.name(),
-            "outcome": format!("{:?}", result.outcome),
+            "state_at_crash": render::state_name(&plan.state),
+            "outcome": render::outcome_word(&result.outcome),
             "answer": result.content,
             "sandbox": sandbox.display().to_string(),
         }))?;
@@ -274,7 +330,7 @@ pub(crate) fn resume(cli: &Global, args: &ResumeArgs) -> Result<ExitCode, Error>
             "session {} stopped at seq {} ({}); {}; tools work in {}",
             s.id(),
             plan.crash_point,
-            plan.state.name(),
+            render::state_name(&plan.state),
             if target.id() == s.id() {
                 "continued in place".to_owned()
             } else {

@@ -2,7 +2,9 @@
 
 use agent_journal::conversation::ConversationEvent;
 
+use crate::cli::event_json;
 use crate::cli::filter::Filter;
+use crate::cli::output::json_time;
 use crate::cli::style::{self, Paint};
 use agent_journal::state::SessionState;
 use agent_journal::{
@@ -50,9 +52,27 @@ pub(crate) fn outcome(o: &Outcome) -> String {
     }
 }
 
+/// The word of a resume state, snake_case as every state the CLI names
+/// (`pending_tools`, `in_doubt`, ...).
+pub(crate) fn state_name(s: &agent_journal::resume::ResumeState) -> String {
+    s.name().replace('-', "_")
+}
+
+/// The word of an outcome: `succeeded`, `failed` or `cancelled`.
+pub(crate) fn outcome_word(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Succeeded => "succeeded",
+        Outcome::Failed { .. } => "failed",
+        Outcome::Cancelled => "cancelled",
+    }
+}
+
+/// A message's line: its role, its place in its evaluation (`msg N`: the
+/// message index, `sequence` in JSON; `seq` is always an event number),
+/// its turn and content, its tool calls or the call it answers.
 fn message_line(m: &InnerMessage) -> String {
     let mut line = format!(
-        "{:<9} seq={} turn={} {:?}",
+        "{:<9} msg={} turn={} {:?}",
         m.role.as_str(),
         m.sequence,
         m.turn,
@@ -198,7 +218,7 @@ pub(crate) fn event_line(e: &Envelope) -> String {
             summary,
             ..
         } => format!(
-            "compacted through sequence {through_sequence}{}",
+            "compacted through msg {through_sequence}{}",
             if summary.is_some() {
                 " with summary"
             } else {
@@ -218,14 +238,19 @@ pub(crate) fn event_line(e: &Envelope) -> String {
         Event::ForkPoint { parent, at } => {
             format!("forked from {parent} at seq {at}")
         }
-        Event::Custom { kind, payload } => format!("custom {kind} ({} bytes)", payload.len()),
+        Event::Custom { kind, payload } => match crate::cli::resumed::describe(payload)
+            .filter(|_| kind == crate::cli::resumed::RESUMED)
+        {
+            Some(text) => format!("{kind}: {text}"),
+            None => format!("{kind} ({} bytes)", payload.len()),
+        },
         Event::Conversation(c) => conversation_line(c),
     };
     format!(
         "{:>5}  {}  {} {}",
         e.seq,
         style::paint(Paint::Dim, &style::time(e.at)),
-        style::paint(Paint::Kind, &format!("{:<18}", e.event.kind())),
+        style::paint(Paint::Kind, &format!("{:<20}", event_json::kind(&e.event))),
         what
     )
 }
@@ -253,7 +278,7 @@ pub(crate) fn print_sessions(infos: &[SessionInfo]) {
         return;
     }
     outln!(
-        "{:<36}  {:<25}  {:>7}  {:<10}  {:<25}  labels",
+        "{:<36}  {:<29}  {:>7}  {:<10}  {:<29}  labels",
         "session",
         "created",
         "events",
@@ -266,15 +291,15 @@ pub(crate) fn print_sessions(infos: &[SessionInfo]) {
             labels.push(format!("(fork of {} at seq {at})", short(parent)));
         }
         outln!(
-            "{:<36}  {:<25}  {:>7}  {}  {:<25}  {}",
+            "{:<36}  {:<29}  {:>7}  {}  {:<29}  {}",
             i.id,
-            style::date_time(i.created),
+            style::time(i.created),
             i.events,
             style::paint(
                 style::status_paint(status(i.status)),
                 &format!("{:<10}", status(i.status))
             ),
-            style::date_time(i.last_activity),
+            style::time(i.last_activity),
             labels.join(" ")
         );
     }
@@ -284,8 +309,8 @@ pub(crate) fn print_sessions(infos: &[SessionInfo]) {
 pub(crate) fn info_json(i: &SessionInfo) -> serde_json::Value {
     serde_json::json!({
         "id": i.id.to_string(),
-        "created": i.created.to_rfc3339(),
-        "last_activity": i.last_activity.to_rfc3339(),
+        "created": json_time(i.created),
+        "last_activity": json_time(i.last_activity),
         "events": i.events,
         "status": status(i.status),
         "labels": i.labels.iter().map(|(k, v)| serde_json::json!([k, v])).collect::<Vec<_>>(),
@@ -383,8 +408,8 @@ fn call_json(c: &agent_journal::state::ToolCallInfo) -> serde_json::Value {
         "name": c.name,
         "arguments": c.arguments,
         "status": c.status.as_str(),
-        "requested_at": c.requested_at.map(|t| t.to_rfc3339()),
-        "started_at": c.started_at.map(|t| t.to_rfc3339()),
+        "requested_at": c.requested_at.map(json_time),
+        "started_at": c.started_at.map(json_time),
     })
 }
 
@@ -395,7 +420,7 @@ pub(crate) fn plan_json(p: &agent_journal::resume::ResumePlan) -> serde_json::Va
         "evaluation": p.evaluation_id.to_string(),
         "prompt": format!("{}/{}", p.prompt_ns, p.prompt_key),
         "crash_point": p.crash_point,
-        "state": p.state.name(),
+        "state": state_name(&p.state),
         "messages": p.messages.len(),
         "next_sequence": p.next_sequence,
         "turn": p.turn,
@@ -414,9 +439,9 @@ pub(crate) fn print_plan(p: &agent_journal::resume::ResumePlan) {
         p.prompt_key
     );
     outln!(
-        "crash point: seq {}   state: {}   messages: {}   turn: {}   next sequence: {}",
+        "crash point: seq {}   state: {}   messages: {}   turn: {}   next msg: {}",
         p.crash_point,
-        p.state.name(),
+        state_name(&p.state),
         p.messages.len(),
         p.turn,
         p.next_sequence

@@ -75,7 +75,8 @@ pub(crate) fn status_paint(status: &str) -> Paint {
     }
 }
 
-/// A time as people read it: local (or UTC under `--utc`) with its zone,
+/// A time as people read it, the one format of every time the text
+/// output prints: local (or UTC under `--utc`, with a `Z`) with its zone,
 /// milliseconds, and the date when it is not today.
 pub(crate) fn time(at: DateTime<Utc>) -> String {
     if UTC.load(Ordering::Relaxed) {
@@ -93,16 +94,6 @@ pub(crate) fn time(at: DateTime<Utc>) -> String {
         local.format("%Y-%m-%d ").to_string()
     };
     format!("{date}{}", local.format("%H:%M:%S%.3f%:z"))
-}
-
-/// A date and time to the second, local with its zone (or UTC).
-pub(crate) fn date_time(at: DateTime<Utc>) -> String {
-    if UTC.load(Ordering::Relaxed) {
-        return at.format("%Y-%m-%d %H:%M:%SZ").to_string();
-    }
-    at.with_timezone(&Local)
-        .format("%Y-%m-%d %H:%M:%S%:z")
-        .to_string()
 }
 
 /// Starts the pager when stdout is a terminal and `no_pager` is false:

@@ -101,7 +101,7 @@ fn fork_shares_the_parents_prefix_then_holds_its_marker() {
     let text = d.run(&["log", &new_id]);
     let lines = text.lines();
     assert!(
-        lines[0].contains("SessionOpened") && lines[6].contains("ForkPoint"),
+        lines[0].contains(" session_opened ") && lines[6].contains(" forked "),
         "{text:?}"
     );
     let listed = d.run(&["sessions", "--json"]).json_lines();

@@ -248,7 +248,7 @@ fn diff_shows_what_happened_between_two_seqs() {
         text.stdout.contains("from seq 20 to seq 22: 2 events"),
         "{text:?}"
     );
-    assert!(text.stdout.contains("+ assistant seq=8"), "{text:?}");
+    assert!(text.stdout.contains("+ assistant msg=8"), "{text:?}");
     let v = d.run(&["diff", &d.id, "20", "22", "--json"]).json();
     let evals = v["evaluations"].as_array().expect("array");
     assert_eq!(evals.len(), 1, "{v}");
@@ -319,7 +319,7 @@ fn pending_shows_the_crash_point_and_the_unfinished_tool_calls() {
     assert_eq!(v["session"], id.as_str());
     assert_eq!(
         (v["crash_point"].as_u64(), v["state"].as_str()),
-        (Some(6), Some("in-doubt"))
+        (Some(6), Some("in_doubt"))
     );
     assert_eq!(
         (v["messages"].as_u64(), v["next_sequence"].as_u64()),

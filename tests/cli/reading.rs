@@ -87,7 +87,7 @@ fn full_shows_whole_contents_and_show_filters_the_state() {
         .stdout
         .lines()
         .map(str::trim_start)
-        .filter(|l| l.contains(" seq=") && !l.starts_with("evaluation"))
+        .filter(|l| l.contains(" msg=") && !l.starts_with("evaluation"))
         .collect();
     assert_eq!(messages.len(), 1, "{}", show.stdout);
     assert!(messages[0].contains("9 words"));
@@ -208,7 +208,7 @@ fn on_a_terminal_log_is_paged_and_coloured_unless_told_not_to() {
     assert_eq!(text.lines().count(), 23, "{text}");
     assert!(text.contains("\x1b[36m"), "colour on a terminal");
     assert!(
-        !out.contains("SessionOpened"),
+        !out.contains("session_opened"),
         "nothing printed beside the pager"
     );
 
@@ -221,7 +221,7 @@ fn on_a_terminal_log_is_paged_and_coloured_unless_told_not_to() {
     )
     .unwrap();
     assert!(!paged.exists());
-    assert!(out.contains("SessionOpened"));
+    assert!(out.contains("session_opened"));
     assert!(!out.contains("\x1b["), "{out:?}");
     // Not a terminal: no colour, no pager (what every other test sees).
     let piped = d.run(&["log", &d.id]);

@@ -1,7 +1,7 @@
 //! The conversation commands as a user runs them: `demo --conversation`,
 //! `conversations`, `turns`, `show` (and `--turn`), `log`, `pending`.
 
-use crate::common::{path_str, run_cli};
+use crate::common::{json_lines, path_str, run_cli};
 
 fn ok(out: &std::process::Output) -> String {
     assert!(
@@ -27,7 +27,7 @@ fn the_conversation_commands_show_what_the_demo_recorded() {
     assert_eq!(hooks.matches("hook: turn").count(), 8, "{hooks}");
     assert!(hooks.contains("failed: turn"), "{hooks}");
 
-    let list = json(&run_cli(&db, &["--json", "conversations"]));
+    let list = json_lines(&run_cli(&db, &["--json", "conversations"]).stdout);
     let list = list.as_array().expect("array");
     assert_eq!(list.len(), 1);
     assert_eq!(list[0]["turns"], 4);
@@ -35,7 +35,7 @@ fn the_conversation_commands_show_what_the_demo_recorded() {
     let id = list[0]["id"].as_str().expect("id").to_owned();
     assert!(ok(&run_cli(&db, &["conversations"])).contains(&id));
 
-    let turns = json(&run_cli(&db, &["--json", "turns", &id]));
+    let turns = json_lines(&run_cli(&db, &["--json", "turns", &id]).stdout);
     let turns = turns.as_array().expect("array");
     let statuses: Vec<&str> = turns
         .iter()
@@ -75,8 +75,10 @@ fn the_conversation_commands_show_what_the_demo_recorded() {
     let early = ok(&run_cli(&db, &["show", &id, "--at", "6"]));
     assert!(early.contains("running!"), "{early}");
     let log = ok(&run_cli(&db, &["log", &id]));
-    assert!(log.contains("TurnChanged"), "{log}");
-    assert!(log.contains("ProviderCallChanged"), "{log}");
+    // The word of `log --json`'s `type`, in the text too.
+    assert!(log.contains(" turn "), "{log}");
+    assert!(log.contains("conversation_provider_call"), "{log}");
+    assert!(!log.contains("TurnChanged"), "{log}");
     let pending = ok(&run_cli(&db, &["pending", &id]));
     assert!(pending.contains("no interrupted turn"), "{pending}");
     assert_eq!(run_cli(&db, &["verify"]).status.code(), Some(0));
@@ -129,7 +131,7 @@ fn the_conversation_commands_show_what_the_demo_recorded() {
         &db,
         &["diff", &id, &(events - 1).to_string(), &events.to_string()],
     ));
-    assert!(diff.contains("HistoryCompacted"), "{diff}");
+    assert!(diff.contains("history_compacted"), "{diff}");
     let nothing = json(&run_cli(
         &db,
         &["--json", "compact-history", &id, "--messages", "50"],

@@ -790,7 +790,7 @@ fn cancel_turn_on_the_command_line_gives_up_an_interrupted_turn() {
     assert_eq!(out["turn"], turn.as_str());
     let pending = json(&run_cli(&db, &["--json", "pending", &id]));
     assert_eq!(pending["interrupted_turns"], serde_json::json!([]));
-    let turns = json(&run_cli(&db, &["--json", "turns", &id]));
+    let turns = crate::common::json_lines(&run_cli(&db, &["--json", "turns", &id]).stdout);
     let row = turns
         .as_array()
         .expect("turns")

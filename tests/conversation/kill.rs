@@ -139,7 +139,11 @@ fn crash_case(reference: &Transcript, n: u64, last: u64, how: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     // Killed after the last turn ended (only the conversation's
     // `updated_at` may be missing): nothing to resume, and nothing lost.
-    if out.status.code() == Some(1) && stderr.contains("the script is done") {
+    if out.status.code() == Some(0)
+        && json(&out)["nothing_to_do"]
+            .as_str()
+            .is_some_and(|r| r.contains("the script is done"))
+    {
         assert!(n + 2 >= last, "n={n} of {last}: {stderr}");
         assert_eq!(&transcript(&db, crashed), reference, "n={n}");
         return;
@@ -156,7 +160,7 @@ fn crash_case(reference: &Transcript, n: u64, last: u64, how: &str) {
         "n={n}"
     );
     let resumed: SessionId = v["conversation"].as_str().expect("id").parse().expect("id");
-    assert_ne!(resumed, crashed, "crash recovery forks by default");
+    assert_eq!(resumed, crashed, "resume continues the conversation itself");
     assert_eq!(&transcript(&db, resumed), reference, "n={n} ({how})");
     let ex = executions(&sb);
     let mut unique = ex.clone();
@@ -171,6 +175,16 @@ fn crash_case(reference: &Transcript, n: u64, last: u64, how: &str) {
         again["interrupted_turns"].as_array().map(Vec::len),
         Some(0),
         "n={n}"
+    );
+    // A second resume finds nothing to do and writes nothing.
+    let head = open(&db).session(crashed).expect("session").head();
+    let twice = run_cli(&db, &["--json", "resume", &crashed.to_string()]);
+    assert_eq!(twice.status.code(), Some(0), "n={n} ({how})");
+    assert!(json(&twice)["nothing_to_do"].is_string(), "n={n} ({how})");
+    assert_eq!(
+        open(&db).session(crashed).expect("session").head(),
+        head,
+        "n={n} ({how}): the second resume wrote nothing"
     );
     let verify = run_cli(&db, &["verify"]);
     assert_eq!(

@@ -88,11 +88,9 @@ fn chat_records_a_real_conversation_against_an_openai_compatible_server() {
         .collect();
     assert_eq!(roles, ["system", "user", "assistant", "user", "user"]);
 
-    let list: Value =
-        serde_json::from_slice(&run_cli(&db, &["--json", "conversations"]).stdout).expect("JSON");
+    let list: Value = crate::common::json_lines(&run_cli(&db, &["--json", "conversations"]).stdout);
     let id = list[0]["id"].as_str().expect("id").to_owned();
-    let turns: Value =
-        serde_json::from_slice(&run_cli(&db, &["--json", "turns", &id]).stdout).expect("JSON");
+    let turns: Value = crate::common::json_lines(&run_cli(&db, &["--json", "turns", &id]).stdout);
     let statuses: Vec<&str> = turns
         .as_array()
         .expect("turns")
@@ -132,8 +130,7 @@ fn chat_streams_from_anthropic_and_continues_a_conversation() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("Bonjour !"));
-    let list: Value =
-        serde_json::from_slice(&run_cli(&db, &["--json", "conversations"]).stdout).expect("JSON");
+    let list: Value = crate::common::json_lines(&run_cli(&db, &["--json", "conversations"]).stdout);
     let id = list[0]["id"].as_str().expect("id").to_owned();
     let mut more = args.to_vec();
     more.extend(["--conversation", &id]);
@@ -151,8 +148,7 @@ fn chat_streams_from_anthropic_and_continues_a_conversation() {
         Some(3),
         "the history went along"
     );
-    let turns: Value =
-        serde_json::from_slice(&run_cli(&db, &["--json", "turns", &id]).stdout).expect("JSON");
+    let turns: Value = crate::common::json_lines(&run_cli(&db, &["--json", "turns", &id]).stdout);
     assert_eq!(turns.as_array().map(Vec::len), Some(2));
     let t = turns[1]["id"].as_str().expect("id");
     let out = run_cli(&db, &["show", &id, "--turn", t, "--request"]);

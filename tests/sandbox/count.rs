@@ -190,11 +190,11 @@ fn every_sandbox_escape_tried_is_refused() {
     };
 
     // The session's own data choosing the folder: a label naming home (with
-    // and without --continue), a forged registry entry.
+    // and without --fork), a forged registry entry.
     let w = World::new();
     let id = w.import_crafted(&w.home(), &[write("c", ".bashrc")], &[]);
     let before = w.outside_sandbox(&w.sb());
-    for extra in [&[][..], &["--continue"][..]] {
+    for extra in [&[][..], &["--fork"][..]] {
         let out = w.resume(&id, None, extra);
         count(
             "label naming home",

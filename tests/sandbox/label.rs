@@ -21,7 +21,7 @@ fn an_imported_journal_whose_label_names_home_cannot_overwrite_bashrc() {
     let before = w.outside_sandbox(&w.sb());
 
     // Without --sandbox: refused before anything is written, fork included.
-    for extra in [&[][..], &["--continue"][..]] {
+    for extra in [&[][..], &["--fork"][..]] {
         let out = w.resume(&id, None, extra);
         assert_refused(&out, &[&id, "--sandbox", path_str(&home), "not trusted"]);
     }
@@ -46,9 +46,16 @@ fn an_imported_journal_whose_label_names_home_cannot_overwrite_bashrc() {
     assert_call_refused(&calls, "call_1_2", path_str(&abs), "absolute path");
     assert_call_refused(&calls, "call_1_3", "../home/.bashrc", "`..`");
 
-    // Choosing a folder for the fork does not make the original trusted.
-    let out = w.resume(&id, None, &["--continue"]);
-    assert_refused(&out, &[&id, "--sandbox"]);
+    // Choosing a folder for the fork does not make the original trusted;
+    // and the original, resumed in that fork, has nothing left to do.
+    let j = w.journal();
+    assert_eq!(j.record(super::REGISTRY, &id).expect("record"), None);
+    drop(j);
+    let out = w.resume(&id, None, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["resumed_in"], fork.to_string().as_str(), "{v}");
+    assert_eq!(w.sessions(), 2, "nothing more was made");
 }
 
 #[test]

@@ -9,7 +9,7 @@
   const RANK = { pending: 0, started: 1, failed: 2, completed: 3 };
   const COLOUR = {
     completed: "#2e9e5b", succeeded: "#2e9e5b", ok: "#2e9e5b", failed: "#d64545",
-    "in-doubt": "#e0a030", pending: "#9aa3b2", cancelled: "#777f8c", running: "#4a7bd0",
+    "in_doubt": "#e0a030", pending: "#9aa3b2", cancelled: "#777f8c", running: "#4a7bd0",
   };
   const $ = (id) => document.getElementById(id);
   const el = (tag, cls, text) => {
@@ -93,7 +93,7 @@
     for (const s of spans) {
       if (s.end === null || Number.isNaN(s.end)) {
         s.openEnd = true;
-        if (s.status === "started") s.status = "in-doubt";
+        if (s.status === "started") s.status = "in_doubt";
       }
     }
   }
@@ -152,7 +152,7 @@
       case "conversation_provider_call": return e.provider + "/" + e.model + " " + (e.ok === null ? "started" : e.ok ? "ok" : "failed: " + e.error);
       case "turn": return e.agent + " " + e.status + (e.error ? ": " + e.error : "");
       case "forked": return "from " + e.parent + " at seq " + e.parent_seq;
-      case "compacted": return "through sequence " + e.through_sequence;
+      case "compacted": return "through msg " + e.through_sequence;
       case "history_compacted": return e.strategy + ": " + e.messages_before + " → " + e.messages_after + " messages";
       case "custom": return e.kind + " (" + e.bytes + " bytes)";
       case "adapter_state": return e.adapter_type + " (resumable: " + e.resumable + ")";
@@ -399,7 +399,7 @@
       tb.id = "calls";
       const last = cur === E.length - 1;
       for (const c of calls) {
-        const status = last && c.status === "started" ? "in-doubt" : c.status;
+        const status = last && c.status === "started" ? "in_doubt" : c.status;
         const tr = el("tr", "call");
         tr.dataset.call = c.id;
         tr.dataset.status = status;
