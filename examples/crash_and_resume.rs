@@ -180,24 +180,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(names(&plan.in_doubt), ["call_3 send_receipt"]);
     assert_eq!(names(&plan.pending), ["call_4 estimate_delivery"]);
 
-    // 3. Resume. The default mode forks: the crashed session stays as it is,
-    // the record of the crash, and the run goes on in a new session.
+    // 3. Resume. The default continues the crashed session itself: its
+    // crash point stays in the stream and the run goes on after it.
     let options = ResumeOptions::new("shop", "checkout"); // refuses another prompt
     let result = InnerLoop::new(&model, tools.clone()).resume(&crashed, &options)?;
     println!(
-        "resumed in fork {}: {:?} after {} turns: {}",
-        result.session.id(),
-        result.outcome,
-        result.turns,
-        result.content
+        "resumed in place: {:?} after {} turns: {}",
+        result.outcome, result.turns, result.content
     );
     assert_eq!(result.outcome, Outcome::Succeeded);
-    assert_ne!(result.session.id(), crashed.id());
-    assert_eq!(
-        crashed.head(),
-        CRASH_AFTER + 1,
-        "the crashed session is kept"
+    assert_eq!(result.session.id(), crashed.id());
+    assert!(
+        crashed.head() > CRASH_AFTER + 1,
+        "the run went on in the same session"
     );
+    // A second resume finds nothing to do and writes nothing.
+    let again = InnerLoop::new(&model, tools.clone()).resume(&crashed, &options);
+    assert!(matches!(
+        again,
+        Err(agent_journal::Error::AlreadyFinished { .. })
+    ));
     let done = result.session.resume_plan()?;
     assert!(done.is_finished() && done.pending.is_empty() && done.in_doubt.is_empty());
 

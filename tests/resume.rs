@@ -194,7 +194,8 @@ fn a_never_tool_in_doubt_stops_the_resume_and_writes_nothing() {
     );
     assert_eq!(keyed.runs() + never.runs(), 0);
 
-    // Asked to, it records the call as interrupted and goes on, in a fork.
+    // Asked to, it records the call as interrupted and goes on, in the same
+    // session (the default).
     let r = lp
         .resume(
             &s,
@@ -204,7 +205,7 @@ fn a_never_tool_in_doubt_stops_the_resume_and_writes_nothing() {
             },
         )
         .expect("resume");
-    assert_ne!(r.session.id(), s.id(), "forking is the default");
+    assert_eq!(r.session.id(), s.id(), "continuing in place is the default");
     assert_eq!(never.runs(), 0);
     let st = r.session.state_cloned();
     let call = st
@@ -217,10 +218,14 @@ fn a_never_tool_in_doubt_stops_the_resume_and_writes_nothing() {
         call.error.as_deref(),
         Some(agent_journal::resume::INTERRUPTED_ERROR)
     );
+    assert!(
+        s.head() > head,
+        "the run went on after the crash point, in the same stream"
+    );
     assert_eq!(
-        s.head(),
-        head,
-        "the original is left as the record of the crash"
+        s.events(head - 1..head).expect("events")[0].seq,
+        head - 1,
+        "the crash point is still in the stream"
     );
 }
 
@@ -744,4 +749,37 @@ fn run_or_resume_resumes_an_unfinished_evaluation_else_runs_a_new_one() {
     assert_ne!(second.evaluation_id, first.evaluation_id);
     assert_eq!(s.state().evaluations().iter().count(), 2);
     assert_eq!(safe.runs(), 1);
+}
+
+#[test]
+fn a_fork_resume_leaves_the_crashed_session_as_it_was() {
+    let j = Journal::memory();
+    let s = crashed_session(&j, false);
+    let head = s.head();
+    let (safe, keyed, never) = (
+        Counting::new("safe", Idempotency::Safe),
+        Counting::new("keyed", Idempotency::Keyed),
+        Counting::new("never", Idempotency::Never),
+    );
+    let provider = ScriptedProvider::new(script());
+    let lp = InnerLoop::new(&provider, vec![&safe, &keyed, &never]);
+    let fork = ResumeOptions {
+        mode: ResumeMode::Fork,
+        ..ResumeOptions::new("ns", "key")
+    };
+    let r = lp.resume(&s, &fork).expect("resume in a fork");
+    assert_eq!(r.outcome, Outcome::Succeeded);
+    assert_ne!(r.session.id(), s.id(), "a what-if branch");
+    assert_eq!(s.head(), head, "the crashed session is left as it was");
+    assert!(!s.resume_plan().expect("plan").is_finished());
+    assert!(r.session.resume_plan().expect("plan").is_finished());
+    // The default resumes the original in place, once.
+    let in_place = lp
+        .resume(&s, &ResumeOptions::new("ns", "key"))
+        .expect("resume");
+    assert_eq!(in_place.session.id(), s.id());
+    assert!(matches!(
+        lp.resume(&s, &ResumeOptions::new("ns", "key")),
+        Err(Error::AlreadyFinished { .. })
+    ));
 }

@@ -18,18 +18,20 @@ use crate::snapshot::CheckpointStrategy;
 /// Whether a resume appends to the crashed session or to a fork of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ResumeMode {
-    /// Append to the same session.
+    /// Append to the same session (the default): the crash point stays in
+    /// its stream, the run goes on after it, and a second resume finds the
+    /// evaluation finished ([`Error::AlreadyFinished`]) and writes nothing.
+    #[default]
     Continue,
     /// Fork the session at its crash point and continue in the fork, leaving
-    /// the original as the record of the crash. The default for crash recovery.
-    #[default]
+    /// the original as it was: a what-if branch.
     Fork,
 }
 
 /// How to resume.
 #[derive(Clone, Debug, Default)]
 pub struct ResumeOptions {
-    /// Continue or fork. Default: fork.
+    /// Continue or fork. Default: continue the same session.
     pub mode: ResumeMode,
     /// The evaluation to resume. Default: the latest.
     pub evaluation: Option<EvaluationId>,
@@ -48,7 +50,7 @@ pub struct ResumeOptions {
 
 impl ResumeOptions {
     /// Options that check the prompt identity `(ns, key)`; everything else
-    /// at its default (fork, the latest evaluation).
+    /// at its default (continue the same session, the latest evaluation).
     pub fn new(prompt_ns: impl Into<String>, prompt_key: impl Into<String>) -> Self {
         Self {
             prompt: Some((prompt_ns.into(), prompt_key.into())),
