@@ -237,7 +237,7 @@ const EXPECTED: &str =
 /// The messages come one at a time (`items`; `skeleton` is the request
 /// without them, its `system` included), each handed on to `out` once no
 /// later message can change it
-/// ([`stream::convert_whole`](super::stream::convert_whole) converts a
+/// ([`stream::convert_whole_with`](super::stream::convert_whole_with) converts a
 /// request given whole).
 pub(crate) fn from_parts<V: Borrow<Value>>(
     skeleton: &Value,

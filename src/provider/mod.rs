@@ -193,11 +193,7 @@ impl ConversationFormat {
         prompt_ns: &str,
         prompt_key: &str,
     ) -> crate::error::Result<Vec<InnerMessage>> {
-        let json = || serde_json::from_str::<Value>(text).map_err(|e| stream::json_error(&e));
-        match self {
-            ConversationFormat::Jsonl => jsonl::from_jsonl(text),
-            format => stream::convert_whole(format, &json()?, evaluation_id, prompt_ns, prompt_key),
-        }
+        self.parse_as(text, evaluation_id, prompt_ns, prompt_key, false)
     }
 
     /// [`parse`](Self::parse), refusing instead of keeping the items and
@@ -214,6 +210,19 @@ impl ConversationFormat {
         prompt_ns: &str,
         prompt_key: &str,
     ) -> crate::error::Result<Vec<InnerMessage>> {
+        self.parse_as(text, evaluation_id, prompt_ns, prompt_key, true)
+    }
+
+    /// [`parse`](Self::parse), or [`parse_strict`](Self::parse_strict)
+    /// under `strict`.
+    fn parse_as(
+        self,
+        text: &str,
+        evaluation_id: EvaluationId,
+        prompt_ns: &str,
+        prompt_key: &str,
+        strict: bool,
+    ) -> crate::error::Result<Vec<InnerMessage>> {
         let json = || serde_json::from_str::<Value>(text).map_err(|e| stream::json_error(&e));
         match self {
             ConversationFormat::Jsonl => jsonl::from_jsonl(text),
@@ -223,7 +232,7 @@ impl ConversationFormat {
                 evaluation_id,
                 prompt_ns,
                 prompt_key,
-                true,
+                strict,
             ),
         }
     }

@@ -191,20 +191,10 @@ pub(crate) fn convert<V: std::borrow::Borrow<Value>>(
 }
 
 /// The messages of a whole request `value` in `format` (not JSON Lines):
-/// [`convert`] over the elements of its message list. The converter checks
-/// the request's shape itself, so a list that is missing or not an array
-/// gives no elements here and its error there.
-pub(crate) fn convert_whole(
-    format: ConversationFormat,
-    value: &Value,
-    evaluation_id: EvaluationId,
-    prompt_ns: &str,
-    prompt_key: &str,
-) -> Result<Vec<InnerMessage>> {
-    convert_whole_with(format, value, evaluation_id, prompt_ns, prompt_key, false)
-}
-
-/// [`convert_whole`], refusing opaque items under `strict`.
+/// [`convert`] over the elements of its message list, refusing opaque items
+/// under `strict`. The converter checks the request's shape itself, so a
+/// list that is missing or not an array gives no elements here and its
+/// error there.
 pub(crate) fn convert_whole_with(
     format: ConversationFormat,
     value: &Value,

@@ -10,34 +10,37 @@ use crate::model::{EvaluationId, InnerMessage, Role, ToolCallRecord, ToolStatus}
 use crate::provider::{anthropic, openai, validate};
 
 pub(super) fn oa(v: &Value) -> Vec<InnerMessage> {
-    crate::provider::stream::convert_whole(
+    crate::provider::stream::convert_whole_with(
         crate::provider::ConversationFormat::OpenAi,
         v,
         EvaluationId::new(),
         "ns",
         "key",
+        false,
     )
     .expect("valid openai messages")
 }
 
 pub(super) fn an(v: &Value) -> Vec<InnerMessage> {
-    crate::provider::stream::convert_whole(
+    crate::provider::stream::convert_whole_with(
         crate::provider::ConversationFormat::Anthropic,
         v,
         EvaluationId::new(),
         "ns",
         "key",
+        false,
     )
     .expect("valid anthropic request")
 }
 
 pub(super) fn oa_err(v: Value) -> String {
-    match crate::provider::stream::convert_whole(
+    match crate::provider::stream::convert_whole_with(
         crate::provider::ConversationFormat::OpenAi,
         &v,
         EvaluationId::new(),
         "ns",
         "key",
+        false,
     ) {
         Err(Error::InvalidInput(reason)) => reason,
         other => panic!("expected InvalidInput, got {other:?}"),
@@ -45,12 +48,13 @@ pub(super) fn oa_err(v: Value) -> String {
 }
 
 pub(super) fn an_err(v: Value) -> String {
-    match crate::provider::stream::convert_whole(
+    match crate::provider::stream::convert_whole_with(
         crate::provider::ConversationFormat::Anthropic,
         &v,
         EvaluationId::new(),
         "ns",
         "key",
+        false,
     ) {
         Err(Error::InvalidInput(reason)) => reason,
         other => panic!("expected InvalidInput, got {other:?}"),

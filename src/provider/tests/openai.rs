@@ -176,12 +176,13 @@ fn openai_import_errors_name_the_message_and_the_reason() {
         );
     }
     // The Display of the error says what it is.
-    let e = crate::provider::stream::convert_whole(
+    let e = crate::provider::stream::convert_whole_with(
         crate::provider::ConversationFormat::OpenAi,
         &json!([{"role": "robot"}]),
         EvaluationId::new(),
         "",
         "",
+        false,
     )
     .expect_err("invalid");
     assert!(
