@@ -20,7 +20,11 @@
  * outside it (they block, and concurrency is what is under test): a BEGIN
  * record is logged before the call and an END record after it returns. A
  * write is complete at its END; a sync covers the writes whose END precedes
- * its BEGIN, and holds once its END is logged. Every record is written to
+ * its BEGIN, and holds once its END is logged. A truncation or allocation
+ * waits until no write is between its BEGIN and END: a write whose call had
+ * returned before a truncation but whose END came after it would otherwise
+ * be modelled as applied after the truncation (a file modelled longer than
+ * the one the process left). Every record is written to
  * the log with one writev, so a SIGKILL can cut at most the last one.
  *
  * Record (little-endian, 48-byte header, then path1, path2, data):
@@ -84,6 +88,10 @@ static char *root;
 static size_t root_len;
 static char *mark_path;
 static uint64_t next_id = 1;
+/* Writes between their BEGIN and END; a truncation or allocation waits for
+ * none to be in flight (see "Ordering"). */
+static int writes_in_flight;
+static pthread_cond_t no_writes = PTHREAD_COND_INITIALIZER;
 
 #define REAL(ret, name, args)                                                 \
     static ret(*real_##name) args;                                            \
@@ -388,6 +396,7 @@ int creat64(const char *path, mode_t mode) {
 static uint64_t write_begin(int fd) {
     pthread_mutex_lock(&mu);
     uint64_t id = next_id++;
+    writes_in_flight++;
     emit_simple(OP_WRITE_BEGIN, fd, 0, id, 0, 0, NULL, NULL);
     pthread_mutex_unlock(&mu);
     return id;
@@ -405,6 +414,7 @@ static void write_end(int fd, uint64_t id, ssize_t ret, int64_t off, const struc
     }
     emit(OP_WRITE_END, fd, ret < 0 ? -1 : 0, id, ret > 0 ? (uint64_t)off : 0,
          ret > 0 ? (uint64_t)ret : 0, NULL, NULL, iov, n);
+    if (--writes_in_flight == 0) pthread_cond_broadcast(&no_writes);
     pthread_mutex_unlock(&mu);
     errno = saved;
 }
@@ -491,6 +501,7 @@ ssize_t pwritev64v2(int fd, const struct iovec *iov, int n, off64_t off, int fla
 #define LOCKED_FD_OP(call, op, arg, off, len)                         \
     if (!(kind_of(fd) & K_TRACKED)) return call;                      \
     pthread_mutex_lock(&mu);                                          \
+    while (writes_in_flight > 0) pthread_cond_wait(&no_writes, &mu);  \
     emit_simple(OP_INTENT, -1, 0, 0, 0, 0, NULL, NULL);               \
     int r = call;                                                     \
     int saved = errno;                                                \
