@@ -6,8 +6,12 @@
 //! Run it with:
 //!
 //! ```text
-//! cargo run --example crash_and_resume
+//! cargo run --example crash_and_resume [-- --db PATH]
 //! ```
+//!
+//! It records into `--db PATH`, else `./agent-journal.db` (the CLI's
+//! default), and prints at the end the `agent-journal log` command that
+//! shows what it recorded (the crash point and the resumed run after it).
 //!
 //! The crash is simulated with `JournalConfig::after_append`, a hook called
 //! after each event is durable: it panics right after event `CRASH_AFTER`,
@@ -119,9 +123,35 @@ impl Tool for Counted {
     }
 }
 
+/// This example's name, for its usage line.
+const NAME: &str = "crash_and_resume";
+
+/// The database to record into: `--db PATH`, else `agent-journal.db` in
+/// the current directory (the CLI's default), so that `agent-journal`
+/// opens what this example recorded. Runs add sessions to it.
+fn db_path() -> Result<std::path::PathBuf, String> {
+    let mut args = std::env::args_os().skip(1);
+    match (args.next(), args.next(), args.next()) {
+        (None, _, _) => Ok("agent-journal.db".into()),
+        (Some(flag), Some(path), None) if flag == "--db" => Ok(path.into()),
+        _ => Err(format!("usage: cargo run --example {NAME} [-- --db PATH]")),
+    }
+}
+
+/// Prints the command line that shows `session` with the CLI.
+fn print_cli_hint(db: &std::path::Path, session: agent_journal::SessionId) {
+    println!(
+        "look at it: agent-journal --db {} log {session}",
+        db.display()
+    );
+    println!(
+        "  (before `cargo install`: cargo run --release -- --db {} log {session})",
+        db.display()
+    );
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("journal.db");
+    let path = db_path()?;
     let model = CheckoutModel {
         calls: AtomicUsize::new(0),
     };
@@ -218,5 +248,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let model_calls = model.calls.load(Ordering::SeqCst);
     assert_eq!(model_calls, 2, "turn 1 before the crash, turn 2 after");
     println!("charge_card ran once: the card was not charged twice ({model_calls} model calls)");
+    drop((crashed, result));
+    drop(journal); // closed, so that the CLI can open it
+    print_cli_hint(&path, session_id);
     Ok(())
 }

@@ -5,8 +5,13 @@
 //! Run it with:
 //!
 //! ```text
-//! cargo run --example custom_slice
+//! cargo run --example custom_slice [-- --db PATH]
 //! ```
+//!
+//! It records into `--db PATH`, else `./agent-journal.db` (the CLI's
+//! default), and prints at the end the `agent-journal log` command that
+//! shows what it recorded (the CLI does not know the slices; it shows the
+//! `Custom` events as they are).
 //!
 //! Two slices are registered through `JournalConfig::slices`:
 //! - `ToolUsage` folds built-in events (assistant messages and tool statuses)
@@ -140,9 +145,35 @@ fn slices(state: &SessionState) -> Result<(&ToolUsage, &FeedbackLog), &'static s
     }
 }
 
+/// This example's name, for its usage line.
+const NAME: &str = "custom_slice";
+
+/// The database to record into: `--db PATH`, else `agent-journal.db` in
+/// the current directory (the CLI's default), so that `agent-journal`
+/// opens what this example recorded. Runs add sessions to it.
+fn db_path() -> Result<std::path::PathBuf, String> {
+    let mut args = std::env::args_os().skip(1);
+    match (args.next(), args.next(), args.next()) {
+        (None, _, _) => Ok("agent-journal.db".into()),
+        (Some(flag), Some(path), None) if flag == "--db" => Ok(path.into()),
+        _ => Err(format!("usage: cargo run --example {NAME} [-- --db PATH]")),
+    }
+}
+
+/// Prints the command line that shows `session` with the CLI.
+fn print_cli_hint(db: &std::path::Path, session: agent_journal::SessionId) {
+    println!(
+        "look at it: agent-journal --db {} log {session}",
+        db.display()
+    );
+    println!(
+        "  (before `cargo install`: cargo run --release -- --db {} log {session})",
+        db.display()
+    );
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("journal.db");
+    let path = db_path()?;
 
     let (session_id, before, snapshot_seq) = {
         let journal = Journal::open_with(&path, config())?;
@@ -207,5 +238,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (_, earlier) = slices(&earlier)?;
     println!("at seq {snapshot_seq}: {} ratings", earlier.ratings.len());
     assert_eq!(earlier.ratings.len(), 2);
+    drop(session);
+    drop(journal); // closed, so that the CLI can open it
+    print_cli_hint(&path, session_id);
     Ok(())
 }

@@ -5,8 +5,12 @@
 //! Run it with:
 //!
 //! ```text
-//! cargo run --example record
+//! cargo run --example record [-- --db PATH]
 //! ```
+//!
+//! It records into `--db PATH`, else `./agent-journal.db` (the CLI's
+//! default), and prints at the end the `agent-journal log` command that
+//! shows what it recorded.
 //!
 //! Use the recorder when your own code talks to the model (an async client,
 //! a framework): call one method per step, as it happens. Each call appends
@@ -15,9 +19,35 @@
 
 use agent_journal::{Journal, Outcome, Role, SessionStatus, ToolCallRecord, ToolStatus};
 
+/// This example's name, for its usage line.
+const NAME: &str = "record";
+
+/// The database to record into: `--db PATH`, else `agent-journal.db` in
+/// the current directory (the CLI's default), so that `agent-journal`
+/// opens what this example recorded. Runs add sessions to it.
+fn db_path() -> Result<std::path::PathBuf, String> {
+    let mut args = std::env::args_os().skip(1);
+    match (args.next(), args.next(), args.next()) {
+        (None, _, _) => Ok("agent-journal.db".into()),
+        (Some(flag), Some(path), None) if flag == "--db" => Ok(path.into()),
+        _ => Err(format!("usage: cargo run --example {NAME} [-- --db PATH]")),
+    }
+}
+
+/// Prints the command line that shows `session` with the CLI.
+fn print_cli_hint(db: &std::path::Path, session: agent_journal::SessionId) {
+    println!(
+        "look at it: agent-journal --db {} log {session}",
+        db.display()
+    );
+    println!(
+        "  (before `cargo install`: cargo run --release -- --db {} log {session})",
+        db.display()
+    );
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("journal.db");
+    let path = db_path()?;
 
     // 1. Record a run: one evaluation, one tool call.
     let (session_id, eval_id) = {
@@ -139,5 +169,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         messages.len(),
         state.tool_calls().len()
     );
+    drop(state);
+    drop(session);
+    drop(journal); // closed, so that the CLI can open it
+    print_cli_hint(&path, session_id);
     Ok(())
 }

@@ -6,8 +6,12 @@
 //! Run it with:
 //!
 //! ```text
-//! cargo run --example time_travel
+//! cargo run --example time_travel [-- --db PATH]
 //! ```
+//!
+//! It records into `--db PATH`, else `./agent-journal.db` (the CLI's
+//! default), and prints at the end the `agent-journal log` command that
+//! shows what it recorded (the original and the fork).
 //!
 //! The state after event N is the fold of events `0..=N`, so any past state
 //! can be rebuilt; the journal starts from its latest snapshot at or before N
@@ -56,9 +60,36 @@ fn diff(session: &Session, a: u64, b: u64) -> agent_journal::Result<Vec<String>>
     Ok(lines)
 }
 
+/// This example's name, for its usage line.
+const NAME: &str = "time_travel";
+
+/// The database to record into: `--db PATH`, else `agent-journal.db` in
+/// the current directory (the CLI's default), so that `agent-journal`
+/// opens what this example recorded. Runs add sessions to it.
+fn db_path() -> Result<std::path::PathBuf, String> {
+    let mut args = std::env::args_os().skip(1);
+    match (args.next(), args.next(), args.next()) {
+        (None, _, _) => Ok("agent-journal.db".into()),
+        (Some(flag), Some(path), None) if flag == "--db" => Ok(path.into()),
+        _ => Err(format!("usage: cargo run --example {NAME} [-- --db PATH]")),
+    }
+}
+
+/// Prints the command line that shows `session` with the CLI.
+fn print_cli_hint(db: &std::path::Path, session: agent_journal::SessionId) {
+    println!(
+        "look at it: agent-journal --db {} log {session}",
+        db.display()
+    );
+    println!(
+        "  (before `cargo install`: cargo run --release -- --db {} log {session})",
+        db.display()
+    );
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = tempfile::tempdir()?;
-    let journal = Journal::open(dir.path().join("journal.db"))?;
+    let path = db_path()?;
+    let journal = Journal::open(&path)?;
 
     // A run of two turns: search flights, then book one.
     let session = journal.create_session()?;
@@ -151,9 +182,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         end + 1,
         "forking leaves the original untouched"
     );
-    println!(
-        "both branches are in the journal: {} sessions",
-        journal.sessions()?.len()
-    );
+    let sessions = journal.sessions()?;
+    assert!(sessions.contains(&session.id()) && sessions.contains(&fork.id()));
+    println!("both branches are in the journal");
+    let (original, branch) = (session.id(), fork.id());
+    drop((session, fork));
+    drop(journal); // closed, so that the CLI can open it
+    print_cli_hint(&path, original);
+    print_cli_hint(&path, branch);
     Ok(())
 }

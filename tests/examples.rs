@@ -3,10 +3,16 @@
 //! status and a key line of its output; the examples assert their own claims,
 //! so a broken one exits with a failure here.
 //!
+//! Each example records into a database the CLI can open: the test passes
+//! it a temporary `--db` (so the examples run in parallel and leave nothing
+//! in the checkout) and runs the `agent-journal ... log SESSION` command the
+//! example prints at its end.
+//!
 //! A plain `cargo test` builds the examples before it runs the tests;
 //! `cargo test --test integration` does not, so a binary older than a source
 //! file it was built from fails its test, asking for `cargo build --examples`.
 
+use std::ffi::OsStr;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -15,9 +21,10 @@ use std::time::{Duration, Instant};
 /// Longer than any example needs, even on a loaded 2-core machine.
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Runs `target/<profile>/examples/NAME` and returns its stdout; panics
-/// with the output if it fails or runs past [`TIMEOUT`] (then it is killed).
-fn run_example(name: &str) -> String {
+/// Runs `target/<profile>/examples/NAME ARGS...` in `cwd` and returns its
+/// stdout; panics with the output if it fails or runs past [`TIMEOUT`]
+/// (then it is killed).
+fn run_example_in(cwd: &Path, name: &str, args: &[&OsStr]) -> String {
     // The test binary is target/<profile>/deps/integration-<hash>.
     let exe = std::env::current_exe().expect("current_exe");
     let profile_dir = exe
@@ -34,6 +41,8 @@ fn run_example(name: &str) -> String {
     );
     assert_fresh(&path, name);
     let mut child = Command::new(&path)
+        .args(args)
+        .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -102,6 +111,38 @@ fn assert_fresh(binary: &Path, name: &str) {
     }
 }
 
+/// Runs example NAME with a temporary `--db`, then each
+/// `look at it: agent-journal --db DB log SESSION` line it printed with the
+/// CLI binary: the database opens and the session has events. Returns the
+/// example's stdout.
+fn run_example(name: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("recorded.db");
+    let out = run_example_in(dir.path(), name, &[OsStr::new("--db"), db.as_os_str()]);
+    let prefix = format!("look at it: agent-journal --db {} log ", db.display());
+    let sessions: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .collect();
+    assert!(!sessions.is_empty(), "no `{prefix}SESSION` line in:\n{out}");
+    for session in sessions {
+        let log = Command::new(env!("CARGO_BIN_EXE_agent-journal"))
+            .arg("--db")
+            .arg(&db)
+            .args(["--no-pager", "log", session])
+            .env_remove("AGENT_JOURNAL_DB")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run agent-journal");
+        let stdout = String::from_utf8_lossy(&log.stdout);
+        assert!(
+            log.status.success() && stdout.lines().count() >= 3,
+            "agent-journal log {session} on what {name} recorded: {log:?}"
+        );
+    }
+    out
+}
+
 fn assert_line(stdout: &str, needle: &str) {
     assert!(
         stdout.lines().any(|l| l.contains(needle)),
@@ -137,4 +178,18 @@ fn custom_slice_survives_reopen() {
     let out = run_example("custom_slice");
     assert_line(&out, "replaying 1 event(s)");
     assert_line(&out, "after reopen: 3 ratings, average 4.0");
+}
+
+#[test]
+fn an_example_records_into_agent_journal_db_by_default() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = run_example_in(dir.path(), "record", &[]);
+    assert_line(&out, "look at it: agent-journal --db agent-journal.db log ");
+    assert!(dir.path().join("agent-journal.db").is_dir(), "{out}");
+    // A second run adds its session to the same database.
+    let again = run_example_in(dir.path(), "record", &[]);
+    assert_line(
+        &again,
+        "summary: 10 events, 5 messages, 1 tool call(s), outcome Succeeded",
+    );
 }

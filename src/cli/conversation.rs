@@ -472,7 +472,8 @@ pub(crate) fn pending(cli: &Global, s: &Session) -> Result<ExitCode, Error> {
     match &elsewhere {
         Some(e) => outln!("{}: `resume {}` has nothing to do", e.sentence(), s.id()),
         None => outln!(
-            "resume with: agent-journal resume {}   (or --fork, to try it in a new branch)",
+            "resume with: {} resume {}   (or --fork, to try it in a new branch)",
+            crate::cli::hint::command(&cli.db),
             s.id()
         ),
     }

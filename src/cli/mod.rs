@@ -9,13 +9,14 @@
 //! (conversations, turns, and the conversation views of show and pending;
 //! `conversation_demo` is `demo --conversation`), `transfer` (export, with
 //! `redact`), `import`, `copy`, `lease`, and `admin` (verify, salvage,
-//! compact, fork, sessions --delete). `open` finds databases and sessions
+//! compact, fork, sessions --delete), `man` the man pages. `open` finds databases and sessions
 //! (attaching to a writer's read service, and warning on stderr of what
 //! reading cut off), `filter` the filters of log and show, `event_json` the
 //! JSON of an event, `output` writes stdout's lines (`outln!`), JSON,
 //! errors and warnings and progress, `style` colour, times and the pager,
 //! `render` formats for people, `demo` is the scripted agent and `sandbox`
-//! the folder its tools cannot leave.
+//! the folder its tools cannot leave; `hint` names the command in the
+//! next-step hints.
 
 /// `println!` that ends the process quietly when stdout is a closed pipe
 /// (`agent-journal log X | head`) instead of panicking.
@@ -40,9 +41,11 @@ mod diff;
 mod event_json;
 mod filter;
 mod global;
+mod hint;
 mod import;
 mod import_seen;
 mod lease;
+mod man;
 mod open;
 mod output;
 mod read;
@@ -133,8 +136,10 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff), generated from these definitions.
-    Man,
+    /// Print the man page (roff) of agent-journal or of one subcommand
+    /// (`man log`), or write them all (`man --all DIR`); generated from
+    /// these definitions.
+    Man(man::ManArgs),
 }
 
 /// Runs the command line and maps errors to exit codes.
@@ -228,22 +233,9 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
             clap_complete::generate(*shell, &mut cmd, "agent-journal", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Man => {
+        Command::Man(args) => {
             use clap::CommandFactory;
-            let mut out = Vec::new();
-            clap_mangen::Man::new(Cli::command())
-                .render(&mut out)
-                .map_err(|source| Error::Io {
-                    context: "rendering the man page".into(),
-                    source,
-                })?;
-            std::io::Write::write_all(&mut std::io::stdout(), &out).map_err(|source| {
-                Error::Io {
-                    context: "writing the man page".into(),
-                    source,
-                }
-            })?;
-            Ok(ExitCode::SUCCESS)
+            man::man(g, args, Cli::command())
         }
     }
 }

@@ -136,15 +136,12 @@ pub(crate) fn demo(cli: &Global, args: &DemoArgs) -> Result<ExitCode, Error> {
         outln!();
         render::print_log(session, 0, session.head())?;
         outln!();
-        outln!(
-            "next: agent-journal show {}            (the state at the end)",
-            session.id()
-        );
-        outln!(
-            "      agent-journal show {} --at 6     (time travel)",
-            session.id()
-        );
-        outln!("      agent-journal demo --crash-after 9    (crash mid-run, then `resume`)");
+        // Commands that work as printed, before `cargo install` too.
+        let aj = crate::cli::hint::command(&cli.db);
+        let id = session.id();
+        outln!("next: {aj} show {id}            (the state at the end)");
+        outln!("      {aj} show {id} --at 6     (time travel)");
+        outln!("      {aj} demo --crash-after 9    (crash mid-run, then `resume`)");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -175,16 +172,15 @@ fn demo_conversation(cli: &Global, journal: &Journal, sandbox: &Path) -> Result<
     outln!();
     conversation::print_turns(&state, None);
     outln!();
-    outln!("next: agent-journal show {id}                  (messages and turns)");
+    // Commands that work as printed, before `cargo install` too.
+    let aj = crate::cli::hint::command(&cli.db);
+    outln!("next: {aj} show {id}                  (messages and turns)");
     if let Some(t) = log.turns().get(2) {
-        outln!(
-            "      agent-journal show {id} --turn {}   (the failed turn)",
-            t.id
-        );
+        outln!("      {aj} show {id} --turn {}   (the failed turn)", t.id);
     }
-    outln!("      agent-journal log {id}                   (every event)");
+    outln!("      {aj} log {id}                   (every event)");
     outln!(
-        "      agent-journal demo --conversation --crash-after 12   (crash mid-turn, then `pending` and `resume`)"
+        "      {aj} demo --conversation --crash-after 12   (crash mid-turn, then `pending` and `resume`)"
     );
     Ok(ExitCode::SUCCESS)
 }
