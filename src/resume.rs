@@ -54,13 +54,14 @@ pub enum ResumeState {
 }
 
 impl ResumeState {
-    /// A short name (`"in-doubt"`).
+    /// A short name in snake_case, as the CLI's text and JSON print it
+    /// (`"in_doubt"`).
     pub fn name(&self) -> &'static str {
         match self {
-            ResumeState::NotStarted => "not-started",
-            ResumeState::AwaitingProvider => "awaiting-provider",
-            ResumeState::PendingTools(_) => "pending-tools",
-            ResumeState::InDoubt(_) => "in-doubt",
+            ResumeState::NotStarted => "not_started",
+            ResumeState::AwaitingProvider => "awaiting_provider",
+            ResumeState::PendingTools(_) => "pending_tools",
+            ResumeState::InDoubt(_) => "in_doubt",
             ResumeState::Answered => "answered",
             ResumeState::Finished(_) => "finished",
         }
