@@ -39,6 +39,7 @@ mod demo;
 mod diff;
 mod event_json;
 mod filter;
+mod find;
 mod global;
 mod import;
 mod import_seen;
@@ -208,7 +209,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Diff(args) => diff::diff(g, args),
         Command::Sessions(args) => match &args.delete {
             Some(session) => admin::delete_session(g, session, args.force),
-            None => read::sessions(g),
+            None => read::sessions(g, &args.list),
         },
         Command::Compact(args) => admin::compact(g, args),
         Command::Salvage(args) => admin::salvage(g, &args.to),
