@@ -8,6 +8,7 @@
 mod copies;
 mod damage;
 mod errors;
+mod finding;
 mod inspect;
 mod reading;
 mod resuming;
