@@ -196,6 +196,40 @@ pub(crate) struct ListArgs {
     sort: Option<SortKey>,
 }
 
+impl ListArgs {
+    /// The filters of a query string's pairs (`serve`'s index:
+    /// `status`, `label` and `since`, `until`, `limit`, `sort`, each as the
+    /// option of the same name takes it; `status` and `label` repeatable).
+    /// An empty value is no filter (what an HTML form sends for an empty
+    /// field); `q` is left to the caller.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] naming the first key or value refused.
+    pub(crate) fn from_pairs(pairs: &[(String, String)]) -> Result<ListArgs, Error> {
+        let mut list = ListArgs::default();
+        for (k, v) in pairs.iter().filter(|(_, v)| !v.is_empty()) {
+            let bad =
+                |why: String| Error::InvalidInput(format!("bad {k}={v:?} in the query: {why}"));
+            match k.as_str() {
+                "status" => list.status.push(StatusArg::from_str(v, true).map_err(bad)?),
+                "label" => list.label.push(label_arg(v).map_err(bad)?),
+                "since" => list.since = Some(when_arg(v).map_err(bad)?),
+                "until" => list.until = Some(when_arg(v).map_err(bad)?),
+                "limit" => list.limit = Some(v.parse().map_err(|_| bad("not a number".into()))?),
+                "sort" => list.sort = Some(SortKey::from_str(v, true).map_err(bad)?),
+                "q" => {}
+                _ => {
+                    return Err(Error::InvalidInput(format!(
+                        "unknown key {k:?} in the query"
+                    )));
+                }
+            }
+        }
+        Ok(list)
+    }
+}
+
 /// [`ListArgs`] with its times resolved: what selects a session.
 pub(crate) struct Selection<'a> {
     args: &'a ListArgs,

@@ -186,8 +186,12 @@ fn last_names_the_session_with_the_latest_activity_in_every_command() {
 #[test]
 fn an_ambiguous_prefix_lists_its_candidates() {
     let t = Three::new();
-    // UUIDv7 ids made in the same second share their first digits.
-    let prefix = &t.id(0)[..6];
+    // UUIDv7 ids begin with their time: ids made a second apart share
+    // their first digits (whatever the clock, all three share one "0").
+    let common = (0..36)
+        .take_while(|&n| (1..3).all(|i| t.id(i)[..=n] == t.id(0)[..=n]))
+        .count();
+    let prefix = &t.id(0)[..common.clamp(1, 8)];
     for (i, info) in t.infos.iter().enumerate() {
         assert!(t.id(i).starts_with(prefix), "{info}");
     }
@@ -212,4 +216,53 @@ fn an_ambiguous_prefix_lists_its_candidates() {
     // A unique suffix still finds its session.
     let out = aj(&t.db, &["--json", "pending", &t.id(1)[28..]]);
     assert_eq!(out.code, 0, "{out:?}");
+}
+
+#[test]
+fn serve_filters_and_searches_its_session_list() {
+    let t = Three::new();
+    let (a, b, c) = (t.id(0), t.id(1), t.id(2));
+    let (_server, port) = crate::view::start_serve(&t.db);
+    let host = format!("127.0.0.1:{port}");
+    let get = |target: &str| crate::view::http_get(port, &host, "GET", target);
+    let api = |query: &str| -> Vec<String> {
+        let (code, body) = get(&format!("/api/sessions?{query}"));
+        assert_eq!(code, 200, "{query}: {body}");
+        let v: Value = serde_json::from_str(&body).expect("JSON");
+        v.as_array()
+            .expect("an array")
+            .iter()
+            .map(|s| s["id"].as_str().expect("an id").to_owned())
+            .collect()
+    };
+    assert_eq!(api(""), [a, b, c]);
+    assert_eq!(api("status=unfinished"), [b]);
+    assert_eq!(api("status=finished&sort=activity&limit=1"), [c]);
+    // An empty field (an HTML form's) is no filter; labels are percent-encoded.
+    assert_eq!(api("status=&label=agent%3Ddemo&q="), [a, b, c]);
+    assert_eq!(api("label=agent%3Dother"), Vec::<String>::new());
+    // `q`: a text of the id or of a label, any case.
+    assert_eq!(api(&format!("q={}", &c[24..].to_uppercase())), [c]);
+    assert_eq!(api("q=%2Fsb%2F"), [b]);
+    assert_eq!(api("until=2000-01-01"), Vec::<String>::new());
+
+    // The page: the form keeps what was asked, the table only what matches.
+    let (code, page) = get("/?status=unfinished&q=sb");
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains(&format!("href=\"/s/{b}\"")), "{page}");
+    assert!(!page.contains(&format!("href=\"/s/{a}\"")), "{page}");
+    assert!(
+        page.contains("<option value=\"unfinished\" selected>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("name=\"q\" placeholder=\"id or label text\" value=\"sb\""),
+        "{page}"
+    );
+
+    // A bad filter is a 400 naming it.
+    for bad in ["status=crashed", "since=yesterday", "limit=x", "colour=red"] {
+        let (code, body) = get(&format!("/api/sessions?{bad}"));
+        assert_eq!(code, 400, "{bad}: {body}");
+    }
 }
