@@ -315,9 +315,9 @@ impl Selection<'_> {
     /// and cuts them to `--limit`.
     pub(crate) fn order(&self, infos: &mut Vec<SessionInfo>) {
         match self.args.sort {
-            Some(SortKey::Created) => infos.sort_by(|a, b| b.created.cmp(&a.created)),
-            Some(SortKey::Activity) => infos.sort_by(|a, b| b.last_activity.cmp(&a.last_activity)),
-            Some(SortKey::Events) => infos.sort_by(|a, b| b.events.cmp(&a.events)),
+            Some(SortKey::Created) => infos.sort_by_key(|i| std::cmp::Reverse(i.created)),
+            Some(SortKey::Activity) => infos.sort_by_key(|i| std::cmp::Reverse(i.last_activity)),
+            Some(SortKey::Events) => infos.sort_by_key(|i| std::cmp::Reverse(i.events)),
             None => {}
         }
         if let Some(n) = self.args.limit {
