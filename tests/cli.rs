@@ -10,6 +10,7 @@ mod copies;
 mod damage;
 mod docs;
 mod errors;
+mod finding;
 mod inspect;
 mod reading;
 mod resuming;

@@ -227,7 +227,7 @@ fn view_writes_the_whole_page_or_nothing_and_names_what_it_wrote() {
 }
 
 /// A GET with `host` as the Host header: (status code, body).
-fn http_get(port: u16, host: &str, method: &str, path: &str) -> (u16, String) {
+pub(crate) fn http_get(port: u16, host: &str, method: &str, path: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     write!(
@@ -243,7 +243,7 @@ fn http_get(port: u16, host: &str, method: &str, path: &str) -> (u16, String) {
 }
 
 /// A `serve` child, killed when dropped (also when a test fails).
-struct Server(std::process::Child);
+pub(crate) struct Server(std::process::Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -253,7 +253,7 @@ impl Drop for Server {
 }
 
 /// `serve --port 0` on `db`: the child and its port.
-fn start_serve(db: &Path) -> (Server, u16) {
+pub(crate) fn start_serve(db: &Path) -> (Server, u16) {
     use std::io::BufRead;
     let mut server = crate::common::cli_command(db)
         .args(["serve", "--port", "0"])

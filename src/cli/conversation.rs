@@ -15,7 +15,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use crate::cli::global::Global;
-use crate::cli::open::{open_for_reading, read_session, session_arg};
+use crate::cli::open::{open_for_reading, read_session};
 use crate::cli::output::{json_time, print_json};
 use crate::cli::render::{clip, short};
 use crate::cli::{resumed, style};
@@ -23,9 +23,8 @@ use crate::cli::{resumed, style};
 /// The arguments of `turns`.
 #[derive(Args, Debug)]
 pub(crate) struct TurnsArgs {
-    /// Conversation (session) id, or a unique prefix of it.
-    #[arg(value_parser = session_arg)]
-    conversation: String,
+    #[command(flatten)]
+    conversation: crate::cli::find::SessionRef,
 }
 
 /// The calls of `turn` in `log`, the last one's provider and model, and
@@ -483,9 +482,8 @@ pub(crate) fn pending(cli: &Global, s: &Session) -> Result<ExitCode, Error> {
 /// The arguments of `compact-history`.
 #[derive(Args, Debug)]
 pub(crate) struct CompactArgs {
-    /// Conversation (session) id, or a unique prefix of it.
-    #[arg(value_parser = session_arg)]
-    conversation: String,
+    #[command(flatten)]
+    conversation: crate::cli::find::SessionRef,
     /// Keep at most this many messages sent (besides the leading system ones).
     #[arg(
         long,

@@ -40,6 +40,7 @@ mod demo;
 mod diff;
 mod event_json;
 mod filter;
+mod find;
 mod global;
 mod hint;
 mod import;
@@ -213,7 +214,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Diff(args) => diff::diff(g, args),
         Command::Sessions(args) => match &args.delete {
             Some(session) => admin::delete_session(g, session, args.force),
-            None => read::sessions(g),
+            None => read::sessions(g, &args.list),
         },
         Command::Compact(args) => admin::compact(g, args),
         Command::Salvage(args) => admin::salvage(g, &args.to),

@@ -6,6 +6,8 @@ use std::path::Path;
 
 use agent_journal::{Error, Journal, JournalConfig, Session, SessionId};
 
+use crate::cli::find::{Pick, ambiguous, last_session};
+
 /// Why an empty or blank session argument is refused.
 const BLANK_SESSION: &str =
     "a session id or prefix cannot be empty or blank (it would match every session)";
@@ -205,8 +207,20 @@ pub(crate) fn warn_torn_tail(s: &Session) {
 
 /// Finds a session by full id, or a unique prefix or suffix of one (the
 /// text mode prints the last 8 digits, which UUIDv7 ids made in the same
-/// minute never share).
-pub(crate) fn find_session(journal: &Journal, text: &str) -> Result<Session, Error> {
+/// minute never share), or the latest active one ([`Pick::Last`]).
+///
+/// # Errors
+///
+/// [`Error::InvalidInput`] when no session matches, or when several do
+/// (naming each candidate: id, created, status); the errors of opening it.
+pub(crate) fn find_session<'a>(
+    journal: &Journal,
+    which: impl Into<Pick<'a>>,
+) -> Result<Session, Error> {
+    let text = match which.into() {
+        Pick::Last => return journal.session(last_session(journal)?),
+        Pick::Id(text) => text,
+    };
     if let Ok(id) = text.parse::<SessionId>() {
         return journal.session(id);
     }
@@ -224,28 +238,34 @@ pub(crate) fn find_session(journal: &Journal, text: &str) -> Result<Session, Err
     match matches.as_slice() {
         [one] => journal.session(*one),
         [] => Err(Error::InvalidInput(format!("no session matches {text:?}"))),
-        many => Err(Error::InvalidInput(format!(
-            "{text:?} matches {} sessions; give more of the id",
-            many.len()
-        ))),
+        many => Err(ambiguous(journal, text, many)),
     }
 }
 
 /// [`find_session`] for a command that reads the session: warns of its
 /// torn tail.
-pub(crate) fn read_session(journal: &Journal, text: &str) -> Result<Session, Error> {
-    let s = find_session(journal, text)?;
+pub(crate) fn read_session<'a>(
+    journal: &Journal,
+    which: impl Into<Pick<'a>>,
+) -> Result<Session, Error> {
+    let s = find_session(journal, which)?;
     warn_torn_tail(&s);
     Ok(s)
 }
 
-/// The id of a session given by full id or unique prefix; a full id is
-/// returned as is, without looking the session up.
-pub(crate) fn find_session_id(journal: &Journal, text: &str) -> Result<SessionId, Error> {
-    if let Ok(id) = text.parse::<SessionId>() {
-        return Ok(id);
+/// The id of a session given by full id or unique prefix (or `--last`); a
+/// full id is returned as is, without looking the session up.
+pub(crate) fn find_session_id<'a>(
+    journal: &Journal,
+    which: impl Into<Pick<'a>>,
+) -> Result<SessionId, Error> {
+    let which = which.into();
+    if let Pick::Id(text) = which {
+        if let Ok(id) = text.parse::<SessionId>() {
+            return Ok(id);
+        }
     }
-    find_session(journal, text).map(|s| s.id())
+    find_session(journal, which).map(|s| s.id())
 }
 
 /// `at`, or the session's last seq when it is not given.

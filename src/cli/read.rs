@@ -8,6 +8,7 @@ use agent_journal::{Error, Journal, Session, SessionId};
 use clap::Args;
 
 use crate::cli::filter::{Filter, FilterArgs};
+use crate::cli::find::ListArgs;
 use crate::cli::global::Global;
 use crate::cli::open::{
     at_or_last, open_for_reading, open_quietly, read_session, session_arg, warn_torn_tail,
@@ -19,19 +20,20 @@ use crate::cli::{conversation, event_json, render, resumed, style};
 #[derive(Args, Debug)]
 pub(crate) struct SessionsArgs {
     /// Delete this session instead of listing (refused if a tool call is in doubt).
-    #[arg(long, value_name = "SESSION", value_parser = session_arg)]
+    #[arg(long, value_name = "SESSION", value_parser = session_arg, conflicts_with = "ListArgs")]
     pub(crate) delete: Option<String>,
     /// With --delete: delete even with tool calls in doubt.
     #[arg(long, requires = "delete")]
     pub(crate) force: bool,
+    #[command(flatten)]
+    pub(crate) list: ListArgs,
 }
 
 /// The arguments of `log`.
 #[derive(Args, Debug)]
 pub(crate) struct LogArgs {
-    /// Session id (or a unique prefix of it).
-    #[arg(value_parser = session_arg)]
-    session: String,
+    #[command(flatten)]
+    session: crate::cli::find::SessionRef,
     /// First seq to show.
     #[arg(long)]
     from: Option<u64>,
@@ -50,9 +52,8 @@ pub(crate) struct LogArgs {
 /// The arguments of `show`.
 #[derive(Args, Debug)]
 pub(crate) struct ShowArgs {
-    /// Session id (or a unique prefix of it).
-    #[arg(value_parser = session_arg)]
-    session: String,
+    #[command(flatten)]
+    session: crate::cli::find::SessionRef,
     /// Show the state right after this event (default: the last).
     #[arg(long)]
     at: Option<u64>,
@@ -70,33 +71,49 @@ pub(crate) struct ShowArgs {
 /// The arguments of `pending`.
 #[derive(Args, Debug)]
 pub(crate) struct PendingArgs {
-    /// Session id (or a unique prefix of it).
-    #[arg(value_parser = session_arg)]
-    session: String,
+    #[command(flatten)]
+    session: crate::cli::find::SessionRef,
 }
 
-/// `sessions` (without `--delete`, which `admin::delete_session` handles);
-/// under `--json` one object a line, each written as its session is read.
-pub(crate) fn sessions(cli: &Global) -> Result<ExitCode, Error> {
+/// `sessions` (without `--delete`, which `admin::delete_session` handles):
+/// the sessions `list` selects, in its order; under `--json` one object a
+/// line. Without `--sort` each is written as it is read (and the reading
+/// stops at `--limit`); with it, after all are read.
+pub(crate) fn sessions(cli: &Global, list: &ListArgs) -> Result<ExitCode, Error> {
+    let select = list.select(cli.utc)?;
     let journal = open_for_reading(&cli.db)?;
-    let ids = journal.sessions()?;
-    if cli.json {
-        for id in ids {
-            let s = journal.session(id)?;
-            warn_torn_tail(&s);
-            outln!("{}", render::info_json(&s.info()?));
+    // Streamed: JSON Lines in the database's order, in constant memory.
+    let stream = cli.json && !list.sorted();
+    let mut infos = Vec::new();
+    let mut kept = 0;
+    for id in journal.sessions()? {
+        if !list.sorted() && select.full(kept) {
+            break;
         }
+        let s = journal.session(id)?;
+        warn_torn_tail(&s);
+        let info = s.info()?;
+        if !select.keeps(&info) {
+            continue;
+        }
+        kept += 1;
+        if stream {
+            outln!("{}", render::info_json(&info));
+        } else {
+            infos.push(info);
+        }
+    }
+    if stream {
         return Ok(ExitCode::SUCCESS);
     }
-    let infos = ids
-        .into_iter()
-        .map(|id| {
-            let s = journal.session(id)?;
-            warn_torn_tail(&s);
-            s.info()
-        })
-        .collect::<Result<Vec<_>, Error>>()?;
-    render::print_sessions(&infos);
+    select.order(&mut infos);
+    if cli.json {
+        for info in &infos {
+            outln!("{}", render::info_json(info));
+        }
+    } else {
+        render::print_sessions(&infos);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

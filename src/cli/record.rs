@@ -39,9 +39,8 @@ pub(crate) struct DemoArgs {
 /// The arguments of `resume`.
 #[derive(Args, Debug)]
 pub(crate) struct ResumeArgs {
-    /// Session id (or a unique prefix of it).
-    #[arg(value_parser = crate::cli::open::session_arg)]
-    session: String,
+    #[command(flatten)]
+    session: crate::cli::find::SessionRef,
     /// Continue in a new fork made at the crash point (a what-if branch)
     /// instead of in the session itself (the default). The session and its
     /// forks made there share the tool calls left open: once one of them

@@ -263,7 +263,7 @@ pub(crate) fn print_log(s: &Session, from: u64, to: u64) -> Result<(), Error> {
     })
 }
 
-fn status(s: SessionStatus) -> &'static str {
+pub(crate) fn status(s: SessionStatus) -> &'static str {
     match s {
         SessionStatus::Idle => "idle",
         SessionStatus::Unfinished => "unfinished",

@@ -13,10 +13,14 @@
 //! it, no request body).
 //!
 //! Routes: `/` (the sessions), `/s/ID` (a session's page), `/api/sessions`
-//! (JSON), `/api/s/ID/events?from=SEQ` (JSON: `status` and the `events`
+//! (JSON); both lists take the filters of `sessions` as a query string
+//! (`?status=unfinished&label=agent%3Ddemo&since=2026-01-02&sort=activity&limit=20`,
+//! dates in UTC) and `q`, a text the id or a label must contain (a bad one
+//! is a `400`); `/api/s/ID/events?from=SEQ` (JSON: `status` and the `events`
 //! from SEQ on, as `log --json` prints them).
 
 mod http;
+mod query;
 
 use std::net::TcpListener;
 use std::process::ExitCode;
@@ -79,15 +83,19 @@ fn route(db: &std::path::Path, target: &str) -> Result<Reply, Error> {
     let html = |s: String| Reply("200 OK", "text/html; charset=utf-8", s.into_bytes());
     let json = |v: String| Reply("200 OK", "application/json", v.into_bytes());
     let journal = open_quietly(db)?;
-    if path == "/" {
-        return Ok(html(index(&journal.sessions_info()?)));
-    }
-    if path == "/api/sessions" {
-        let list: Vec<_> = journal
-            .sessions_info()?
-            .iter()
-            .map(render::info_json)
-            .collect();
+    if path == "/" || path == "/api/sessions" {
+        let pairs = query::pairs(query);
+        let infos = match query::select(&journal, &pairs) {
+            Ok(infos) => infos,
+            Err(Error::InvalidInput(why)) => {
+                return Ok(text("400 Bad Request", format!("{why}\n")));
+            }
+            Err(e) => return Err(e),
+        };
+        if path == "/" {
+            return Ok(html(index(&infos, &pairs)));
+        }
+        let list: Vec<_> = infos.iter().map(render::info_json).collect();
         return Ok(json(serde_json::Value::Array(list).to_string()));
     }
     if let Some(id) = path.strip_prefix("/s/") {
@@ -129,8 +137,50 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// The page listing the sessions.
-fn index(infos: &[SessionInfo]) -> String {
+/// The filter form of the index, filled in with the query's values.
+fn form(pairs: &[(String, String)]) -> String {
+    let v = |k: &str| esc(query::value(pairs, k));
+    let status = query::value(pairs, "status");
+    let options: String = ["", "idle", "unfinished", "finished"]
+        .iter()
+        .map(|s| {
+            let on = if *s == status { " selected" } else { "" };
+            format!(
+                "<option value=\"{s}\"{on}>{}</option>",
+                if s.is_empty() { "any status" } else { s }
+            )
+        })
+        .collect();
+    let sort = query::value(pairs, "sort");
+    let sorts: String = [
+        ("", "oldest first"),
+        ("created", "newest first"),
+        ("activity", "latest activity first"),
+        ("events", "most events first"),
+    ]
+    .iter()
+    .map(|(s, name)| {
+        let on = if *s == sort { " selected" } else { "" };
+        format!("<option value=\"{s}\"{on}>{name}</option>")
+    })
+    .collect();
+    format!(
+        "<form method=\"get\" action=\"/\"><input name=\"q\" placeholder=\"id or label text\" value=\"{}\"> \
+<select name=\"status\">{options}</select> <input name=\"label\" placeholder=\"KEY=VALUE\" value=\"{}\"> \
+active since <input name=\"since\" placeholder=\"YYYY-MM-DD\" size=\"10\" value=\"{}\"> \
+until <input name=\"until\" placeholder=\"YYYY-MM-DD\" size=\"10\" value=\"{}\"> \
+<select name=\"sort\">{sorts}</select> <input name=\"limit\" placeholder=\"limit\" size=\"5\" value=\"{}\"> \
+<button>Filter</button> <a href=\"/\">all</a></form>",
+        v("q"),
+        v("label"),
+        v("since"),
+        v("until"),
+        v("limit")
+    )
+}
+
+/// The page listing the sessions `infos` (those the query `pairs` selects).
+fn index(infos: &[SessionInfo], pairs: &[(String, String)]) -> String {
     let mut rows = String::new();
     for i in infos {
         let labels: Vec<String> = i.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -157,8 +207,9 @@ fn index(infos: &[SessionInfo]) -> String {
 <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\
 <style>body{{font:14px system-ui,sans-serif;margin:20px;color:#1d2330}}td,th{{padding:3px 10px;text-align:left;border-bottom:1px solid #e3e6ea}}\
 .unfinished{{color:#c77c00;font-weight:600}}.finished{{color:#2e8b57}}</style></head><body>\
-<h1>Sessions</h1><p>{} sessions. Reload for new ones; a session's page follows its new events.</p>\
+<h1>Sessions</h1>{}<p>{} sessions. Reload for new ones; a session's page follows its new events.</p>\
 <table><tr><th>session</th><th>created</th><th>events</th><th>status</th><th>labels</th><th></th></tr>\n{rows}</table></body></html>",
+        form(pairs),
         infos.len()
     )
 }

@@ -13,16 +13,15 @@ use clap::Args;
 use serde_json::json;
 
 use crate::cli::global::Global;
-use crate::cli::open::{open_for_reading, read_session, session_arg};
+use crate::cli::open::{open_for_reading, read_session};
 use crate::cli::output::print_json;
 use crate::cli::render;
 
 /// The arguments of `stats`.
 #[derive(Args, Debug)]
 pub(crate) struct StatsArgs {
-    /// Session id (or a unique prefix or suffix of it).
-    #[arg(value_parser = session_arg)]
-    session: String,
+    #[command(flatten)]
+    session: crate::cli::find::SessionRef,
 }
 
 /// One provider call.

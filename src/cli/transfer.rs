@@ -18,9 +18,8 @@ use agent_journal::provider::translate::{TranslationNote, translation_notes};
 /// The arguments of `export`.
 #[derive(Args, Debug)]
 pub(crate) struct ExportArgs {
-    /// Session id (or a unique prefix of it).
-    #[arg(value_parser = crate::cli::open::session_arg)]
-    session: String,
+    #[command(flatten)]
+    session: crate::cli::find::SessionRef,
     /// Output format.
     #[arg(long, value_enum)]
     format: ExportFormat,

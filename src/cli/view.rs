@@ -17,7 +17,7 @@ use clap::Args;
 
 use crate::cli::event_json;
 use crate::cli::global::Global;
-use crate::cli::open::{open_for_reading, read_session, session_arg};
+use crate::cli::open::{open_for_reading, read_session};
 use crate::cli::output::print_json;
 use crate::cli::render;
 use crate::cli::transfer::write_output;
@@ -29,9 +29,8 @@ const STYLE: &str = include_str!("view/timeline.css");
 /// The arguments of `view`.
 #[derive(Args, Debug)]
 pub(crate) struct ViewArgs {
-    /// Session id (or a unique prefix of it).
-    #[arg(value_parser = session_arg)]
-    session: String,
+    #[command(flatten)]
+    session: crate::cli::find::SessionRef,
     /// The HTML file to write (default: SESSION-ID.html in the current
     /// directory); written whole under a temporary name, then renamed.
     #[arg(short, long, value_name = "FILE.html")]
