@@ -37,6 +37,7 @@ mod conversation_demo;
 mod copy;
 mod demo;
 mod diff;
+mod edit;
 mod event_json;
 mod filter;
 mod global;
