@@ -1,12 +1,14 @@
 //! The `agent-journal` binary, run as a user runs it: exit codes, output,
 //! and what it leaves on disk. The tests are grouped by what they run:
 //! `inspect` (reading commands), `damage` (`verify` and cut exports),
-//! `copies` (export, import, fork) and `errors` (misuse). This file holds
+//! `copies` (export, import, fork), `editing` (fork --replace-result)
+//! and `errors` (misuse). This file holds
 //! what they share: a run's output ([`Out`]) and a database with one demo
 //! session ([`Demo`]).
 
 mod copies;
 mod damage;
+mod editing;
 mod errors;
 mod inspect;
 mod reading;

@@ -1,0 +1,149 @@
+//! Compare and edit (issue 35 item 4): `fork SESSION --at SEQ
+//! --replace-result CALL_ID=FILE` records the edited result in the fork
+//! (the parent untouched) and `resume FORK` runs on from it: the demo's
+//! scripted provider echoes the last turn's tool results in its final
+//! answer, so that answer shows what the next provider request carried.
+
+use serde_json::Value;
+
+use super::Demo;
+use crate::common::path_str;
+
+/// The seq of the assistant message making `call`, in `--json log ID`.
+fn seq_of_call(d: &Demo, id: &str, call: &str) -> u64 {
+    let out = d.run(&["--json", "log", id]);
+    assert_eq!(out.code, 0, "{out:?}");
+    out.json_lines()
+        .iter()
+        .find(|e| {
+            e["tool_calls"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["call_id"] == call))
+        })
+        .and_then(|e| e["seq"].as_u64())
+        .expect("the assistant message making the call")
+}
+
+/// Every event of `id` under `--json log`, times included.
+fn events(d: &Demo, id: &str) -> Vec<Value> {
+    let out = d.run(&["--json", "log", id]);
+    assert_eq!(out.code, 0, "{out:?}");
+    out.json_lines()
+}
+
+fn session_count(d: &Demo) -> usize {
+    d.run(&["--json", "sessions"]).json_lines().len()
+}
+
+#[test]
+fn an_edited_result_is_what_the_resumed_fork_sends_and_the_parent_is_untouched() {
+    let d = Demo::new();
+    let before = events(&d, &d.id);
+    let at = seq_of_call(&d, &d.id, "call_2_1");
+    let file = d.dir.path().join("edited.txt");
+    std::fs::write(&file, "42 words (edited)").expect("write the edit");
+    let edit = format!("call_2_1={}", path_str(&file));
+    let out = d.run(&[
+        "--json",
+        "fork",
+        &d.id,
+        "--at",
+        &at.to_string(),
+        "--replace-result",
+        &edit,
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let v = out.json();
+    let fork = v["session"].as_str().expect("the fork's id").to_owned();
+    assert_eq!(v["parent"], d.id.as_str(), "{v}");
+    assert_eq!(v["edits"][0]["replace_result"], "call_2_1", "{v}");
+    assert_eq!(v["edits"][0]["bytes"], 17, "{v}");
+    // Nothing rewritten: the parent's events are byte for byte as they were.
+    assert_eq!(events(&d, &d.id), before);
+    // The fork: its fork point, the edit's marker, then the result and the
+    // call's status as the recorder writes them.
+    let mine: Vec<Value> = events(&d, &fork)
+        .into_iter()
+        .filter(|e| e["seq"].as_u64() > Some(at))
+        .collect();
+    let kinds: Vec<&str> = mine.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["forked", "custom", "message", "tool_status"],
+        "{mine:?}"
+    );
+    assert_eq!(mine[2]["content"], "42 words (edited)", "{mine:?}");
+    assert_eq!(mine[2]["tool_call_id"], "call_2_1", "{mine:?}");
+    assert_eq!(mine[3]["status"], "completed", "{mine:?}");
+
+    // `resume FORK` goes on from the edited state: word_count does not run
+    // again, list_dir (still pending there) runs, and the final answer
+    // echoes the edited result.
+    let out = d.run(&["--json", "resume", &fork]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let r = out.json();
+    assert_eq!(
+        r["answer"], "Done. The tools said: 42 words (edited); README.txt, notes.txt",
+        "{r}"
+    );
+    let after: Vec<Value> = events(&d, &fork)
+        .into_iter()
+        .filter(|e| e["seq"].as_u64() > Some(at))
+        .collect();
+    let started: Vec<&Value> = after
+        .iter()
+        .filter(|e| e["type"] == "tool_status" && e["status"] == "started")
+        .map(|e| &e["call_id"])
+        .collect();
+    assert_eq!(started, ["call_2_2"], "{after:?}");
+    assert_eq!(events(&d, &d.id), before, "the parent, after the resume");
+}
+
+#[test]
+fn a_result_already_recorded_is_refused_naming_the_seq_to_fork_at_and_nothing_is_written() {
+    let d = Demo::new();
+    let at = seq_of_call(&d, &d.id, "call_2_1");
+    let file = d.dir.path().join("edited.txt");
+    std::fs::write(&file, "edited").expect("write the edit");
+    let edit = format!("call_2_1={}", path_str(&file));
+    let n = session_count(&d);
+    // At the end of the run call_2_1 has its result: refused, with the seq
+    // just before the result's (its `started`, right after the assistant
+    // message) to fork at instead.
+    let out = d.run(&["fork", &d.id, "--at", "22", "--replace-result", &edit]);
+    let line = out.assert_error(1);
+    assert!(line.contains("already has its result"), "{line}");
+    assert!(
+        line.contains(&format!("--at {}", at + 1)),
+        "names the seq to fork at: {line}"
+    );
+    assert_eq!(session_count(&d), n, "no fork made");
+    // An unknown call, a malformed argument, a missing file: refused too.
+    let unknown = format!("call_9_9={}", path_str(&file));
+    let missing = format!("call_2_1={}", path_str(&d.dir.path().join("absent")));
+    for bad in [unknown.as_str(), "call_2_1", "=x", missing.as_str()] {
+        let out = d.run(&[
+            "fork",
+            &d.id,
+            "--at",
+            &at.to_string(),
+            "--replace-result",
+            bad,
+        ]);
+        out.assert_error(1);
+        assert_eq!(session_count(&d), n, "{bad}: no fork made");
+    }
+    // The same call named twice.
+    let out = d.run(&[
+        "fork",
+        &d.id,
+        "--at",
+        &at.to_string(),
+        "--replace-result",
+        &edit,
+        "--replace-result",
+        &edit,
+    ]);
+    out.assert_error(1);
+    assert_eq!(session_count(&d), n);
+}
