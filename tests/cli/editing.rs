@@ -147,3 +147,80 @@ fn a_result_already_recorded_is_refused_naming_the_seq_to_fork_at_and_nothing_is
     out.assert_error(1);
     assert_eq!(session_count(&d), n);
 }
+
+#[test]
+fn diff_of_two_sessions_aligns_a_fork_by_seq_then_by_message_and_two_runs_by_message() {
+    let d = Demo::new();
+    let at = seq_of_call(&d, &d.id, "call_2_1");
+    let file = d.dir.path().join("edited.txt");
+    std::fs::write(&file, "42 words (edited)").expect("write the edit");
+    let edit = format!("call_2_1={}", path_str(&file));
+    let out = d.run(&[
+        "--json",
+        "fork",
+        &d.id,
+        "--at",
+        &at.to_string(),
+        "--replace-result",
+        &edit,
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let fork = out.json()["session"].as_str().expect("id").to_owned();
+    assert_eq!(d.run(&["resume", &fork]).code, 0);
+
+    // A run and its edited fork: they share the parent's events through
+    // the fork point; after it, the edited result and the answer echoing
+    // it differ, list_dir's result is alike.
+    let out = d.run(&["--json", "diff", &d.id, &fork]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let v = out.json();
+    assert_eq!(v["shared_events"], at + 1, "{v}");
+    let changes: Vec<(u64, &str)> = v["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| {
+            (
+                m["sequence"].as_u64().expect("seq"),
+                m["change"].as_str().expect("change"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        [(6, "changed"), (7, "same"), (8, "changed")],
+        "{v}"
+    );
+    assert_eq!(v["messages"][0]["a"]["content"], "9 words", "{v}");
+    assert_eq!(v["messages"][0]["b"]["content"], "42 words (edited)", "{v}");
+    let calls = v["tool_calls"].as_array().expect("tool calls");
+    assert_eq!(calls.len(), 1, "{v}");
+    assert_eq!(calls[0]["call_id"], "call_2_1", "{v}");
+    assert_eq!(calls[0]["b"]["result"], "42 words (edited)", "{v}");
+    assert_eq!(v["outcomes"]["b"][0], "succeeded", "{v}");
+    // For people: the shared seqs and the edited message.
+    let text = d.run(&["diff", &d.id, &fork]);
+    assert_eq!(text.code, 0, "{text:?}");
+    assert!(
+        text.stdout.contains(&format!("share seq 0..={at}")),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stdout.contains("42 words (edited)"), "{}", text.stdout);
+
+    // Two runs of one prompt share no event (each has its own sandbox
+    // label) and are paired by message: all alike.
+    let sb = d.dir.path().join("sb-again");
+    let again = d.run(&["--json", "demo", "--sandbox", path_str(&sb)]);
+    assert_eq!(again.code, 0, "{again:?}");
+    let other = again.json()["session"].as_str().expect("id").to_owned();
+    let v = d.run(&["--json", "diff", &d.id, &other]).json();
+    assert_eq!(v["shared_events"], 0, "{v}");
+    let messages = v["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 9, "{v}");
+    assert!(messages.iter().all(|m| m["change"] == "same"), "{v}");
+    assert_eq!(v["tool_calls"], serde_json::json!([]), "{v}");
+    // The seq form is unchanged; a seq that is not a number is refused.
+    assert_eq!(d.run(&["diff", &d.id, "3", "9"]).code, 0);
+    d.run(&["diff", &d.id, "x", "9"]).assert_error(1);
+}
