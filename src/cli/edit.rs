@@ -1,4 +1,5 @@
-//! `fork SESSION --at SEQ --replace-result CALL_ID=FILE`: a what-if branch
+//! `fork SESSION --at SEQ --replace-result CALL_ID=FILE` (or
+//! `--replace-message N=FILE`, see [`fork_with_message`]): a what-if branch
 //! with an edited tool result, as LangGraph Studio's state edit and
 //! Temporal's reset give one.
 //!
@@ -23,7 +24,8 @@ use serde_json::json;
 
 /// The kind of the `Custom` event that precedes an edit in a fork: its
 /// payload is the JSON `{"replace_result", "file", "bytes"}` (the call id,
-/// the file the new result was read from, its length).
+/// the file the new result was read from, its length), or
+/// `{"replace_message", "file", "bytes"}` (the message's sequence).
 pub(crate) const EDIT: &str = "agent_journal.edit";
 
 /// The largest replacement result read from a file (16 MiB): an edit is a
@@ -38,6 +40,29 @@ pub(crate) struct Replacement {
     content: String,
 }
 
+/// Splits `KEY=FILE` at the first `=` (neither side empty) and reads FILE
+/// as UTF-8 text: `(key, file, text)`.
+fn read_edit<'a>(flag: &str, what: &str, arg: &'a str) -> Result<(&'a str, String, String), Error> {
+    let (key, file) = arg
+        .split_once('=')
+        .filter(|(c, f)| !c.trim().is_empty() && !f.is_empty())
+        .ok_or_else(|| Error::InvalidInput(format!("{flag} wants {what}=FILE (got {arg:?})")))?;
+    let io = |source| Error::Io {
+        context: format!("reading the replacement {file}"),
+        source,
+    };
+    let len = std::fs::metadata(file).map_err(io)?.len();
+    if len > MAX_RESULT {
+        return Err(Error::InvalidInput(format!(
+            "replacement {file} is {len} bytes; at most {MAX_RESULT} are taken"
+        )));
+    }
+    let bytes = std::fs::read(file).map_err(io)?;
+    let content = String::from_utf8(bytes)
+        .map_err(|_| Error::InvalidInput(format!("replacement {file} is not UTF-8")))?;
+    Ok((key.trim(), file.to_owned(), content))
+}
+
 /// Parses `CALL_ID=FILE` (split at the first `=`; neither side empty) and
 /// reads FILE as UTF-8 text.
 ///
@@ -45,28 +70,10 @@ pub(crate) struct Replacement {
 /// [`Error::InvalidInput`] for a malformed argument, a file over 16 MiB or
 /// not UTF-8; [`Error::Io`] when the file cannot be read.
 pub(crate) fn read_replacement(arg: &str) -> Result<Replacement, Error> {
-    let (call, file) = arg
-        .split_once('=')
-        .filter(|(c, f)| !c.trim().is_empty() && !f.is_empty())
-        .ok_or_else(|| {
-            Error::InvalidInput(format!("--replace-result wants CALL_ID=FILE (got {arg:?})"))
-        })?;
-    let io = |source| Error::Io {
-        context: format!("reading the replacement result {file}"),
-        source,
-    };
-    let len = std::fs::metadata(file).map_err(io)?.len();
-    if len > MAX_RESULT {
-        return Err(Error::InvalidInput(format!(
-            "replacement result {file} is {len} bytes; at most {MAX_RESULT} are taken"
-        )));
-    }
-    let bytes = std::fs::read(file).map_err(io)?;
-    let content = String::from_utf8(bytes)
-        .map_err(|_| Error::InvalidInput(format!("replacement result {file} is not UTF-8")))?;
+    let (call, file, content) = read_edit("--replace-result", "CALL_ID", arg)?;
     Ok(Replacement {
-        call_id: CallId::from(call.trim()),
-        file: file.to_owned(),
+        call_id: CallId::from(call),
+        file,
         content,
     })
 }
@@ -211,10 +218,160 @@ pub(crate) fn fork_with_edits(
 /// The text of an edit marker's payload, as `log` prints it.
 pub(crate) fn describe(payload: &[u8]) -> Option<String> {
     let v: serde_json::Value = serde_json::from_slice(payload).ok()?;
+    let what = match (v["replace_result"].as_str(), v["replace_message"].as_u64()) {
+        (Some(call), _) => format!("result of {call}"),
+        (None, Some(n)) => format!("message {n}"),
+        _ => return None,
+    };
     Some(format!(
-        "result of {} replaced from {} ({} bytes)",
-        v["replace_result"].as_str()?,
+        "{what} replaced from {} ({} bytes)",
         v["file"].as_str().unwrap_or("-"),
         v["bytes"]
     ))
+}
+
+/// A `--replace-message N=FILE`, its file read.
+#[derive(Debug)]
+pub(crate) struct MessageEdit {
+    sequence: u64,
+    file: String,
+    content: String,
+}
+
+/// Parses `N=FILE` (N a message sequence, `msg=N` as the CLI prints it)
+/// and reads FILE as UTF-8 text.
+///
+/// # Errors
+/// As [`read_replacement`], and [`Error::InvalidInput`] when N is not a
+/// number.
+pub(crate) fn read_message_edit(arg: &str) -> Result<MessageEdit, Error> {
+    let (n, file, content) = read_edit("--replace-message", "N", arg)?;
+    let sequence = n.parse().map_err(|_| {
+        Error::InvalidInput(format!(
+            "--replace-message wants N=FILE with N a message number, msg=N as `log` prints it (got {n:?})"
+        ))
+    })?;
+    Ok(MessageEdit {
+        sequence,
+        file,
+        content,
+    })
+}
+
+/// The seq of the event that recorded message `id`, among `0..=last`.
+fn message_seq(s: &Session, last: u64, id: agent_journal::MessageId) -> Result<Option<u64>, Error> {
+    let mut found = None;
+    s.for_each_event(0..=last, |e| {
+        if found.is_none() && matches!(&e.event, Event::Message(m) if m.message_id == id) {
+            found = Some(e.seq);
+        }
+        Ok(())
+    })?;
+    Ok(found)
+}
+
+/// Forks `parent` after its event `at`, where message `N` of an evaluation
+/// is the next one, and records in the fork a message `N` of the parent's
+/// role with the text of the file, after an [`EDIT`] marker; returns the
+/// fork's id and the edit. An assistant message keeps the parent's tool
+/// calls (pending in the fork, so `resume` runs them); a tool result is
+/// `--replace-result`'s. The fork holds none of the parent's messages from
+/// `N` on: it branches before them, so the history `resume` sends is the
+/// edited one.
+///
+/// # Errors
+/// [`Error::InvalidInput`], before anything is written, when no single
+/// evaluation of the parent has a message `N`, it is a tool result, or `N`
+/// is not the next message at `at` (naming the seq to fork at); then the
+/// journal's.
+pub(crate) fn fork_with_message(
+    journal: &Journal,
+    parent: SessionId,
+    at: u64,
+    edit: MessageEdit,
+) -> Result<(SessionId, serde_json::Value), Error> {
+    let p = journal.session(parent)?;
+    let n = edit.sequence;
+    let original = {
+        let state = p.state();
+        let found: Vec<_> = state
+            .evaluations()
+            .iter()
+            .filter_map(|e| {
+                state
+                    .messages()
+                    .for_evaluation(e.evaluation_id)
+                    .find(|m| m.sequence == n)
+                    .cloned()
+            })
+            .collect();
+        match found.len() {
+            1 => found.into_iter().next(),
+            0 => None,
+            k => {
+                return Err(Error::InvalidInput(format!(
+                    "{k} evaluations of session {parent} have a message {n}; an edit cannot tell which is meant"
+                )));
+            }
+        }
+    }
+    .ok_or_else(|| Error::InvalidInput(format!("no message {n} in session {parent}")))?;
+    if original.role == agent_journal::Role::Tool {
+        let call = original
+            .tool_call_id
+            .as_ref()
+            .map_or_else(String::new, |c| c.to_string());
+        return Err(Error::InvalidInput(format!(
+            "message {n} is the result of tool call {call}: replace it with --replace-result {call}=FILE"
+        )));
+    }
+    let eval_id = original.evaluation_id;
+    let before = p.state_at(at)?;
+    let next = before.evaluations().get(eval_id).map(|_| {
+        before
+            .messages()
+            .last_for(eval_id)
+            .map_or(0, |m| m.sequence + 1)
+    });
+    if next != Some(n) {
+        let hint = match message_seq(&p, p.head().saturating_sub(1), original.message_id)? {
+            Some(s) if s > 0 => format!("; fork at --at {} to replace it", s - 1),
+            _ => String::new(),
+        };
+        let what = match next {
+            Some(k) if k > n => format!("message {n} is already recorded at seq {at}"),
+            Some(k) => format!("at seq {at} the next message is {k}, not {n}"),
+            None => format!("evaluation {eval_id} has not started at seq {at}"),
+        };
+        return Err(Error::InvalidInput(format!(
+            "{what}{hint}; a fork adds events and cannot take a message back"
+        )));
+    }
+    let fork = p.fork(at)?;
+    if let Ok(sandbox) = crate::cli::sandbox::Sandbox::recorded(
+        journal,
+        parent,
+        crate::cli::demo::label_of(&p).as_deref(),
+    ) {
+        sandbox.admit(journal, fork.id())?;
+    }
+    let payload = json!({
+        "replace_message": n,
+        "file": edit.file,
+        "bytes": edit.content.len(),
+    });
+    fork.append(Event::Custom {
+        kind: EDIT.into(),
+        payload: payload.to_string().into_bytes(),
+    })?;
+    let eval = fork.evaluation(eval_id)?;
+    if original.role == agent_journal::Role::Assistant {
+        eval.assistant(edit.content, original.tool_calls)?;
+    } else {
+        let mut m = agent_journal::InnerMessage::new(original.role, edit.content, eval_id, n);
+        m.prompt_ns = original.prompt_ns;
+        m.prompt_key = original.prompt_key;
+        eval.record_message(m)?;
+    }
+    Ok((fork.id(), payload))
 }

@@ -224,3 +224,85 @@ fn diff_of_two_sessions_aligns_a_fork_by_seq_then_by_message_and_two_runs_by_mes
     assert_eq!(d.run(&["diff", &d.id, "3", "9"]).code, 0);
     d.run(&["diff", &d.id, "x", "9"]).assert_error(1);
 }
+
+/// The seq of message `msg=n` of `id`, and its content.
+fn message(d: &Demo, id: &str, n: u64) -> (u64, String) {
+    events(d, id)
+        .iter()
+        .find(|e| e["type"] == "message" && e["sequence"] == n)
+        .map(|e| {
+            (
+                e["seq"].as_u64().expect("seq"),
+                e["content"].as_str().expect("content").to_owned(),
+            )
+        })
+        .expect("the message")
+}
+
+#[test]
+fn an_edited_user_message_is_what_the_resumed_fork_sends() {
+    let d = Demo::new();
+    let before = events(&d, &d.id);
+    let (user_seq, _) = message(&d, &d.id, 1);
+    let (_, system) = message(&d, &d.id, 0);
+    let edited = "Write a much longer todo list to notes.txt, with many more words in it, \
+                  then count them and list the folder.";
+    let file = d.dir.path().join("user.txt");
+    std::fs::write(&file, edited).expect("write the edit");
+    let edit = format!("1={}", path_str(&file));
+    // Where message 1 is already recorded: refused, naming the seq before it.
+    let n = session_count(&d);
+    let out = d.run(&[
+        "fork",
+        &d.id,
+        "--at",
+        &user_seq.to_string(),
+        "--replace-message",
+        &edit,
+    ]);
+    let line = out.assert_error(1);
+    assert!(
+        line.contains(&format!("--at {}", user_seq - 1)),
+        "names the seq to fork at: {line}"
+    );
+    // A tool result is --replace-result's; a message no evaluation has.
+    let tool = format!("6={}", path_str(&file));
+    let line = d
+        .run(&["fork", &d.id, "--at", "14", "--replace-message", &tool])
+        .assert_error(1)
+        .to_owned();
+    assert!(line.contains("--replace-result call_2_1"), "{line}");
+    let absent = format!("99={}", path_str(&file));
+    d.run(&["fork", &d.id, "--at", "2", "--replace-message", &absent])
+        .assert_error(1);
+    assert_eq!(session_count(&d), n, "no fork made");
+
+    let at = (user_seq - 1).to_string();
+    let out = d.run(&[
+        "--json",
+        "fork",
+        &d.id,
+        "--at",
+        &at,
+        "--replace-message",
+        &edit,
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let fork = out.json()["session"].as_str().expect("id").to_owned();
+    assert_eq!(message(&d, &fork, 1).1, edited);
+    assert_eq!(events(&d, &d.id), before, "the parent is untouched");
+    assert_eq!(d.run(&["resume", &fork]).code, 0);
+    // The scripted provider counts a request's input tokens from its
+    // messages' lengths (len/4 + 4 each): turn 1 carried the system
+    // prompt and the edited user message, not the original.
+    let turn1 = events(&d, &fork)
+        .into_iter()
+        .find(|e| e["type"] == "provider_call" && e["seq"].as_u64() > Some(user_seq))
+        .expect("the fork's first provider call");
+    let expected = (system.len() / 4 + 4) + (edited.len() / 4 + 4);
+    assert_eq!(turn1["input_tokens"], expected as u64, "{turn1}");
+    let v = d.run(&["--json", "diff", &d.id, &fork]).json();
+    assert_eq!(v["shared_events"], user_seq, "{v}");
+    assert_eq!(v["messages"][0]["change"], "changed", "{v}");
+    assert_eq!(v["messages"][0]["b"]["content"], edited, "{v}");
+}
