@@ -100,8 +100,29 @@ fn message_json(m: Option<&InnerMessage>) -> Value {
     })
 }
 
-/// `diff A B` for sessions `a` and `b`.
+/// `diff A B` for sessions `a` and `b`: printed for people, or as JSON.
 pub(crate) fn diff_sessions(json_out: bool, a: &Session, b: &Session) -> Result<ExitCode, Error> {
+    if json_out {
+        print_json(&compare(a, b)?)?;
+    } else {
+        print_text(a, b)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The comparison of `a` and `b` as `diff A B --json` prints it (the
+/// keys docs/cli-json.md lists; `view A --compare B` shows it).
+pub(crate) fn compare(a: &Session, b: &Session) -> Result<Value, Error> {
+    Ok(run(a, b, true)?.unwrap_or(Value::Null))
+}
+
+fn print_text(a: &Session, b: &Session) -> Result<(), Error> {
+    run(a, b, false).map(|_| ())
+}
+
+/// Computes the comparison; returns it as JSON when `json_out`, else
+/// prints it for people.
+fn run(a: &Session, b: &Session, json_out: bool) -> Result<Option<Value>, Error> {
     let shared = shared_prefix(a, b)?;
     let (sa, sb) = (a.state_cloned(), b.state_cloned());
     let prefix = match shared {
@@ -155,7 +176,7 @@ pub(crate) fn diff_sessions(json_out: bool, a: &Session, b: &Session) -> Result<
         let side = |x: Option<&(String, String, Option<String>)>| {
             x.map_or(Value::Null, |c| json!({"status": c.1, "result": c.2}))
         };
-        print_json(&json!({
+        return Ok(Some(json!({
             "a": a.id().to_string(),
             "b": b.id().to_string(),
             "shared_events": shared,
@@ -172,8 +193,7 @@ pub(crate) fn diff_sessions(json_out: bool, a: &Session, b: &Session) -> Result<
             })).collect::<Vec<_>>(),
             "outcomes": {"a": outcomes(&sa), "b": outcomes(&sb)},
             "tokens": {"a": tokens(&sa), "b": tokens(&sb)},
-        }))?;
-        return Ok(ExitCode::SUCCESS);
+        })));
     }
     match shared {
         0 => outln!("A {} and B {} share no events", a.id(), b.id()),
@@ -260,5 +280,5 @@ pub(crate) fn diff_sessions(json_out: bool, a: &Session, b: &Session) -> Result<
         tb["input"],
         tb["output"]
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(None)
 }

@@ -220,6 +220,29 @@ fn diff_of_two_sessions_aligns_a_fork_by_seq_then_by_message_and_two_runs_by_mes
     assert_eq!(messages.len(), 9, "{v}");
     assert!(messages.iter().all(|m| m["change"] == "same"), "{v}");
     assert_eq!(v["tool_calls"], serde_json::json!([]), "{v}");
+    // Side by side in a page: the same comparison, loading nothing.
+    let html = d.dir.path().join("compare.html");
+    let out = d.run(&["view", &d.id, "--compare", &fork, "-o", path_str(&html)]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let page = std::fs::read_to_string(&html).expect("the page");
+    assert!(page.contains("default-src 'none'"), "a CSP");
+    let start = page.find("id=\"diff-data\">").expect("the data") + "id=\"diff-data\">".len();
+    let end = start + page[start..].find("</script>").expect("its end");
+    let data: Value = serde_json::from_str(&page[start..end]).expect("JSON data");
+    let v = d.run(&["--json", "diff", &d.id, &fork]).json();
+    assert_eq!(data, v, "the page shows what diff --json prints");
+    // And a browser lays it out: the edited result beside the original.
+    if let Some(chromium) = crate::view::chromium() {
+        let url = format!("file://{}", html.display());
+        let profile = d.dir.path().join("profile");
+        let dom = crate::view::headless(&chromium, &profile, &url, &["--dump-dom"]);
+        let row = dom
+            .split("<tr ")
+            .find(|r| r.contains("msg=6 changed"))
+            .unwrap_or_else(|| panic!("a changed row for msg=6: {dom}"));
+        let (a, b) = (row.find("9 words"), row.find("42 words (edited)"));
+        assert!(a.is_some() && b.is_some() && a < b, "A then B: {row}");
+    }
     // The seq form is unchanged; a seq that is not a number is refused.
     assert_eq!(d.run(&["diff", &d.id, "3", "9"]).code, 0);
     d.run(&["diff", &d.id, "x", "9"]).assert_error(1);
