@@ -1,14 +1,16 @@
 //! The `agent-journal` binary, run as a user runs it: exit codes, output,
 //! and what it leaves on disk. The tests are grouped by what they run:
 //! `inspect` (reading commands), `damage` (`verify` and cut exports),
-//! `copies` (export, import, fork), `errors` (misuse) and `docs` (man
-//! pages, the hints `demo` prints). This file holds
+//! `copies` (export, import, fork), `editing` (fork with an edit, diff of
+//! two sessions), `errors` (misuse), `docs` (man pages, the hints `demo`
+//! prints) and `finding` (filters, `--last`, prefixes). This file holds
 //! what they share: a run's output ([`Out`]) and a database with one demo
 //! session ([`Demo`]).
 
 mod copies;
 mod damage;
 mod docs;
+mod editing;
 mod errors;
 mod finding;
 mod inspect;

@@ -128,6 +128,7 @@ fn every_commands_json_output_has_the_documented_keys() {
     let crashed = sessions[1]["id"].as_str().unwrap().to_owned();
     check(&object(&db, &["pending", &crashed]), "pending");
     check(&object(&db, &["diff", &id, "3", "9"]), "diff");
+    check(&object(&db, &["diff", &id, &crashed]), "diff A B");
     check(&object(&db, &["verify"]), "verify");
     check(&object(&db, &["show", &id]), "show");
     let stats = object(&db, &["stats", &id]);
@@ -280,6 +281,12 @@ fn every_commands_json_output_has_the_documented_keys() {
     check(
         &object(&db, &["sessions", "--delete", &fork_id]),
         "sessions --delete",
+    );
+    std::fs::write(p("edit.txt"), "edited").unwrap();
+    let edit = format!("call_1_1={}", path_str(&p("edit.txt")));
+    check(
+        &object(&db, &["fork", &id, "--at", "5", "--replace-result", &edit]),
+        "fork --replace-result",
     );
 }
 

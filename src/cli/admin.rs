@@ -51,6 +51,25 @@ pub(crate) struct ForkArgs {
     /// The last event of the parent to include.
     #[arg(long)]
     at: u64,
+    /// Give tool call CALL_ID the text of FILE as its result in the fork
+    /// (repeatable). The call must have no result at SEQ (pending, or in
+    /// doubt); the fork records the result as the recorder would (tool
+    /// message, `completed`), after an `agent_journal.edit` marker; the
+    /// parent is not touched. `resume FORK` goes on from there.
+    #[arg(long = "replace-result", value_name = "CALL_ID=FILE")]
+    replace_result: Vec<String>,
+    /// Give the fork, in place of message N (`msg=N` as `log` prints it,
+    /// of the parent's evaluation holding it), a message of the same role
+    /// with the text of FILE. SEQ must be where N is the next message (the
+    /// fork holds none of the parent's messages from N on); an assistant
+    /// message keeps its tool calls. After an `agent_journal.edit` marker;
+    /// `resume FORK` sends the edited history.
+    #[arg(
+        long = "replace-message",
+        value_name = "N=FILE",
+        conflicts_with = "replace_result"
+    )]
+    replace_message: Option<String>,
 }
 
 /// `compact --to NEW [--compress | --no-compress]`.
@@ -235,6 +254,50 @@ pub(crate) fn fork(cli: &Global, args: &ForkArgs) -> Result<ExitCode, Error> {
     // One event written; neither session's state is loaded.
     let parent = find_session_id(&journal, &args.session)?;
     let at = args.at;
+    if let Some(arg) = &args.replace_message {
+        let edit = crate::cli::edit::read_message_edit(arg)?;
+        let (f, edit) = crate::cli::edit::fork_with_message(&journal, parent, at, edit)?;
+        if cli.json {
+            print_json(&serde_json::json!({
+                "session": f.to_string(), "parent": parent.to_string(), "at": at, "edits": [edit],
+            }))?;
+        } else {
+            outln!("forked session {f} from {parent} at seq {at}");
+            outln!(
+                "  replaced message {} with {} ({} bytes)",
+                edit["replace_message"],
+                edit["file"].as_str().unwrap_or(""),
+                edit["bytes"]
+            );
+            outln!("resume with: agent-journal resume {f}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !args.replace_result.is_empty() {
+        let edits = args
+            .replace_result
+            .iter()
+            .map(|a| crate::cli::edit::read_replacement(a))
+            .collect::<Result<Vec<_>, Error>>()?;
+        let (f, edits) = crate::cli::edit::fork_with_edits(&journal, parent, at, edits)?;
+        if cli.json {
+            print_json(&serde_json::json!({
+                "session": f.to_string(), "parent": parent.to_string(), "at": at, "edits": edits,
+            }))?;
+        } else {
+            outln!("forked session {f} from {parent} at seq {at}");
+            for e in &edits {
+                outln!(
+                    "  replaced the result of {} with {} ({} bytes)",
+                    e["replace_result"].as_str().unwrap_or(""),
+                    e["file"].as_str().unwrap_or(""),
+                    e["bytes"]
+                );
+            }
+            outln!("resume with: agent-journal resume {f}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let f = journal.fork_session(parent, at)?;
     if cli.json {
         print_json(

@@ -12,23 +12,37 @@ use crate::cli::open::{open_for_reading, read_session};
 use crate::cli::output::print_json;
 use crate::cli::render::{event_line, outcome};
 
-/// The arguments of `diff`.
+/// The arguments of `diff`: `SESSION A B` (two seqs of one session) or
+/// `A B` (two sessions).
 #[derive(Args, Debug)]
 pub(crate) struct DiffArgs {
     /// Session id (or a unique prefix of it).
     #[arg(value_parser = crate::cli::open::session_arg)]
     session: String,
-    /// The earlier seq.
-    a: u64,
+    /// The earlier seq; or, without a third argument, the other session
+    /// (compared aligned by seq over the events both share from seq 0,
+    /// then by message).
+    second: String,
     /// The later seq.
-    b: u64,
+    b: Option<u64>,
 }
 
-/// `diff SESSION A B`.
+/// `diff SESSION A B`, or `diff A B` across two sessions.
 pub(crate) fn diff(cli: &Global, args: &DiffArgs) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.session)?;
-    let d = compute(&s, args.a, args.b)?;
+    let Some(b) = args.b else {
+        crate::cli::open::session_arg(&args.second).map_err(Error::InvalidInput)?;
+        let other = read_session(&journal, &args.second)?;
+        return crate::cli::diff_sessions::diff_sessions(cli.json, &s, &other);
+    };
+    let a = args.second.parse::<u64>().map_err(|_| {
+        Error::InvalidInput(format!(
+            "diff SESSION A B wants A as a seq (got {:?})",
+            args.second
+        ))
+    })?;
+    let d = compute(&s, a, b)?;
     if cli.json {
         print_json(&d.to_json())?;
     } else {

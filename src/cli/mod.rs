@@ -38,6 +38,8 @@ mod conversation_demo;
 mod copy;
 mod demo;
 mod diff;
+mod diff_sessions;
+mod edit;
 mod event_json;
 mod filter;
 mod find;
@@ -100,7 +102,8 @@ enum Command {
     Chat(chat::ChatArgs),
     /// The crash point, and the pending and in-doubt tool calls.
     Pending(read::PendingArgs),
-    /// What changed between two points of a session.
+    /// What changed between two points of a session (SESSION A B), or
+    /// between two sessions (A B: a run and its fork, two runs of one prompt).
     Diff(diff::DiffArgs),
     /// List sessions: id, created, events, status, last activity.
     Sessions(read::SessionsArgs),

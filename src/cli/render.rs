@@ -238,9 +238,11 @@ pub(crate) fn event_line(e: &Envelope) -> String {
         Event::ForkPoint { parent, at } => {
             format!("forked from {parent} at seq {at}")
         }
-        Event::Custom { kind, payload } => match crate::cli::resumed::describe(payload)
-            .filter(|_| kind == crate::cli::resumed::RESUMED)
-        {
+        Event::Custom { kind, payload } => match match kind.as_str() {
+            crate::cli::resumed::RESUMED => crate::cli::resumed::describe(payload),
+            crate::cli::edit::EDIT => crate::cli::edit::describe(payload),
+            _ => None,
+        } {
             Some(text) => format!("{kind}: {text}"),
             None => format!("{kind} ({} bytes)", payload.len()),
         },

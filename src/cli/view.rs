@@ -25,6 +25,7 @@ use crate::cli::transfer::write_output;
 const TEMPLATE: &str = include_str!("view/timeline.html");
 const SCRIPT: &str = include_str!("view/timeline.js");
 const STYLE: &str = include_str!("view/timeline.css");
+const COMPARE: &str = include_str!("view/compare.html");
 
 /// The arguments of `view`.
 #[derive(Args, Debug)]
@@ -35,6 +36,11 @@ pub(crate) struct ViewArgs {
     /// directory); written whole under a temporary name, then renamed.
     #[arg(short, long, value_name = "FILE.html")]
     output: Option<PathBuf>,
+    /// Compare with this other session side by side (a fork, a resumed
+    /// run, another run of the prompt), as `diff SESSION OTHER` does:
+    /// default file SESSION-ID-vs-OTHER-ID.html.
+    #[arg(long, value_name = "OTHER", value_parser = session_arg)]
+    compare: Option<String>,
 }
 
 /// What a live page (`serve`) adds: where its links and its polls go.
@@ -50,12 +56,21 @@ pub(crate) fn view(cli: &Global, args: &ViewArgs) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.session)?;
     let spinner = crate::cli::output::working("view");
-    let html = page(&journal, &s, None)?;
+    let (html, default) = match &args.compare {
+        Some(other) => {
+            let o = read_session(&journal, other)?;
+            (
+                compare_page(&s, &o)?,
+                format!("{}-vs-{}.html", s.id(), o.id()),
+            )
+        }
+        None => (page(&journal, &s, None)?, format!("{}.html", s.id())),
+    };
     spinner.finish_and_clear();
     let path = args
         .output
         .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("{}.html", s.id())));
+        .unwrap_or_else(|| PathBuf::from(default));
     write_output(Some(&path), &html)?;
     if cli.json {
         print_json(&serde_json::json!({
@@ -163,6 +178,26 @@ pub(crate) fn page(journal: &Journal, s: &Session, live: Option<&Live>) -> Resul
     Ok(html.replacen("{{DATA}}", &script_safe(&data), 1))
 }
 
+/// The side-by-side page of `a` and `b`: the comparison `diff A B --json`
+/// prints, laid out in two columns (messages after the shared events
+/// paired by evaluation and msg; the tool calls that differ). Loads
+/// nothing, and puts every text in with `textContent`, as [`page`].
+fn compare_page(a: &Session, b: &Session) -> Result<String, Error> {
+    let data = crate::cli::diff_sessions::compare(a, b)?;
+    let html = COMPARE
+        .replacen(
+            "{{TITLE}}",
+            &format!(
+                "agent-journal · {} vs {}",
+                render::short(a.id()),
+                render::short(b.id())
+            ),
+            1,
+        )
+        .replacen("{{VERSION}}", env!("CARGO_PKG_VERSION"), 1);
+    Ok(html.replacen("{{DATA}}", &script_safe(&data.to_string()), 1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,13 +213,16 @@ mod tests {
 
     #[test]
     fn the_template_loads_nothing_from_elsewhere() {
-        for text in [TEMPLATE, SCRIPT, STYLE] {
+        for text in [TEMPLATE, SCRIPT, STYLE, COMPARE] {
             for needle in ["http:", "https:", "//cdn", "src=\"", "@import", "url("] {
                 assert!(!text.contains(needle), "{needle} in the page");
             }
         }
         for slot in ["{{TITLE}}", "{{CSS}}", "{{JS}}", "{{DATA}}", "{{CONNECT}}"] {
             assert_eq!(TEMPLATE.matches(slot).count(), 1, "{slot}");
+        }
+        for slot in ["{{TITLE}}", "{{DATA}}", "{{VERSION}}"] {
+            assert_eq!(COMPARE.matches(slot).count(), 1, "{slot}");
         }
     }
 }
