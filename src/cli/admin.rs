@@ -38,7 +38,7 @@ pub(crate) struct CompactArgs {
 #[derive(Args, Debug)]
 pub(crate) struct VerifyArgs {
     /// Only this session.
-    #[arg(value_parser = crate::cli::open::session_arg)]
+    #[arg(value_parser = crate::cli::find::session_arg)]
     pub(crate) session: Option<String>,
 }
 
@@ -46,7 +46,7 @@ pub(crate) struct VerifyArgs {
 #[derive(Args, Debug)]
 pub(crate) struct ForkArgs {
     /// Session id (or a unique prefix of it).
-    #[arg(value_parser = crate::cli::open::session_arg)]
+    #[arg(value_parser = crate::cli::find::session_arg)]
     session: String,
     /// The last event of the parent to include.
     #[arg(long)]

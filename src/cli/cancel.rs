@@ -12,8 +12,9 @@ use clap::Args;
 use serde_json::json;
 
 use crate::cli::conversation::find_turn;
+use crate::cli::find::session_arg;
 use crate::cli::global::Global;
-use crate::cli::open::{find_session, open_existing, session_arg};
+use crate::cli::open::{find_session, open_existing};
 use crate::cli::output::print_json;
 
 /// The arguments of `cancel-turn`.

@@ -17,8 +17,9 @@ use agent_journal::conversation::{
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 
+use crate::cli::find::session_arg;
 use crate::cli::global::Global;
-use crate::cli::open::{find_session, session_arg};
+use crate::cli::open::find_session;
 use crate::cli::output::print_json;
 
 /// The providers `chat` speaks to.

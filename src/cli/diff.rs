@@ -17,7 +17,7 @@ use crate::cli::render::{event_line, outcome};
 #[derive(Args, Debug)]
 pub(crate) struct DiffArgs {
     /// Session id (or a unique prefix of it).
-    #[arg(value_parser = crate::cli::open::session_arg)]
+    #[arg(value_parser = crate::cli::find::session_arg)]
     session: String,
     /// The earlier seq; or, without a third argument, the other session
     /// (compared aligned by seq over the events both share from seq 0,
@@ -32,7 +32,7 @@ pub(crate) fn diff(cli: &Global, args: &DiffArgs) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.session)?;
     let Some(b) = args.b else {
-        crate::cli::open::session_arg(&args.second).map_err(Error::InvalidInput)?;
+        crate::cli::find::session_arg(&args.second).map_err(Error::InvalidInput)?;
         let other = read_session(&journal, &args.second)?;
         return crate::cli::diff_sessions::diff_sessions(cli.json, &s, &other);
     };

@@ -8,7 +8,7 @@
 //! recorder appends for a tool result (the tool message and the call's
 //! `Completed` status, in one batch, through
 //! [`Evaluation::tool_result`](agent_journal::Evaluation::tool_result)),
-//! preceded by a `Custom` event of kind [`EDIT`] saying where the result
+//! preceded by a `Custom` event of kind [`EDIT`](crate::cli::render::EDIT) saying where the result
 //! came from. `resume FORK` then runs on from the edited state: the call is
 //! finished there, so its tool is not run, and the next provider request
 //! carries the edited result.
@@ -22,11 +22,7 @@
 use agent_journal::{CallId, Error, EvaluationId, Event, Journal, Session, SessionId};
 use serde_json::json;
 
-/// The kind of the `Custom` event that precedes an edit in a fork: its
-/// payload is the JSON `{"replace_result", "file", "bytes"}` (the call id,
-/// the file the new result was read from, its length), or
-/// `{"replace_message", "file", "bytes"}` (the message's sequence).
-pub(crate) const EDIT: &str = "agent_journal.edit";
+use crate::cli::render::EDIT;
 
 /// The largest replacement result read from a file (16 MiB): an edit is a
 /// tool result, not a bulk import.
@@ -215,21 +211,6 @@ pub(crate) fn fork_with_edits(
     Ok((fork.id(), done))
 }
 
-/// The text of an edit marker's payload, as `log` prints it.
-pub(crate) fn describe(payload: &[u8]) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(payload).ok()?;
-    let what = match (v["replace_result"].as_str(), v["replace_message"].as_u64()) {
-        (Some(call), _) => format!("result of {call}"),
-        (None, Some(n)) => format!("message {n}"),
-        _ => return None,
-    };
-    Some(format!(
-        "{what} replaced from {} ({} bytes)",
-        v["file"].as_str().unwrap_or("-"),
-        v["bytes"]
-    ))
-}
-
 /// A `--replace-message N=FILE`, its file read.
 #[derive(Debug)]
 pub(crate) struct MessageEdit {
@@ -272,7 +253,7 @@ fn message_seq(s: &Session, last: u64, id: agent_journal::MessageId) -> Result<O
 
 /// Forks `parent` after its event `at`, where message `N` of an evaluation
 /// is the next one, and records in the fork a message `N` of the parent's
-/// role with the text of the file, after an [`EDIT`] marker; returns the
+/// role with the text of the file, after an [`EDIT`](crate::cli::render::EDIT) marker; returns the
 /// fork's id and the edit. An assistant message keeps the parent's tool
 /// calls (pending in the fork, so `resume` runs them); a tool result is
 /// `--replace-result`'s. The fork holds none of the parent's messages from

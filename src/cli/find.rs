@@ -8,6 +8,21 @@ use clap::{Args, ValueEnum};
 
 use crate::cli::render;
 
+/// Why an empty or blank session argument is refused.
+pub(crate) const BLANK_SESSION: &str =
+    "a session id or prefix cannot be empty or blank (it would match every session)";
+
+/// The value parser of every session argument (a full id or a prefix of
+/// one): an empty or blank one is a usage error, because the empty string
+/// is a prefix of every id (`sessions --delete ""` would pick the only
+/// session).
+pub(crate) fn session_arg(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err(BLANK_SESSION.into());
+    }
+    Ok(text.to_owned())
+}
+
 /// How many candidates an ambiguous prefix's error names at most.
 const CANDIDATES_SHOWN: usize = 10;
 
@@ -18,7 +33,7 @@ const CANDIDATES_SHOWN: usize = 10;
 #[group(id = "session_ref", required = true, multiple = false)]
 pub(crate) struct SessionRef {
     /// Session id (or a unique prefix or suffix of it).
-    #[arg(value_name = "SESSION", value_parser = crate::cli::open::session_arg)]
+    #[arg(value_name = "SESSION", value_parser = session_arg)]
     session: Option<String>,
     /// Instead of SESSION: the session with the latest activity (its last
     /// event appended last).

@@ -26,8 +26,14 @@ pub(crate) struct ManArgs {
 }
 
 /// `man [SUBCOMMAND | --all DIR]`; `top` is the whole command line's
-/// definition. An unknown subcommand is a usage error (exit 2).
-pub(crate) fn man(cli: &Global, args: &ManArgs, top: clap::Command) -> Result<ExitCode, Error> {
+/// definition. An unknown subcommand is a usage error (exit 2), reported
+/// by `usage_error` (the command line's own, handed down).
+pub(crate) fn man(
+    cli: &Global,
+    args: &ManArgs,
+    top: clap::Command,
+    usage_error: fn(clap::Error) -> ExitCode,
+) -> Result<ExitCode, Error> {
     // Built, the subcommands know their full names (`agent-journal-log`
     // for the page, `agent-journal log` for its synopsis).
     let mut top = top.disable_help_subcommand(true);
@@ -51,7 +57,7 @@ pub(crate) fn man(cli: &Global, args: &ManArgs, top: clap::Command) -> Result<Ex
                         known.join(", ")
                     ),
                 );
-                return Ok(crate::cli::usage_error(e));
+                return Ok(usage_error(e));
             }
         },
     };

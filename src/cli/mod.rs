@@ -4,12 +4,16 @@
 //! This file holds the top-level parser and the dispatch; the options every
 //! command takes are `global`'s ([`Global`], what each handler gets); each
 //! group of commands lives in its own file with its arguments and handlers:
-//! `record` (demo, resume), `read` (sessions, log, show, pending), `diff`,
-//! `stats`, `view` and `serve` (the timeline page), `conversation`
+//! `record` (demo, resume; `resumed` marks and finds resumes), `read`
+//! (sessions, log, show, pending; `find` their filters, `--last` and id
+//! prefixes), `diff` (`diff_sessions` for two sessions), `edit` (fork with
+//! an edited result or message), `stats`, `view` and `serve` (the timeline
+//! page), `conversation`
 //! (conversations, turns, and the conversation views of show and pending;
 //! `conversation_demo` is `demo --conversation`), `transfer` (export, with
 //! `redact`), `import`, `copy`, `lease`, and `admin` (verify, salvage,
-//! compact, fork, sessions --delete), `man` the man pages. `open` finds databases and sessions
+//! compact, fork, sessions --delete), `man` the man pages, `cancel`
+//! (cancel-turn), `chat`. `open` finds databases and sessions
 //! (attaching to a writer's read service, and warning on stderr of what
 //! reading cut off), `filter` the filters of log and show, `event_json` the
 //! JSON of an event, `output` writes stdout's lines (`outln!`), JSON,
@@ -239,7 +243,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         }
         Command::Man(args) => {
             use clap::CommandFactory;
-            man::man(g, args, Cli::command())
+            man::man(g, args, Cli::command(), usage_error)
         }
     }
 }

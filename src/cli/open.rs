@@ -6,22 +6,7 @@ use std::path::Path;
 
 use agent_journal::{Error, Journal, JournalConfig, Session, SessionId};
 
-use crate::cli::find::{Pick, ambiguous, last_session};
-
-/// Why an empty or blank session argument is refused.
-const BLANK_SESSION: &str =
-    "a session id or prefix cannot be empty or blank (it would match every session)";
-
-/// The value parser of every session argument (a full id or a prefix of
-/// one): an empty or blank one is a usage error, because the empty string
-/// is a prefix of every id (`sessions --delete ""` would pick the only
-/// session).
-pub(crate) fn session_arg(text: &str) -> Result<String, String> {
-    if text.trim().is_empty() {
-        return Err(BLANK_SESSION.into());
-    }
-    Ok(text.to_owned())
-}
+use crate::cli::find::{BLANK_SESSION, Pick, ambiguous, last_session};
 
 /// Opens the database at `db`, refusing to create one: every command but
 /// `demo` and `import` opens this way, so a mistyped `--db` is an error

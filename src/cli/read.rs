@@ -9,10 +9,9 @@ use clap::Args;
 
 use crate::cli::filter::{Filter, FilterArgs};
 use crate::cli::find::ListArgs;
+use crate::cli::find::session_arg;
 use crate::cli::global::Global;
-use crate::cli::open::{
-    at_or_last, open_for_reading, open_quietly, read_session, session_arg, warn_torn_tail,
-};
+use crate::cli::open::{at_or_last, open_for_reading, open_quietly, read_session, warn_torn_tail};
 use crate::cli::output::print_json;
 use crate::cli::{conversation, event_json, render, resumed, style};
 

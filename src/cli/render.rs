@@ -240,7 +240,7 @@ pub(crate) fn event_line(e: &Envelope) -> String {
         }
         Event::Custom { kind, payload } => match match kind.as_str() {
             crate::cli::resumed::RESUMED => crate::cli::resumed::describe(payload),
-            crate::cli::edit::EDIT => crate::cli::edit::describe(payload),
+            EDIT => describe_edit(payload),
             _ => None,
         } {
             Some(text) => format!("{kind}: {text}"),
@@ -474,4 +474,25 @@ pub(crate) fn print_plan(p: &agent_journal::resume::ResumePlan) {
             );
         }
     }
+}
+
+/// The kind of the `Custom` event that precedes an edit in a fork: its
+/// payload is the JSON `{"replace_result", "file", "bytes"}` (the call id,
+/// the file the new result was read from, its length), or
+/// `{"replace_message", "file", "bytes"}` (the message's sequence).
+pub(crate) const EDIT: &str = "agent_journal.edit";
+
+/// The text of an edit marker's payload, as `log` prints it.
+fn describe_edit(payload: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(payload).ok()?;
+    let what = match (v["replace_result"].as_str(), v["replace_message"].as_u64()) {
+        (Some(call), _) => format!("result of {call}"),
+        (None, Some(n)) => format!("message {n}"),
+        _ => return None,
+    };
+    Some(format!(
+        "{what} replaced from {} ({} bytes)",
+        v["file"].as_str().unwrap_or("-"),
+        v["bytes"]
+    ))
 }

@@ -16,6 +16,7 @@ use agent_journal::{Error, Journal, Session, SessionId, SessionStatus};
 use clap::Args;
 
 use crate::cli::event_json;
+use crate::cli::find::session_arg;
 use crate::cli::global::Global;
 use crate::cli::open::{open_for_reading, read_session};
 use crate::cli::output::print_json;
