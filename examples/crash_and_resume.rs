@@ -27,6 +27,8 @@
 //!   with `Error::ToolIdempotency` unless `interrupt_never_tools` is set;
 //! - pending, never started (`estimate_delivery`): runs.
 
+mod common;
+
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -123,35 +125,8 @@ impl Tool for Counted {
     }
 }
 
-/// This example's name, for its usage line.
-const NAME: &str = "crash_and_resume";
-
-/// The database to record into: `--db PATH`, else `agent-journal.db` in
-/// the current directory (the CLI's default), so that `agent-journal`
-/// opens what this example recorded. Runs add sessions to it.
-fn db_path() -> Result<std::path::PathBuf, String> {
-    let mut args = std::env::args_os().skip(1);
-    match (args.next(), args.next(), args.next()) {
-        (None, _, _) => Ok("agent-journal.db".into()),
-        (Some(flag), Some(path), None) if flag == "--db" => Ok(path.into()),
-        _ => Err(format!("usage: cargo run --example {NAME} [-- --db PATH]")),
-    }
-}
-
-/// Prints the command line that shows `session` with the CLI.
-fn print_cli_hint(db: &std::path::Path, session: agent_journal::SessionId) {
-    println!(
-        "look at it: agent-journal --db {} log {session}",
-        db.display()
-    );
-    println!(
-        "  (before `cargo install`: cargo run --release -- --db {} log {session})",
-        db.display()
-    );
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = db_path()?;
+    let path = common::db_path("crash_and_resume")?;
     let model = CheckoutModel {
         calls: AtomicUsize::new(0),
     };
@@ -250,6 +225,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("charge_card ran once: the card was not charged twice ({model_calls} model calls)");
     drop((crashed, result));
     drop(journal); // closed, so that the CLI can open it
-    print_cli_hint(&path, session_id);
+    common::print_cli_hint(&path, session_id);
     Ok(())
 }

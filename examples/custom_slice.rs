@@ -26,6 +26,8 @@
 //! journal either way: a slice registered later is folded from the whole
 //! stream (a snapshot that lacks it is not used).
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use agent_journal::state::{SessionState, Slice, SlicePolicy, SliceRegistry};
@@ -145,35 +147,8 @@ fn slices(state: &SessionState) -> Result<(&ToolUsage, &FeedbackLog), &'static s
     }
 }
 
-/// This example's name, for its usage line.
-const NAME: &str = "custom_slice";
-
-/// The database to record into: `--db PATH`, else `agent-journal.db` in
-/// the current directory (the CLI's default), so that `agent-journal`
-/// opens what this example recorded. Runs add sessions to it.
-fn db_path() -> Result<std::path::PathBuf, String> {
-    let mut args = std::env::args_os().skip(1);
-    match (args.next(), args.next(), args.next()) {
-        (None, _, _) => Ok("agent-journal.db".into()),
-        (Some(flag), Some(path), None) if flag == "--db" => Ok(path.into()),
-        _ => Err(format!("usage: cargo run --example {NAME} [-- --db PATH]")),
-    }
-}
-
-/// Prints the command line that shows `session` with the CLI.
-fn print_cli_hint(db: &std::path::Path, session: agent_journal::SessionId) {
-    println!(
-        "look at it: agent-journal --db {} log {session}",
-        db.display()
-    );
-    println!(
-        "  (before `cargo install`: cargo run --release -- --db {} log {session})",
-        db.display()
-    );
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = db_path()?;
+    let path = common::db_path("custom_slice")?;
 
     let (session_id, before, snapshot_seq) = {
         let journal = Journal::open_with(&path, config())?;
@@ -240,6 +215,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(earlier.ratings.len(), 2);
     drop(session);
     drop(journal); // closed, so that the CLI can open it
-    print_cli_hint(&path, session_id);
+    common::print_cli_hint(&path, session_id);
     Ok(())
 }

@@ -17,37 +17,12 @@
 //! an event that is on disk when it returns (the default `Durability::Synced`),
 //! so a crash at any point leaves the journal describing exactly what happened.
 
+mod common;
+
 use agent_journal::{Journal, Outcome, Role, SessionStatus, ToolCallRecord, ToolStatus};
 
-/// This example's name, for its usage line.
-const NAME: &str = "record";
-
-/// The database to record into: `--db PATH`, else `agent-journal.db` in
-/// the current directory (the CLI's default), so that `agent-journal`
-/// opens what this example recorded. Runs add sessions to it.
-fn db_path() -> Result<std::path::PathBuf, String> {
-    let mut args = std::env::args_os().skip(1);
-    match (args.next(), args.next(), args.next()) {
-        (None, _, _) => Ok("agent-journal.db".into()),
-        (Some(flag), Some(path), None) if flag == "--db" => Ok(path.into()),
-        _ => Err(format!("usage: cargo run --example {NAME} [-- --db PATH]")),
-    }
-}
-
-/// Prints the command line that shows `session` with the CLI.
-fn print_cli_hint(db: &std::path::Path, session: agent_journal::SessionId) {
-    println!(
-        "look at it: agent-journal --db {} log {session}",
-        db.display()
-    );
-    println!(
-        "  (before `cargo install`: cargo run --release -- --db {} log {session})",
-        db.display()
-    );
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = db_path()?;
+    let path = common::db_path("record")?;
 
     // 1. Record a run: one evaluation, one tool call.
     let (session_id, eval_id) = {
@@ -172,6 +147,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(state);
     drop(session);
     drop(journal); // closed, so that the CLI can open it
-    print_cli_hint(&path, session_id);
+    common::print_cli_hint(&path, session_id);
     Ok(())
 }

@@ -18,6 +18,8 @@
 //! when it has one. (`agent-journal diff SESSION A B` prints the same kind of
 //! diff from the command line.)
 
+mod common;
+
 use agent_journal::{Journal, Outcome, Session, ToolCallRecord, ToolStatus};
 
 /// What changed between the states after events `a` and `b` (`a <= b`).
@@ -60,35 +62,8 @@ fn diff(session: &Session, a: u64, b: u64) -> agent_journal::Result<Vec<String>>
     Ok(lines)
 }
 
-/// This example's name, for its usage line.
-const NAME: &str = "time_travel";
-
-/// The database to record into: `--db PATH`, else `agent-journal.db` in
-/// the current directory (the CLI's default), so that `agent-journal`
-/// opens what this example recorded. Runs add sessions to it.
-fn db_path() -> Result<std::path::PathBuf, String> {
-    let mut args = std::env::args_os().skip(1);
-    match (args.next(), args.next(), args.next()) {
-        (None, _, _) => Ok("agent-journal.db".into()),
-        (Some(flag), Some(path), None) if flag == "--db" => Ok(path.into()),
-        _ => Err(format!("usage: cargo run --example {NAME} [-- --db PATH]")),
-    }
-}
-
-/// Prints the command line that shows `session` with the CLI.
-fn print_cli_hint(db: &std::path::Path, session: agent_journal::SessionId) {
-    println!(
-        "look at it: agent-journal --db {} log {session}",
-        db.display()
-    );
-    println!(
-        "  (before `cargo install`: cargo run --release -- --db {} log {session})",
-        db.display()
-    );
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = db_path()?;
+    let path = common::db_path("time_travel")?;
     let journal = Journal::open(&path)?;
 
     // A run of two turns: search flights, then book one.
@@ -188,7 +163,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (original, branch) = (session.id(), fork.id());
     drop((session, fork));
     drop(journal); // closed, so that the CLI can open it
-    print_cli_hint(&path, original);
-    print_cli_hint(&path, branch);
+    common::print_cli_hint(&path, original);
+    common::print_cli_hint(&path, branch);
     Ok(())
 }
