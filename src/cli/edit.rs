@@ -184,14 +184,7 @@ pub(crate) fn fork_with_edits(
 ) -> Result<(SessionId, Vec<serde_json::Value>), Error> {
     let p = journal.session(parent)?;
     let targets = check(&p, at, edits)?;
-    let fork = p.fork(at)?;
-    if let Ok(sandbox) = crate::cli::sandbox::Sandbox::recorded(
-        journal,
-        parent,
-        crate::cli::demo::label_of(&p).as_deref(),
-    ) {
-        sandbox.admit(journal, fork.id())?;
-    }
+    let fork = fork_admitted(journal, &p, at)?;
     let mut done = Vec::new();
     for t in targets {
         let r = t.replacement;
@@ -328,14 +321,7 @@ pub(crate) fn fork_with_message(
             "{what}{hint}; a fork adds events and cannot take a message back"
         )));
     }
-    let fork = p.fork(at)?;
-    if let Ok(sandbox) = crate::cli::sandbox::Sandbox::recorded(
-        journal,
-        parent,
-        crate::cli::demo::label_of(&p).as_deref(),
-    ) {
-        sandbox.admit(journal, fork.id())?;
-    }
+    let fork = fork_admitted(journal, &p, at)?;
     let payload = json!({
         "replace_message": n,
         "file": edit.file,
@@ -355,4 +341,19 @@ pub(crate) fn fork_with_message(
         eval.record_message(m)?;
     }
     Ok((fork.id(), payload))
+}
+
+/// Forks `parent` at `at` and admits the fork to the sandbox recorded for
+/// the parent, if it has one, so that `resume FORK` finds it without
+/// `--sandbox` (a session with no recorded sandbox is forked all the same).
+fn fork_admitted(journal: &Journal, parent: &Session, at: u64) -> Result<Session, Error> {
+    let fork = parent.fork(at)?;
+    if let Ok(sandbox) = crate::cli::sandbox::Sandbox::recorded(
+        journal,
+        parent.id(),
+        crate::cli::demo::label_of(parent).as_deref(),
+    ) {
+        sandbox.admit(journal, fork.id())?;
+    }
+    Ok(fork)
 }

@@ -108,7 +108,7 @@ mod ollama;
 pub mod opaque;
 pub mod openai;
 mod payload;
-mod read;
+pub(crate) mod read;
 mod responses;
 pub(crate) mod stream;
 pub use conversation_format::ConversationFormat;

@@ -12,17 +12,6 @@ pub(super) fn err(reason: impl Into<String>) -> Error {
     Error::SnapshotRestore(reason.into())
 }
 
-pub(super) fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// Deserializes `v`, naming the field at fault when `v` is an object.
 pub(super) fn parse<T: DeserializeOwned>(v: &Value, loc: &str) -> Result<T> {
     T::deserialize(v).map_err(|e| match culprit::<T>(v) {

@@ -1,7 +1,7 @@
 //! Reading a WINK-shaped JSON snapshot: the header, the policies, each
 //! slice checked for shape and type, then the state assembled.
 
-use super::check::{Found, err, kind, micros, parse};
+use super::check::{Found, err, micros, parse};
 use super::items::{
     ADAPTER_STATES, AdapterStateItem, BUILT_INS, CONVERSATION, CONVERSATION_LOG, ConversationItem,
     EVALUATIONS, MESSAGES, SESSION_INFO, SessionInfoItem, TOOL_CALLS, TOP_KEYS, TsItem, USAGE,
@@ -10,6 +10,7 @@ use super::items::{
 use crate::error::{Error, Result};
 use crate::event::{AdapterStateSnapshot, TokenUsage};
 use crate::model::{InnerMessage, SessionId};
+use crate::provider::read::kind;
 use crate::state::{
     AdapterStates, Conversation, ConversationLog, DynSlice, EvaluationInfo, Evaluations, Messages,
     SessionState, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, Usage, UsageTotals,

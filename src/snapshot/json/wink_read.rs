@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use uuid::Uuid;
 
-use super::check::{Found, err, kind, micros};
+use super::check::{Found, err, micros};
 use super::items::{ADAPTER_STATES, MESSAGES, slice};
 use super::wink::{
     DERIVED, EVALUATION_IDS_LABEL, JOURNAL_STATE, JOURNAL_STATUS, OTHER_SLICES_LABEL, POLICIES_TAG,
@@ -15,6 +15,7 @@ use super::wink::{
 use crate::error::Result;
 use crate::event::{Envelope, Event};
 use crate::model::{CallId, EvaluationId, InnerMessage, SessionId, ToolStatus, now};
+use crate::provider::read::kind;
 use crate::state::{SessionState, SlicePolicy, SliceRegistry};
 use serde_json::{Map, Value};
 
