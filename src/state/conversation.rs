@@ -241,7 +241,7 @@ impl Conversation {
         };
         c.users = msgs
             .iter()
-            .filter(|(_, role, _)| *role == Role::User)
+            .filter(|(_, role, _)| matches!(role, Role::User | Role::Other))
             .map(|(k, ..)| *k)
             .collect();
         msgs.retain(|(_, role, _)| matches!(role, Role::Assistant | Role::Tool));
@@ -320,6 +320,8 @@ mod tests {
         let eval = EvaluationId::new();
         let sys = InnerMessage::new(Role::System, "s", eval, 0);
         let user = InnerMessage::new(Role::User, "u", eval, 1);
+        // Another role counts as a user's message, folded or built in bulk.
+        let other = InnerMessage::new(Role::Other, "o", eval, 5);
         let mut a = InnerMessage::new(Role::Assistant, "a", eval, 2);
         a.turn = 1;
         let mut t2 = InnerMessage::new(Role::Tool, "r2", eval, 4);
@@ -328,7 +330,7 @@ mod tests {
         t1.turn = 1;
         let mut msgs = Messages::default();
         let mut c = Conversation::default();
-        for m in [&t2, &a, &user, &t1, &sys] {
+        for m in [&t2, &a, &other, &user, &t1, &sys] {
             assert!(msgs.insert(m));
             c.on_message(m);
         }
@@ -342,7 +344,7 @@ mod tests {
         assert_eq!(bulk, c);
         let v = c.view(eval, &msgs).expect("view");
         assert_eq!(v.system_message.map(|m| m.sequence), Some(0));
-        assert_eq!(v.user_messages.len(), 1);
+        assert_eq!(v.user_messages.len(), 2);
         assert_eq!(v.turns.len(), 1);
         assert_eq!(v.turns[0].assistant_message.map(|m| m.sequence), Some(2));
         let seqs: Vec<u64> = v.turns[0]

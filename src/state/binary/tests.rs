@@ -161,7 +161,13 @@ fn a_big_snapshot_decodes_on_two_threads_and_still_checks_its_crc() {
             adapter: "a".into(),
         });
         events.extend((0..1_200u64).map(|i| {
-            let role = [Role::System, Role::User, Role::Assistant, Role::Tool][(i % 4) as usize];
+            let role = [
+                Role::System,
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::Other,
+            ][(i % 5) as usize];
             let mut m = crate::model::InnerMessage::new(role, "x".repeat(400), eval, i);
             m.turn = (i / 4) as u32;
             Event::Message(m)
