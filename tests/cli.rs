@@ -14,6 +14,7 @@ mod editing;
 mod errors;
 mod finding;
 mod inspect;
+mod one_model;
 mod reading;
 mod resuming;
 mod vocabulary;

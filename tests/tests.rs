@@ -32,6 +32,7 @@ mod layers;
 #[cfg(unix)]
 mod live;
 mod losses;
+mod one_model;
 #[cfg(unix)]
 mod other_users;
 #[cfg(feature = "postgres")]

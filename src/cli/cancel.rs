@@ -41,7 +41,7 @@ pub(crate) fn cancel_turn(cli: &Global, args: &CancelArgs) -> Result<ExitCode, E
     if !state.conversation_log().is_conversation() {
         return Err(Error::NotAConversation(s.id()));
     }
-    let turn = find_turn(&state, &args.turn)?.id;
+    let turn = find_turn(state.conversation_log(), &args.turn)?.id;
     let store = Arc::new(JournalConversationStore::new(journal));
     let engine = ConversationEngine::new(ConversationEngineConfig::new("cli", store));
     let done = engine.cancel_turn(s.id(), turn, &args.reason)?;

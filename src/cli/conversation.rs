@@ -1,16 +1,17 @@
 //! `conversations`, `turns`, `compact-history`, and the conversation views
 //! of `show` and `pending`: what the conversation engine recorded.
 
+use std::borrow::Cow;
 use std::process::ExitCode;
 
 use agent_journal::conversation::http::{anthropic_request_body, openai_request_body};
 use agent_journal::conversation::{
-    CompactionRecord, CompactionRequest, CompactionStrategy, ConversationStore,
+    CompactionRecord, CompactionRequest, CompactionStrategy, ConversationStore, HistoryWindow,
     JournalConversationStore, MessageLimitCompactor, ProviderCallRecord, TokenLimitCompactor,
     TurnRecord, TurnStatus, rebuild_request,
 };
 use agent_journal::state::{ConversationLog, SessionState};
-use agent_journal::{Error, Session, ToolStatus};
+use agent_journal::{Error, Event, Session, ToolStatus};
 use clap::Args;
 use serde_json::{Value, json};
 
@@ -25,6 +26,26 @@ use crate::cli::{resumed, style};
 pub(crate) struct TurnsArgs {
     #[command(flatten)]
     conversation: crate::cli::find::SessionRef,
+}
+
+/// The conversation session `s` holds right after event `at` (`state` is
+/// its state there), whichever door its messages came in by: the engine's
+/// own log, or an inner-loop session's evaluations read as turns.
+///
+/// # Errors
+/// [`Error::NotAConversation`] when the session holds no message.
+pub(crate) fn conversation_log<'a>(
+    s: &Session,
+    state: &'a SessionState,
+    at: u64,
+) -> Result<Cow<'a, ConversationLog>, Error> {
+    let own = state.conversation_log();
+    if own.is_conversation() {
+        return Ok(Cow::Borrowed(own));
+    }
+    s.conversation_at(at)?
+        .map(Cow::Owned)
+        .ok_or(Error::NotAConversation(s.id()))
 }
 
 /// The calls of `turn` in `log`, the last one's provider and model, and
@@ -49,8 +70,7 @@ fn duration_ms(turn: &TurnRecord) -> Option<i64> {
 }
 
 /// One turn as JSON (the `turns` and `show --turn` schema).
-fn turn_json(state: &SessionState, turn: &TurnRecord) -> Value {
-    let log = state.conversation_log();
+fn turn_json(state: &SessionState, log: &ConversationLog, turn: &TurnRecord) -> Value {
     let (_, tokens, _) = call_summary(log, turn);
     let tools: Vec<Value> = state
         .tool_calls()
@@ -145,13 +165,10 @@ pub(crate) fn turns(cli: &Global, args: &TurnsArgs) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.conversation)?;
     let state = s.state_cloned();
-    let log = state.conversation_log();
-    if !log.is_conversation() {
-        return Err(Error::NotAConversation(s.id()));
-    }
+    let log = conversation_log(&s, &state, s.head().saturating_sub(1))?;
     if cli.json {
         for t in log.turns() {
-            outln!("{}", turn_json(&state, t));
+            outln!("{}", turn_json(&state, &log, t));
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -160,14 +177,13 @@ pub(crate) fn turns(cli: &Global, args: &TurnsArgs) -> Result<ExitCode, Error> {
     } else {
         None
     };
-    print_turns(&state, elsewhere.as_ref());
+    print_turns(&log, elsewhere.as_ref());
     Ok(ExitCode::SUCCESS)
 }
 
 /// The turns table; `elsewhere`, the session that already resumed this
 /// one's interrupted turns, if one did.
-pub(crate) fn print_turns(state: &SessionState, elsewhere: Option<&resumed::Elsewhere>) {
-    let log = state.conversation_log();
+pub(crate) fn print_turns(log: &ConversationLog, elsewhere: Option<&resumed::Elsewhere>) {
     outln!(
         "{:<8}  {:<10} {:<18} {:<24} {:>7} {:>8} {:>5}  error",
         "turn",
@@ -266,13 +282,16 @@ pub(crate) fn print_conversation(s: &Session, at: u64, state: &SessionState) {
     } else {
         None
     };
-    print_turns(state, elsewhere.as_ref());
+    print_turns(log, elsewhere.as_ref());
 }
 
 /// `show --turn TURN`: one turn in detail.
-pub(crate) fn print_turn(state: &SessionState, prefix: &str) -> Result<(), Error> {
-    let turn = find_turn(state, prefix)?;
-    let log = state.conversation_log();
+pub(crate) fn print_turn(
+    state: &SessionState,
+    log: &ConversationLog,
+    prefix: &str,
+) -> Result<(), Error> {
+    let turn = find_turn(log, prefix)?;
     outln!(
         "turn {} {} (agent {})",
         turn.id,
@@ -337,9 +356,8 @@ pub(crate) fn print_turn(state: &SessionState, prefix: &str) -> Result<(), Error
 /// `show --turn TURN --request`: the body of the turn's last provider call,
 /// rebuilt in the wire format of its provider (`openai`, `anthropic`), or
 /// as the neutral request for another provider.
-pub(crate) fn request_body(state: &SessionState, prefix: &str) -> Result<Value, Error> {
-    let turn = find_turn(state, prefix)?;
-    let log = state.conversation_log();
+pub(crate) fn request_body(log: &ConversationLog, prefix: &str) -> Result<Value, Error> {
+    let turn = find_turn(log, prefix)?;
     let call = log
         .calls_of(turn.id)
         .last()
@@ -362,17 +380,21 @@ pub(crate) fn request_body(state: &SessionState, prefix: &str) -> Result<Value, 
 }
 
 /// `show --turn TURN --json`.
-pub(crate) fn turn_value(state: &SessionState, prefix: &str) -> Result<Value, Error> {
-    Ok(turn_json(state, find_turn(state, prefix)?))
+pub(crate) fn turn_value(
+    state: &SessionState,
+    log: &ConversationLog,
+    prefix: &str,
+) -> Result<Value, Error> {
+    Ok(turn_json(state, log, find_turn(log, prefix)?))
 }
 
+/// The turn of `log` whose id starts or ends with `prefix`.
 pub(crate) fn find_turn<'a>(
-    state: &'a SessionState,
+    log: &'a ConversationLog,
     prefix: &str,
 ) -> Result<&'a TurnRecord, Error> {
     let needle = prefix.trim().to_ascii_lowercase();
-    let found: Vec<&TurnRecord> = state
-        .conversation_log()
+    let found: Vec<&TurnRecord> = log
         .turns()
         .iter()
         .filter(|t| {
@@ -505,16 +527,32 @@ pub(crate) struct CompactArgs {
 pub(crate) fn compact_history(cli: &Global, args: &CompactArgs) -> Result<ExitCode, Error> {
     let journal = crate::cli::open::open_existing(&cli.db)?;
     let s = crate::cli::open::find_session(&journal, &args.conversation)?;
-    let store = JournalConversationStore::new(journal);
     let id = s.id();
-    let window = store.history(id, None)?;
-    let last_usage = {
-        let state = s.state();
-        let log = state.conversation_log();
-        if !log.is_conversation() {
-            return Err(Error::NotAConversation(id));
-        }
-        log.calls().iter().rev().find_map(|c| c.usage.clone())
+    let state = s.state_cloned();
+    let log = conversation_log(&s, &state, s.head().saturating_sub(1))?;
+    let last_usage = log.calls().iter().rev().find_map(|c| c.usage.clone());
+    // What is sent now: the engine's history; for an inner-loop session,
+    // its latest evaluation's messages (what `resume` continues).
+    let inner = match log {
+        Cow::Borrowed(_) => None,
+        Cow::Owned(_) => state.evaluations().latest().map(|e| e.evaluation_id),
+    };
+    let window = match inner {
+        None => JournalConversationStore::new(journal).history(id, None)?,
+        Some(eval) => HistoryWindow {
+            system: log.leading_system().to_vec(),
+            summary: state
+                .evaluations()
+                .get(eval)
+                .and_then(|e| e.compaction_summary.clone()),
+            messages: log
+                .sendable()
+                .iter()
+                .filter(|m| m.turn_id.is_some_and(|t| t.as_evaluation() == eval))
+                .cloned()
+                .collect(),
+            sendable: 0,
+        },
     };
     let request = CompactionRequest {
         state_messages: &window.messages,
@@ -552,7 +590,17 @@ pub(crate) fn compact_history(cli: &Global, args: &CompactArgs) -> Result<ExitCo
         at: agent_journal::format::now(),
     });
     if let (Some(r), false) = (&record, args.dry_run) {
-        store.record_compaction(id, r)?;
+        match inner {
+            None => JournalConversationStore::new(s.journal().clone()).record_compaction(id, r)?,
+            Some(eval) => {
+                let sequence = state.messages().get(r.first_kept).map_or(0, |m| m.sequence);
+                s.append(Event::Compacted {
+                    evaluation_id: eval,
+                    through_sequence: sequence.saturating_sub(1),
+                    summary: None,
+                })?;
+            }
+        }
     }
     if cli.json {
         let v = json!({

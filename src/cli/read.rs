@@ -228,15 +228,13 @@ pub(crate) fn show(cli: &Global, args: &ShowArgs) -> Result<ExitCode, Error> {
     let at = at_or_last(&s, args.at);
     let state = s.state_at(at)?;
     if let Some(turn) = &args.turn {
-        if !state.conversation_log().is_conversation() {
-            return Err(Error::NotAConversation(s.id()));
-        }
+        let log = conversation::conversation_log(&s, &state, at)?;
         if args.request {
-            print_json(&conversation::request_body(&state, turn)?)?;
+            print_json(&conversation::request_body(&log, turn)?)?;
         } else if cli.json {
-            print_json(&conversation::turn_value(&state, turn)?)?;
+            print_json(&conversation::turn_value(&state, &log, turn)?)?;
         } else {
-            conversation::print_turn(&state, turn)?;
+            conversation::print_turn(&state, &log, turn)?;
         }
         return Ok(ExitCode::SUCCESS);
     }

@@ -169,7 +169,7 @@ fn demo_conversation(cli: &Global, journal: &Journal, sandbox: &Path) -> Result<
     );
     outln!("tools worked in {}", sandbox.display());
     outln!();
-    conversation::print_turns(&state, None);
+    conversation::print_turns(state.conversation_log(), None);
     outln!();
     // Commands that work as printed, before `cargo install` too.
     let aj = crate::cli::hint::command(&cli.db);
@@ -252,7 +252,7 @@ fn resume_conversation(
         r.sandbox.display()
     );
     outln!();
-    conversation::print_turns(&target.state_cloned(), None);
+    conversation::print_turns(target.state_cloned().conversation_log(), None);
     Ok(ExitCode::SUCCESS)
 }
 

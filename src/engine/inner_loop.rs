@@ -1,6 +1,7 @@
 //! The inner loop: provider round trips and tool calls, each recorded as it
 //! happens, and its resume from a [`ResumePlan`](crate::resume::ResumePlan).
 
+use crate::engine::conversation::SUMMARY_PREFIX;
 use crate::engine::provider::{Provider, ProviderRequest};
 use crate::engine::stateful::{
     CapturePoint, StateConfig, StatefulProvider, capture_due, validate_state,
@@ -263,13 +264,30 @@ impl<'a> InnerLoop<'a> {
         self.drive(&eval, history)
     }
 
+    /// What the provider is sent: the evaluation's messages, except those a
+    /// `Compacted` event compacted (the leading system messages are always
+    /// sent), with the compaction's summary, if it wrote one, as a system
+    /// message after the leading ones: what the conversation engine sends.
     fn history(&self, eval: &Evaluation) -> Vec<InnerMessage> {
-        eval.session()
-            .state()
-            .messages()
-            .for_evaluation(eval.id())
-            .cloned()
-            .collect()
+        let state = eval.session().state();
+        let info = state.evaluations().get(eval.id());
+        let through = info.and_then(|e| e.compacted_through);
+        let mut leading = true;
+        let mut out: Vec<InnerMessage> = Vec::new();
+        for m in state.messages().for_evaluation(eval.id()) {
+            leading &= m.role == Role::System;
+            if leading || through.is_none_or(|t| m.sequence > t) {
+                out.push(m.clone());
+            }
+        }
+        if let (Some(_), Some(summary)) =
+            (through, info.and_then(|e| e.compaction_summary.as_deref()))
+        {
+            let at = out.iter().take_while(|m| m.role == Role::System).count();
+            let text = format!("{SUMMARY_PREFIX}{summary}");
+            out.insert(at, InnerMessage::new(Role::System, text, eval.id(), 0));
+        }
+        out
     }
 
     fn push(&self, eval: &Evaluation, history: &mut Vec<InnerMessage>, id: MessageId) {

@@ -212,6 +212,31 @@ impl ConversationMessage {
         m
     }
 
+    /// An inner-loop message as a message of conversation `conversation`:
+    /// the same id, role, text, time and tool exchange; its turn is its
+    /// evaluation (the same id); a tool message's tool name is its `name`;
+    /// its place in the evaluation (`sequence`) and the inner loop's round
+    /// (`turn`) are in `metadata`. [`to_inner`](Self::to_inner) reads it
+    /// back.
+    pub fn from_inner(m: &InnerMessage, conversation: ConversationId) -> Self {
+        let mut metadata = Metadata::new();
+        metadata.insert("sequence".into(), Value::from(m.sequence));
+        metadata.insert("inner_loop_turn".into(), Value::from(m.turn));
+        Self {
+            id: m.message_id,
+            conversation_id: conversation,
+            role: m.role,
+            content: Value::String(m.content.clone()),
+            name: m.tool_name.clone(),
+            created_at: m.created_at,
+            provider_message_id: None,
+            metadata,
+            turn_id: Some(TurnId(m.evaluation_id.0)),
+            tool_calls: m.tool_calls.clone(),
+            tool_call_id: m.tool_call_id.clone(),
+        }
+    }
+
     /// The content as text: the string itself; for an Anthropic block list
     /// with thinking in it (`thinking` or `redacted_thinking` blocks, which
     /// the Anthropic adapter keeps so they are sent back), its `text`

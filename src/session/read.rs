@@ -7,10 +7,42 @@ use super::replay::{check_frame, replay};
 use super::{LoadStats, Session, bounds};
 use crate::error::{Error, Result};
 use crate::event::Envelope;
-use crate::state::SessionState;
+use crate::state::conversation_log::inner::InnerLoopLog;
+use crate::state::{ConversationLog, SessionState};
 use crate::store::Visit;
 
 impl Session {
+    /// The conversation this session holds right after event `seq`, as the
+    /// conversation engine's records, whichever door its messages came in
+    /// by: a conversation the engine wrote is its own log; a session of
+    /// the inner loop (a run, an imported chat) is read from its events
+    /// 0..=seq, each evaluation a turn with the same id, each provider
+    /// round trip a call of it (see
+    /// [`ConversationLog::of_inner_loop`]). `None` when the session holds
+    /// no message and no turn.
+    ///
+    /// Cost: a clone of the log for the engine's conversations; one pass
+    /// over the events 0..=seq for the inner loop's, holding only the
+    /// records.
+    ///
+    /// # Errors
+    /// [`Error::SeqOutOfRange`] past the head; [`Error::Corruption`] for a
+    /// damaged frame.
+    pub fn conversation_at(&self, seq: u64) -> Result<Option<ConversationLog>> {
+        let state = self.state_at(seq)?;
+        let own = state.conversation_log();
+        if own.is_conversation() {
+            return Ok(Some(own.clone()));
+        }
+        let mut b = InnerLoopLog::new(self.id());
+        self.for_each_event(..=seq, |env| {
+            b.push(&env);
+            Ok(())
+        })?;
+        let log = b.finish();
+        Ok((!log.messages().is_empty() || !log.turns().is_empty()).then_some(log))
+    }
+
     /// The state right after event `seq`: the fold of events `0..=seq`,
     /// from the latest snapshot at or before it (with the default
     /// `Incremental` strategy, fewer than its spacing of events are

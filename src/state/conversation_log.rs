@@ -15,6 +15,8 @@ use crate::model::MessageId;
 use crate::model::Role;
 use crate::state::list_delta::ListDelta;
 
+pub(crate) mod inner;
+
 /// The conversation a session holds, if the conversation engine made it
 /// (state slice). Every lookup is O(log n); reading the last `k` messages
 /// is O(k).

@@ -31,7 +31,7 @@
 mod adapter_states;
 mod binary;
 mod conversation;
-mod conversation_log;
+pub(crate) mod conversation_log;
 pub(crate) mod delta;
 mod dyn_slice;
 mod evaluations;

@@ -177,14 +177,17 @@ pub fn export_state_blob_for(
 ///   `conversation_id` is the nil id (a blob belongs to no conversation),
 ///   and unknown members kept at import are restored.
 /// - provider: `provider` if given; else that of the conversation's last
-///   provider call; else the one recorded at import.
+///   provider call; else the one recorded at import; else, for an
+///   inner-loop session, the adapter of its latest evaluation (an imported
+///   chat's format).
 /// - processed_length: the number of messages; for an imported
 ///   conversation with no provider call and no compaction since, the
 ///   `processed_length` recorded at import.
 ///
 /// # Errors
 /// [`Error::SessionNotFound`]; [`Error::NotAConversation`] when the
-/// session holds no conversation; [`Error::InvalidInput`] when no provider
+/// session holds no message (an inner-loop session's evaluations are read
+/// as turns: [`Session::conversation_at`](crate::Session::conversation_at)); [`Error::InvalidInput`] when no provider
 /// is given, called, or recorded.
 pub fn state_blob_of(
     journal: &Journal,
@@ -192,8 +195,11 @@ pub fn state_blob_of(
     provider: Option<&str>,
 ) -> Result<StateBlob> {
     let session = journal.session(id)?;
-    let state = session.state();
-    let log = state.conversation_log();
+    let log = match session.head() {
+        0 => None,
+        head => session.conversation_at(head - 1)?,
+    }
+    .ok_or(Error::NotAConversation(id))?;
     let info = log.info().ok_or(Error::NotAConversation(id))?;
     let recorded = info
         .metadata
@@ -204,6 +210,11 @@ pub fn state_blob_of(
         .map(str::to_owned)
         .or_else(|| log.calls().last().map(|c| c.provider.clone()))
         .or_else(|| field("provider").and_then(Value::as_str).map(str::to_owned))
+        .or_else(|| {
+            let state = session.state();
+            let adapter = &state.evaluations().latest()?.adapter;
+            (!adapter.is_empty()).then(|| adapter.clone())
+        })
         .ok_or_else(|| {
             Error::InvalidInput(format!(
                 "conversation {id} made no provider call and records no provider: name one"
