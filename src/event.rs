@@ -12,10 +12,9 @@ use uuid::Uuid;
 use crate::model::{CallId, EvaluationId, InnerMessage, SessionId, ToolStatus};
 
 pub mod conversation;
-mod usage;
 
 use conversation::ConversationEvent;
-pub use usage::TokenUsage;
+pub use conversation::TokenUsage;
 
 /// How an evaluation ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

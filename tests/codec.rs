@@ -162,6 +162,7 @@ fn provider_call() -> BoxedStrategy<ProviderCallRecord> {
                         output_tokens: u[1],
                         cache_read_tokens: u[2],
                         cache_write_tokens: u[3],
+                        ..Default::default()
                     },
                     started_at,
                     finished_at,

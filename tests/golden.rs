@@ -3,9 +3,9 @@
 //! on-disk format: add a variant instead.
 
 use agent_journal::conversation::{
-    CallOutcome, CallUsage, CompactionRecord, Conversation, ConversationEvent, ConversationMessage,
-    Metadata, ProviderCallRecord as ConversationCall, ProviderOperation, ToolSpec, TurnError,
-    TurnId, TurnRecord, TurnStatus,
+    CallOutcome, CompactionRecord, Conversation, ConversationEvent, ConversationMessage, Metadata,
+    ProviderCallRecord as ConversationCall, ProviderOperation, ToolSpec, TurnError, TurnId,
+    TurnRecord, TurnStatus,
 };
 use agent_journal::format::{decode_frame, encode_frame};
 use agent_journal::{
@@ -72,6 +72,7 @@ fn events() -> Vec<Event> {
                 output_tokens: 20,
                 cache_read_tokens: 0,
                 cache_write_tokens: 1,
+                ..Default::default()
             },
             started_at: t,
             finished_at: t,
@@ -207,13 +208,11 @@ fn conversation_events(t: DateTime<Utc>) -> Vec<ConversationEvent> {
             }),
         }],
         sent_messages: vec![MessageId(uuid(8))],
-        usage: Some(CallUsage {
-            tokens: TokenUsage {
-                input_tokens: 300,
-                output_tokens: 20,
-                cache_read_tokens: 256,
-                cache_write_tokens: 0,
-            },
+        usage: Some(TokenUsage {
+            input_tokens: 300,
+            output_tokens: 20,
+            cache_read_tokens: 256,
+            cache_write_tokens: 0,
             total_tokens: Some(320),
             breakdown: members(json!({"reasoning_tokens": 8})),
         }),
@@ -277,7 +276,7 @@ const GOLDEN: &[&str] = &[
     "014919f54f100101010101010101010101010101010101fd8044403048140c00011002020202020202020202020202020202026e73036b6579066f70656e6169",
     "0132e282b7100101010101010101010101010101010102fd8044403048140c00020202686910020202020202020202020202020202020101026331026c73027b7d00000001026e73036b6579fd8044403048140c00100303030303030303030303030303030301107b22636f6e74656e74223a6e756c6c7d",
     "013495ab3b100101010101010101010101010101010103fd8044403048140c00031002020202020202020202020202020202026331030104626f6f6d",
-    "0147f32fde100101010101010101010101010101010104fd8044403048140c0004100202020202020202020202020202020201066f70656e6169016dfb2c01140001fd8044403048140c00fd8044403048140c00010178",
+    "01ca32d0b0100101010101010101010101010101010104fd8044403048140c0004100202020202020202020202020202020201066f70656e6169016dfb2c0114000100027b7dfd8044403048140c00fd8044403048140c00010178",
     "014c7b0c28100101010101010101010101010101010105fd8044403048140c000510040404040404040404040404040404040373646b027b7d01fd8044403048140c0001100202020202020202020202020202020200",
     "01b430caef100101010101010101010101010101010106fd8044403048140c0006100202020202020202020202020202020207010173",
     "01aa5c25cf100101010101010101010101010101010107fd8044403048140c00071002020202020202020202020202020202010165",

@@ -15,8 +15,8 @@ use agent_journal::conversation::state_blob::{
     update_state_after_event,
 };
 use agent_journal::conversation::{
-    CallUsage, ConversationMessage, Metadata, ProviderAdapter, ProviderCallOptions,
-    ProviderChatRequest, ProviderChatResult, ProviderError, ScriptedAdapter, ScriptedReply,
+    ConversationMessage, Metadata, ProviderAdapter, ProviderCallOptions, ProviderChatRequest,
+    ProviderChatResult, ProviderError, ScriptedAdapter, ScriptedReply,
 };
 use agent_journal::{TokenUsage, ToolCallRecord, ToolStatus};
 use serde_json::json;
@@ -143,13 +143,10 @@ impl ProviderAdapter for Recorder {
         }
         Ok(ProviderChatResult {
             messages: vec![m],
-            usage: reply.tokens.map(|t| CallUsage {
-                tokens: TokenUsage {
-                    input_tokens: t,
-                    ..TokenUsage::default()
-                },
+            usage: reply.tokens.map(|t| TokenUsage {
+                input_tokens: t,
                 total_tokens: Some(t),
-                breakdown: Metadata::new(),
+                ..TokenUsage::default()
             }),
             response_metadata,
             ..ProviderChatResult::default()

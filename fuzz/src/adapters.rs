@@ -16,8 +16,8 @@ use agent_journal::conversation::http::{
     AnthropicStream, OpenAiStream, parse_anthropic_error, parse_anthropic_response,
     parse_anthropic_stream, parse_openai_error, parse_openai_response, parse_openai_stream,
 };
-use agent_journal::conversation::{CallUsage, Metadata, ProviderChatResult, ProviderError, ProviderStreamChunk};
-use agent_journal::Role;
+use agent_journal::conversation::{Metadata, ProviderChatResult, ProviderError, ProviderStreamChunk};
+use agent_journal::{Role, TokenUsage};
 use serde_json::Value;
 
 type Res = Result<ProviderChatResult, ProviderError>;
@@ -77,7 +77,7 @@ const CATEGORIES: [&str; 7] = ["network", "timeout", "rate_limit", "auth", "serv
 
 /// What a result says, but the message's fresh id and time and the ids
 /// generated for calls that had none (`raw` shows the ids that were sent).
-type Key = (String, Vec<(String, String)>, Option<CallUsage>, Metadata, Option<String>, Option<Value>);
+type Key = (String, Vec<(String, String)>, Option<TokenUsage>, Metadata, Option<String>, Option<Value>);
 
 fn key(r: &ProviderChatResult) -> Key {
     assert_eq!(r.messages.len(), 1, "one message");

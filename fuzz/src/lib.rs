@@ -294,8 +294,7 @@ impl SmallEvent {
                     input_tokens: u64::from(*input),
                     output_tokens: u64::from(*output),
                     cache_read_tokens: u64::from(*input / 2),
-                    cache_write_tokens: 0,
-                },
+                    cache_write_tokens: 0, ..Default::default() },
                 started_at: ts(1),
                 finished_at: ts(2),
                 outcome: match error {

@@ -59,7 +59,7 @@ fn call_summary(log: &ConversationLog, turn: &TurnRecord) -> (String, u64, usize
     let tokens = calls
         .iter()
         .filter_map(|c| c.usage.as_ref())
-        .map(|u| u.tokens.total())
+        .map(|u| u.total())
         .sum();
     (who, tokens, calls.len())
 }
@@ -330,7 +330,7 @@ pub(crate) fn print_turn(
             Some(o) if o.ok => "ok".to_owned(),
             Some(o) => format!("failed: {}", o.error.as_deref().unwrap_or("")),
         };
-        let tokens = c.usage.as_ref().map(|u| u.tokens.total()).unwrap_or(0);
+        let tokens = c.usage.as_ref().map(|u| u.total()).unwrap_or(0);
         let ms = c.finished_at.map(|f| (f - c.started_at).num_milliseconds());
         outln!(
             "  call {} {}/{}: {outcome}, {tokens} tokens, {} ms, correlation {}",
@@ -586,7 +586,7 @@ pub(crate) fn compact_history(cli: &Global, args: &CompactArgs) -> Result<ExitCo
         summary: None,
         messages_before: before as u64,
         messages_after: (before - d.keep_from) as u64,
-        tokens_before: last_usage.as_ref().map(|u| u.tokens.total()),
+        tokens_before: last_usage.as_ref().map(|u| u.total()),
         at: agent_journal::format::now(),
     });
     if let (Some(r), false) = (&record, args.dry_run) {

@@ -139,7 +139,7 @@ fn compute(s: &Session, a: u64, b: u64) -> Result<Diff, Error> {
             adapter_states.push((ty.to_owned(), diff_states(old.unwrap_or(&empty), new)));
         }
     }
-    let (u0, u1) = (before.usage().total().usage, after.usage().total().usage);
+    let (u0, u1) = (&before.usage().total().usage, &after.usage().total().usage);
     Ok(Diff {
         a,
         b,

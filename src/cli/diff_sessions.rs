@@ -169,7 +169,7 @@ fn run(a: &Session, b: &Session, json_out: bool) -> Result<Option<Value>, Error>
             .collect()
     };
     let tokens = |s: &SessionState| {
-        let u = s.usage().total().usage;
+        let u = &s.usage().total().usage;
         json!({"input": u.input_tokens, "output": u.output_tokens})
     };
     if json_out {

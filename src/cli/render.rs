@@ -156,12 +156,7 @@ fn conversation_line(c: &ConversationEvent) -> String {
             let tokens = p
                 .usage
                 .as_ref()
-                .map(|u| {
-                    format!(
-                        ", {} in / {} out tokens",
-                        u.tokens.input_tokens, u.tokens.output_tokens
-                    )
-                })
+                .map(|u| format!(", {} in / {} out tokens", u.input_tokens, u.output_tokens))
                 .unwrap_or_default();
             format!(
                 "provider call {} {}/{} (turn {}) {state}{tokens}",

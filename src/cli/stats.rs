@@ -141,7 +141,7 @@ pub(crate) fn stats(cli: &Global, args: &StatsArgs) -> Result<ExitCode, Error> {
             }
             Event::Conversation(c) => match &**c {
                 ConversationEvent::ProviderCall(p) => {
-                    let usage = p.usage.as_ref().map(|u| u.tokens);
+                    let usage = p.usage.as_ref();
                     conv_calls.insert(
                         p.id.to_string(),
                         Call {

@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::event::usage::TokenUsage;
 use crate::model::{
     CallId, EvaluationId, InnerMessage, MessageId, Role, SessionId, ToolCallRecord,
 };
@@ -355,17 +354,45 @@ pub enum ProviderOperation {
     Other,
 }
 
-/// Token usage of one provider call (the spec's `TokenUsage`): the counts
-/// every provider reports, the total if it gave one, and its own breakdown.
+/// Token usage of one provider call, the one usage type of both the inner
+/// loop's records and the conversation engine's (the agent-conversation-core
+/// spec's `TokenUsage`): the counts every provider reports, the total if it
+/// gave one, and its own breakdown.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CallUsage {
-    /// Input, output and cache counts.
-    pub tokens: TokenUsage,
-    /// The total, as the provider reported it.
+pub struct TokenUsage {
+    /// Prompt (input) tokens.
+    pub input_tokens: u64,
+    /// Completion (output) tokens.
+    pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache.
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the provider's prompt cache.
+    pub cache_write_tokens: u64,
+    /// The total, as the provider reported it (`None`: not reported).
     pub total_tokens: Option<u64>,
     /// The provider's own breakdown (per cache type, reasoning tokens, ...).
     #[serde(with = "json_text")]
     pub breakdown: Metadata,
+}
+
+impl TokenUsage {
+    /// Input plus output tokens (whatever `total_tokens` says).
+    pub fn total(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+
+    /// The four counts of `other` added to these (saturating); the
+    /// reported total and the breakdown are a call's own and are not summed.
+    pub fn add_counts(&mut self, other: &TokenUsage) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cache_read_tokens = self
+            .cache_read_tokens
+            .saturating_add(other.cache_read_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+    }
 }
 
 /// How a provider call ended (compatible with resilient-http-core's
@@ -433,7 +460,7 @@ pub struct ProviderCallRecord {
     /// The conversation messages the request was built from, in order.
     pub sent_messages: Vec<MessageId>,
     /// Token usage.
-    pub usage: Option<CallUsage>,
+    pub usage: Option<TokenUsage>,
     /// How it ended (none while in progress).
     pub outcome: Option<CallOutcome>,
     /// When it started.

@@ -8,7 +8,7 @@ use crate::event::{ProviderCallRecord, TokenUsage};
 use crate::model::EvaluationId;
 
 /// Token totals and number of provider calls.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UsageTotals {
     /// Summed token counts (saturating).
     pub usage: TokenUsage,
@@ -19,11 +19,7 @@ pub struct UsageTotals {
 impl UsageTotals {
     /// Adds another total (saturating, so the sum is associative).
     pub fn add(&mut self, other: &UsageTotals) {
-        let (a, b) = (&mut self.usage, &other.usage);
-        a.input_tokens = a.input_tokens.saturating_add(b.input_tokens);
-        a.output_tokens = a.output_tokens.saturating_add(b.output_tokens);
-        a.cache_read_tokens = a.cache_read_tokens.saturating_add(b.cache_read_tokens);
-        a.cache_write_tokens = a.cache_write_tokens.saturating_add(b.cache_write_tokens);
+        self.usage.add_counts(&other.usage);
         self.provider_calls = self.provider_calls.saturating_add(other.provider_calls);
     }
 }
@@ -64,7 +60,7 @@ impl Usage {
 
     pub(crate) fn on_provider_call(&mut self, call: &ProviderCallRecord) {
         let one = UsageTotals {
-            usage: call.usage,
+            usage: call.usage.clone(),
             provider_calls: 1,
         };
         self.per_eval
@@ -81,10 +77,10 @@ impl Usage {
     ) -> Result<Self, (usize, String)> {
         let mut out = Usage::default();
         for (i, (eval, totals)) in items.into_iter().enumerate() {
+            out.total.add(&totals);
             if out.per_eval.insert(eval, totals).is_some() {
                 return Err((i, format!("duplicate evaluation {eval}")));
             }
-            out.total.add(&totals);
         }
         Ok(out)
     }
@@ -124,7 +120,7 @@ mod tests {
         );
         assert_eq!(u.total().usage.input_tokens, u64::MAX);
         assert_eq!(u.total().provider_calls, 3);
-        let rebuilt = Usage::from_items(u.iter().map(|(k, v)| (k, *v))).expect("rebuild");
+        let rebuilt = Usage::from_items(u.iter().map(|(k, v)| (k, v.clone()))).expect("rebuild");
         assert_eq!(rebuilt, u);
     }
 }

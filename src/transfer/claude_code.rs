@@ -40,6 +40,7 @@ fn tokens(usage: Option<&serde_json::Value>) -> TokenUsage {
         output_tokens: n("output_tokens"),
         cache_read_tokens: n("cache_read_input_tokens"),
         cache_write_tokens: n("cache_creation_input_tokens"),
+        ..TokenUsage::default()
     }
 }
 

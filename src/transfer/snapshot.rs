@@ -101,7 +101,7 @@ fn snapshot_events(state: &SessionState) -> Vec<Event> {
                 turn: 0,
                 provider: "imported".into(),
                 model: String::new(),
-                usage: totals.usage,
+                usage: totals.usage.clone(),
                 started_at: at,
                 finished_at: at,
                 outcome: ProviderOutcome::Ok,

@@ -6,9 +6,8 @@
 
 use agent_journal::Role;
 use agent_journal::conversation::{
-    CallOutcome, CallUsage, CompactionRecord, Conversation, ConversationEvent, ConversationMessage,
-    Metadata, ProviderCallRecord, ProviderOperation, ToolSpec, TurnError, TurnId, TurnRecord,
-    TurnStatus,
+    CallOutcome, CompactionRecord, Conversation, ConversationEvent, ConversationMessage, Metadata,
+    ProviderCallRecord, ProviderOperation, ToolSpec, TurnError, TurnId, TurnRecord, TurnStatus,
 };
 use agent_journal::{CallId, MessageId, SessionId, TokenUsage, ToolCallRecord};
 use chrono::{DateTime, TimeZone, Utc};
@@ -231,19 +230,17 @@ fn turn(d: &Domain) -> BoxedStrategy<TurnRecord> {
         .boxed()
 }
 
-fn usage() -> BoxedStrategy<CallUsage> {
+fn usage() -> BoxedStrategy<TokenUsage> {
     (
         any::<[u64; 4]>(),
         prop::option::of(any::<u64>()),
         metadata(),
     )
-        .prop_map(|(u, total_tokens, breakdown)| CallUsage {
-            tokens: TokenUsage {
-                input_tokens: u[0],
-                output_tokens: u[1],
-                cache_read_tokens: u[2],
-                cache_write_tokens: u[3],
-            },
+        .prop_map(|(u, total_tokens, breakdown)| TokenUsage {
+            input_tokens: u[0],
+            output_tokens: u[1],
+            cache_read_tokens: u[2],
+            cache_write_tokens: u[3],
             total_tokens,
             breakdown,
         })

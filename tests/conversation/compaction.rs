@@ -3,7 +3,7 @@
 //! travel, and property tests on boundaries.
 
 use agent_journal::conversation::{
-    CallUsage, Compaction, CompactionRequest, CompactionStrategy, CompactionTrigger, Compactor,
+    Compaction, CompactionRequest, CompactionStrategy, CompactionTrigger, Compactor,
     CompositeCompactor, CompositeTrigger, MessageLimitCompactor, SUMMARY_PREFIX, SplitCompactor,
     SummarizingStrategy, TokenLimitCompactor, advance_to_first_user_message,
 };
@@ -16,7 +16,7 @@ use super::*;
 
 fn request<'a>(
     messages: &'a [ConversationMessage],
-    usage: Option<&'a CallUsage>,
+    usage: Option<&'a TokenUsage>,
 ) -> CompactionRequest<'a> {
     CompactionRequest {
         state_messages: messages,
@@ -43,14 +43,11 @@ fn exchanges(n: usize) -> Vec<ConversationMessage> {
     out
 }
 
-fn usage(total: u64) -> CallUsage {
-    CallUsage {
-        tokens: TokenUsage {
-            input_tokens: total - 10,
-            output_tokens: 10,
-            ..TokenUsage::default()
-        },
-        ..CallUsage::default()
+fn usage(total: u64) -> TokenUsage {
+    TokenUsage {
+        input_tokens: total - 10,
+        output_tokens: 10,
+        ..TokenUsage::default()
     }
 }
 

@@ -5,9 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
-use agent_journal::conversation::{
-    CallUsage, ConversationId, ProviderOperation, TurnError, TurnId,
-};
+use agent_journal::conversation::{ConversationId, ProviderOperation, TurnError, TurnId};
 use agent_journal::{TokenUsage, ToolCallRecord};
 
 /// An adapter that, while it works, reads the turn back from the store
@@ -18,17 +16,15 @@ struct Peeking {
     seen: Mutex<Vec<(Option<ConversationTurn>, ProviderCallOptions)>>,
 }
 
-fn peeked_usage() -> CallUsage {
+fn peeked_usage() -> TokenUsage {
     let mut breakdown = Metadata::new();
     breakdown.insert("cached_tokens".into(), json!(2));
-    CallUsage {
-        tokens: TokenUsage {
-            input_tokens: 7,
-            output_tokens: 3,
-            ..TokenUsage::default()
-        },
+    TokenUsage {
+        input_tokens: 7,
+        output_tokens: 3,
         total_tokens: Some(10),
         breakdown,
+        ..TokenUsage::default()
     }
 }
 

@@ -178,15 +178,9 @@ fn anthropic_request_maps_history_tools_parameters_and_headers() {
     );
     assert_eq!(m.provider_message_id.as_deref(), Some("msg_01"));
     let usage = result.usage.as_ref().expect("usage");
+    assert_eq!((usage.input_tokens, usage.output_tokens), (200, 60));
     assert_eq!(
-        (usage.tokens.input_tokens, usage.tokens.output_tokens),
-        (200, 60)
-    );
-    assert_eq!(
-        (
-            usage.tokens.cache_read_tokens,
-            usage.tokens.cache_write_tokens
-        ),
+        (usage.cache_read_tokens, usage.cache_write_tokens),
         (150, 20)
     );
     assert_eq!(usage.total_tokens, None);
@@ -252,11 +246,8 @@ fn anthropic_streams_text_tool_use_and_usage_keeping_thinking() {
         ]
     );
     let usage = result.usage.as_ref().expect("usage");
-    assert_eq!(
-        (usage.tokens.input_tokens, usage.tokens.output_tokens),
-        (300, 89)
-    );
-    assert_eq!(usage.tokens.cache_read_tokens, 100);
+    assert_eq!((usage.input_tokens, usage.output_tokens), (300, 89));
+    assert_eq!(usage.cache_read_tokens, 100);
     assert_eq!(result.request_id.as_deref(), Some("req-s1"));
     assert_eq!(result.response_metadata["stop_reason"], "tool_use");
     let raw = result.raw.as_ref().expect("raw");
@@ -391,10 +382,7 @@ fn anthropic_engine_streamed_turn_with_tools() {
     for (call, rid) in turn.provider_calls.iter().zip(["req-t1", "req-t2"]) {
         assert_eq!(call.provider, "anthropic");
         assert_eq!(call.request_id.as_deref(), Some(rid));
-        assert_eq!(
-            call.usage.as_ref().map(|u| u.tokens.output_tokens),
-            Some(89)
-        );
+        assert_eq!(call.usage.as_ref().map(|u| u.output_tokens), Some(89));
         assert!(call.outcome.as_ref().is_some_and(|o| o.ok));
         assert_eq!(call.request_metadata["ai.streaming"], true);
     }

@@ -158,9 +158,9 @@ fn openai_request_maps_history_tools_parameters_and_auth() {
     );
     assert_eq!(m.provider_message_id.as_deref(), Some("chatcmpl-1"));
     let usage = result.usage.as_ref().expect("usage");
-    assert_eq!(usage.tokens.input_tokens, 120);
-    assert_eq!(usage.tokens.output_tokens, 40);
-    assert_eq!(usage.tokens.cache_read_tokens, 64);
+    assert_eq!(usage.input_tokens, 120);
+    assert_eq!(usage.output_tokens, 40);
+    assert_eq!(usage.cache_read_tokens, 64);
     assert_eq!(usage.total_tokens, Some(160));
     assert_eq!(
         usage.breakdown["prompt_tokens_details"],
@@ -258,14 +258,8 @@ fn openai_streams_text_parallel_tool_calls_and_usage() {
         ]
     );
     let usage = result.usage.as_ref().expect("usage");
-    assert_eq!(
-        (usage.tokens.input_tokens, usage.tokens.output_tokens),
-        (50, 20)
-    );
-    assert_eq!(
-        (usage.tokens.cache_read_tokens, usage.total_tokens),
-        (8, Some(70))
-    );
+    assert_eq!((usage.input_tokens, usage.output_tokens), (50, 20));
+    assert_eq!((usage.cache_read_tokens, usage.total_tokens), (8, Some(70)));
     assert_eq!(result.request_id.as_deref(), Some("req-s1"));
     assert_eq!(result.response_metadata["finish_reason"], "tool_calls");
     assert_eq!(
@@ -530,7 +524,7 @@ fn openai_engine_turn_with_tools() {
         turn.provider_calls[0]
             .usage
             .as_ref()
-            .map(|u| u.tokens.cache_read_tokens),
+            .map(|u| u.cache_read_tokens),
         Some(64)
     );
     assert_eq!(

@@ -2,6 +2,7 @@
 //! stream parsing wherever the bytes are cut, streamed and plain results
 //! agreeing, and hostile bodies giving typed errors.
 
+use agent_journal::TokenUsage;
 use agent_journal::ToolCallRecord;
 use agent_journal::conversation::http::{
     AnthropicStream, OpenAiStream, anthropic_request_body, openai_request_body,
@@ -9,8 +10,8 @@ use agent_journal::conversation::http::{
     parse_openai_response, parse_openai_stream,
 };
 use agent_journal::conversation::{
-    CallUsage, ChatInputMessage, ConversationMessage, Metadata, ProviderChatRequest,
-    ProviderChatResult, ProviderError,
+    ChatInputMessage, ConversationMessage, Metadata, ProviderChatRequest, ProviderChatResult,
+    ProviderError,
 };
 use serde_json::{Value, json};
 
@@ -18,7 +19,7 @@ use serde_json::{Value, json};
 type Key = (
     String,
     Vec<(String, String, String)>,
-    Option<CallUsage>,
+    Option<TokenUsage>,
     Metadata,
     Option<Value>,
 );
@@ -135,7 +136,7 @@ fn hostile_bodies_give_typed_errors() {
     assert_eq!(r.messages[0].tool_calls.len(), 1);
     let usage = r.usage.expect("usage");
     assert_eq!(
-        (usage.tokens.input_tokens, usage.tokens.output_tokens),
+        (usage.input_tokens, usage.output_tokens),
         (0, 0),
         "not counts: 0"
     );

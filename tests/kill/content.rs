@@ -105,6 +105,7 @@ pub fn expected_event(id: SessionId, seq: u64) -> Event {
                     output_tokens: h % 1000,
                     cache_read_tokens: h % 7,
                     cache_write_tokens: 0,
+                    ..Default::default()
                 },
                 started_at: time_of(seq),
                 finished_at: time_of(seq + 1),

@@ -47,7 +47,7 @@ impl Compactor for Spy {
             state: pairs(r.state_messages),
             leading: pairs(r.leading_system),
             summary: r.summary.map(str::to_owned),
-            tokens: r.last_usage.map(|u| u.tokens.total()),
+            tokens: r.last_usage.map(|u| u.total()),
             provider: r.provider.to_owned(),
         });
         Ok(None)

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::event::conversation::{
-    CallUsage, ConversationId, ConversationMessage, Metadata, ToolSpec, TurnId,
+    ConversationId, ConversationMessage, Metadata, TokenUsage, ToolSpec, TurnId,
 };
 use crate::model::Role;
 use crate::model::{CallId, MessageId, ToolCallRecord};
@@ -75,7 +75,7 @@ pub struct ProviderChatResult {
     /// `tool_calls` the engine runs).
     pub messages: Vec<ConversationMessage>,
     /// Token usage.
-    pub usage: Option<CallUsage>,
+    pub usage: Option<TokenUsage>,
     /// The provider's response as it came, for debugging.
     pub raw: Option<Value>,
     /// The provider's request id (`x-request-id`, `request-id`).
@@ -92,7 +92,7 @@ pub struct ProviderStreamChunk {
     /// A whole message is now available.
     pub is_message_complete: bool,
     /// The usage, on the last chunk.
-    pub usage: Option<CallUsage>,
+    pub usage: Option<TokenUsage>,
     /// The provider's chunk as it came.
     pub raw: Option<Value>,
 }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::event::conversation::{CallUsage, ConversationMessage, Metadata};
+use crate::event::conversation::{ConversationMessage, Metadata, TokenUsage};
 use crate::model::CallId;
 use crate::model::Role;
 
@@ -26,7 +26,7 @@ pub struct CompactionRequest<'a> {
     /// The summary sent now in place of earlier compacted messages.
     pub summary: Option<&'a str>,
     /// The token usage the last provider call reported.
-    pub last_usage: Option<&'a CallUsage>,
+    pub last_usage: Option<&'a TokenUsage>,
     /// The provider id of the last call.
     pub provider: &'a str,
 }
@@ -225,7 +225,7 @@ pub struct TokenLimitCompactor {
 
 impl TokenLimitCompactor {
     fn used(r: &CompactionRequest<'_>) -> Option<u64> {
-        r.last_usage.map(|u| u.tokens.total())
+        r.last_usage.map(|u| u.total())
     }
 
     /// The target: given, or 75% of the maximum.
@@ -459,11 +459,8 @@ mod tests {
             max_tokens: 10,
             target_tokens: Some(1),
         };
-        let usage = CallUsage {
-            tokens: crate::event::TokenUsage {
-                input_tokens: 1000,
-                ..Default::default()
-            },
+        let usage = TokenUsage {
+            input_tokens: 1000,
             ..Default::default()
         };
         let r = CompactionRequest {

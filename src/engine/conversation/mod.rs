@@ -57,7 +57,7 @@ mod step;
 mod store;
 
 pub use crate::event::conversation::{
-    CallOutcome, CallUsage, CompactionRecord, Conversation, ConversationEvent, ConversationId,
+    CallOutcome, CompactionRecord, Conversation, ConversationEvent, ConversationId,
     ConversationMessage, Metadata, ProviderCallRecord, ProviderOperation, ToolSpec, TurnError,
     TurnId, TurnRecord, TurnStatus,
 };

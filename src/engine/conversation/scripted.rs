@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::event::TokenUsage;
-use crate::event::conversation::{CallUsage, ConversationMessage, Metadata};
+use crate::event::conversation::{ConversationMessage, Metadata};
 use crate::model::Role;
 use crate::model::ToolCallRecord;
 
@@ -167,14 +167,11 @@ impl ProviderAdapter for ScriptedAdapter {
         Ok(ProviderChatResult {
             raw: Some(json!({"turn": turn, "step": step, "content": content})),
             messages: vec![m],
-            usage: Some(CallUsage {
-                tokens: TokenUsage {
-                    input_tokens: input,
-                    output_tokens: output,
-                    ..TokenUsage::default()
-                },
+            usage: Some(TokenUsage {
+                input_tokens: input,
+                output_tokens: output,
                 total_tokens: Some(input + output),
-                breakdown: Metadata::new(),
+                ..TokenUsage::default()
             }),
             request_id: Some(format!("scripted-{turn}-{step}")),
             response_metadata,

@@ -68,7 +68,7 @@ impl ConversationEngine {
             summary: done.summary,
             messages_before: window.messages.len() as u64,
             messages_after: (window.messages.len() - done.keep_from) as u64,
-            tokens_before: last.usage.as_ref().map(|u| u.tokens.total()),
+            tokens_before: last.usage.as_ref().map(|u| u.total()),
             at: now(),
         };
         self.store().record_compaction(id, &record)?;

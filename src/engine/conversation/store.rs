@@ -63,7 +63,7 @@ impl ConversationTurn {
         self.provider_calls
             .iter()
             .filter_map(|c| c.usage.as_ref())
-            .map(|u| u.tokens.total())
+            .map(|u| u.total())
             .sum()
     }
 }

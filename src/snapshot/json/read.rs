@@ -299,6 +299,7 @@ fn from_value(mut value: Value, registry: &SliceRegistry) -> Result<SessionState
             output_tokens: u.usage.output_tokens,
             cache_read_tokens: u.usage.cache_read_tokens,
             cache_write_tokens: u.usage.cache_write_tokens,
+            ..TokenUsage::default()
         };
         let totals = UsageTotals {
             usage,

@@ -23,8 +23,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::event::conversation::{
-    CallOutcome, CallUsage, CompactionRecord, Conversation, ConversationEvent, ConversationMessage,
-    Metadata, ProviderCallRecord, ProviderOperation, TurnError, TurnId, TurnRecord, TurnStatus,
+    CallOutcome, CompactionRecord, Conversation, ConversationEvent, ConversationMessage, Metadata,
+    ProviderCallRecord, ProviderOperation, TurnError, TurnId, TurnRecord, TurnStatus,
 };
 use crate::event::{Envelope, Event, Outcome, ProviderOutcome};
 use crate::model::{EvaluationId, MessageId, Role, SessionId};
@@ -176,11 +176,7 @@ impl InnerLoopLog {
                     parameters: Metadata::new(),
                     tools: Vec::new(),
                     sent_messages: sent,
-                    usage: Some(CallUsage {
-                        tokens: p.usage,
-                        total_tokens: None,
-                        breakdown: Metadata::new(),
-                    }),
+                    usage: Some(p.usage.clone()),
                     outcome: Some(CallOutcome {
                         ok,
                         status: None,

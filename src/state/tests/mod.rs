@@ -182,6 +182,7 @@ pub(crate) fn build_events(spec: &[EvalSpec]) -> Vec<Event> {
                     output_tokens: 10,
                     cache_read_tokens: 1,
                     cache_write_tokens: 2,
+                    ..Default::default()
                 },
                 started_at: t(1),
                 finished_at: t(2),

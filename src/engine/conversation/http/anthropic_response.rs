@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::transport::{bad_body, count, http_error, parse_error, text_of, type_category};
 use crate::engine::conversation::adapter::{ProviderChatResult, ProviderError};
 use crate::event::TokenUsage;
-use crate::event::conversation::{CallUsage, ConversationMessage, Metadata};
+use crate::event::conversation::{ConversationMessage, Metadata};
 use crate::model::Role;
 use crate::model::ToolCallRecord;
 
@@ -125,13 +125,7 @@ fn tool_use(b: &Value) -> Option<ToolCallRecord> {
 }
 
 /// A Messages API usage object.
-fn usage(u: &Map<String, Value>) -> CallUsage {
-    let tokens = TokenUsage {
-        input_tokens: count(u.get("input_tokens")),
-        output_tokens: count(u.get("output_tokens")),
-        cache_read_tokens: count(u.get("cache_read_input_tokens")),
-        cache_write_tokens: count(u.get("cache_creation_input_tokens")),
-    };
+fn usage(u: &Map<String, Value>) -> TokenUsage {
     let breakdown = u
         .iter()
         .filter(|(k, v)| {
@@ -146,8 +140,11 @@ fn usage(u: &Map<String, Value>) -> CallUsage {
         })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    CallUsage {
-        tokens,
+    TokenUsage {
+        input_tokens: count(u.get("input_tokens")),
+        output_tokens: count(u.get("output_tokens")),
+        cache_read_tokens: count(u.get("cache_read_input_tokens")),
+        cache_write_tokens: count(u.get("cache_creation_input_tokens")),
         total_tokens: None,
         breakdown,
     }

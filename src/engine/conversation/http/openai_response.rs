@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::transport::{bad_body, count, http_error, parse_error, text_of, type_category};
 use crate::engine::conversation::adapter::{ProviderChatResult, ProviderError};
 use crate::event::TokenUsage;
-use crate::event::conversation::{CallUsage, ConversationMessage, Metadata};
+use crate::event::conversation::{ConversationMessage, Metadata};
 use crate::model::ToolCallRecord;
 
 /// Parses a chat-completions response body (`{"id", "model", "choices":
@@ -141,14 +141,8 @@ fn tool_call(c: &Value) -> Option<ToolCallRecord> {
 }
 
 /// The usage object of a response or of a stream's last chunk.
-fn usage(u: &Map<String, Value>) -> CallUsage {
+fn usage(u: &Map<String, Value>) -> TokenUsage {
     let details = u.get("prompt_tokens_details");
-    let tokens = TokenUsage {
-        input_tokens: count(u.get("prompt_tokens")),
-        output_tokens: count(u.get("completion_tokens")),
-        cache_read_tokens: count(details.and_then(|d| d.get("cached_tokens"))),
-        cache_write_tokens: 0,
-    };
     let mut breakdown = Metadata::new();
     for (key, v) in u {
         match key.as_str() {
@@ -168,8 +162,11 @@ fn usage(u: &Map<String, Value>) -> CallUsage {
             }
         }
     }
-    CallUsage {
-        tokens,
+    TokenUsage {
+        input_tokens: count(u.get("prompt_tokens")),
+        output_tokens: count(u.get("completion_tokens")),
+        cache_read_tokens: count(details.and_then(|d| d.get("cached_tokens"))),
+        cache_write_tokens: 0,
         total_tokens: u.get("total_tokens").and_then(Value::as_u64),
         breakdown,
     }

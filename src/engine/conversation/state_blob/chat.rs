@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::engine::tool::{Tool, ToolContext};
 use crate::error::{Error, Result};
 use crate::event::conversation::{
-    CallUsage, ConversationId, ConversationMessage, Metadata, TurnId,
+    ConversationId, ConversationMessage, Metadata, TokenUsage, TurnId,
 };
 use crate::model::Role;
 use crate::model::{ToolCallRecord, ToolStatus};
@@ -376,7 +376,7 @@ fn compact(
     blob: &mut StateBlob,
     compactor: &dyn Compactor,
     leading: &[ConversationMessage],
-    usage: Option<&CallUsage>,
+    usage: Option<&TokenUsage>,
 ) -> Result<Option<Compaction>> {
     let offset = usize::from(blob.messages.first().is_some_and(is_summary_message));
     let summary = blob.messages[..offset].first().map(summary_text);
