@@ -42,6 +42,8 @@ pub(crate) struct ImportArgs {
     /// imported again (the command says which session holds it, exit 0).
     #[arg(long)]
     again: bool,
+    #[command(flatten)]
+    compress: crate::cli::global::CompressArg,
 }
 
 /// glibc raises its mmap threshold to the size of each large block freed
@@ -94,7 +96,7 @@ pub(crate) fn import(cli: &Global, args: &ImportArgs) -> Result<ExitCode, Error>
     if format == ImportFormat::Journal {
         return import_journal(
             cli,
-            &crate::cli::open::open_for_import(&cli.db, cli.compress)?,
+            &crate::cli::open::open_for_import(&cli.db, args.compress.compress)?,
             file,
         );
     }
@@ -123,7 +125,7 @@ fn import_format(
         ImportFormat::Journal => {
             return import_journal(
                 cli,
-                &crate::cli::open::open_for_import(&cli.db, cli.compress)?,
+                &crate::cli::open::open_for_import(&cli.db, args.compress.compress)?,
                 file,
             );
         }
@@ -156,7 +158,7 @@ fn import_format(
         };
         let mut conversation = open(file, f, args.max_bytes).map_err(in_file)?;
         let hash = import_seen::file_hash(file)?;
-        let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
+        let journal = crate::cli::open::open_for_import(&cli.db, args.compress.compress)?;
         if let Some(h) = &hash {
             if !args.again
                 && let [Some(id)] = import_seen::imported_as(&journal, &[h])?[..]
@@ -192,7 +194,7 @@ fn import_format(
     // The text is not needed past here: its memory goes before the writes.
     let fields = f.request_fields(&text);
     drop(text);
-    let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
+    let journal = crate::cli::open::open_for_import(&cli.db, args.compress.compress)?;
     let s = journal
         .import_messages(messages, f, fields)
         .map_err(in_file)?;
@@ -240,7 +242,7 @@ fn import_state_blob(
             d.kind()
         ))
     })?;
-    let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
+    let journal = crate::cli::open::open_for_import(&cli.db, args.compress.compress)?;
     let options = ImportStateBlob {
         title: file.file_stem().map(|n| n.to_string_lossy().into_owned()),
         ..ImportStateBlob::default()
@@ -290,7 +292,7 @@ fn import_wink(cli: &Global, args: &ImportArgs, text: Option<String>) -> Result<
         }
     }
     .map_err(named)?;
-    let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
+    let journal = crate::cli::open::open_for_import(&cli.db, args.compress.compress)?;
     let s = journal.import_snapshot_state(&state)?;
     if cli.json {
         print_json(&serde_json::json!({"sessions": [s.id().to_string()], "events": s.head()}))?;
@@ -354,7 +356,7 @@ fn import_claude_code(cli: &Global, args: &ImportArgs) -> Result<ExitCode, Error
             None => None,
         });
     }
-    let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
+    let journal = crate::cli::open::open_for_import(&cli.db, args.compress.compress)?;
     let known: Vec<&str> = hashes.iter().flatten().map(String::as_str).collect();
     let found = if args.again {
         vec![None; known.len()]

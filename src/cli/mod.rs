@@ -2,7 +2,9 @@
 //! found, 4 a lease held or lost.
 //!
 //! This file holds the top-level parser and the dispatch; the options every
-//! command takes are `global`'s ([`Global`], what each handler gets); each
+//! command takes are `global`'s ([`Global`], what each handler gets; with
+//! `--no-pager` and `--compress`, the flags of the commands that page or
+//! create a database); each
 //! group of commands lives in its own file with its arguments and handlers:
 //! `record` (demo, resume; `resumed` marks and finds resumes), `read`
 //! (sessions, log, show, pending; `find` their filters, `--last` and id

@@ -149,7 +149,7 @@ fn last_names_the_session_with_the_latest_activity_in_every_command() {
     // Same output as with the id, in each command that takes one.
     let same = |id: &str, args: &[&str]| {
         let with = |who: &[&str]| {
-            let mut all: Vec<&str> = vec!["--no-pager", args[0]];
+            let mut all: Vec<&str> = vec![args[0]];
             all.extend_from_slice(who);
             all.extend_from_slice(&args[1..]);
             let out = aj(&t.db, &all);
@@ -238,7 +238,10 @@ fn last_stands_for_the_first_session_of_diff_fork_and_cancel_turn() {
     let out = aj(&t.db, &["--json", "cancel-turn", "--last", turn]).json();
     assert_eq!(out["status"], "cancelled", "{out}");
     assert_eq!(out["turn"], turn, "{out}");
-    assert_eq!(out["conversation"], pending["conversation"], "{out} {pending}");
+    assert_eq!(
+        out["conversation"], pending["conversation"],
+        "{out} {pending}"
+    );
 }
 
 #[test]
