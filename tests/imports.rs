@@ -290,6 +290,106 @@ fn unknown_items_and_blocks_round_trip_exactly_and_strict_refuses_them() {
     assert!(out.1.contains("apply_patch_call"), "{}", out.1);
 }
 
+/// A block of a type not modeled inside a `tool_result`'s content (an
+/// Anthropic request, a Claude Code log): shown as `[opaque TYPE]`,
+/// refused by `--strict` naming its path, and given back equal on export.
+#[test]
+fn an_opaque_block_inside_a_tool_result_is_shown_refused_and_given_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let original = serde_json::json!({
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 256,
+        "messages": [
+            {"role": "user", "content": "List the files"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {"dir": "."}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+                    {"type": "text", "text": "a.rs"},
+                    {"type": "future_block", "data": {"rows": [1, 2]}, "n": 0.5}
+                ]},
+                {"type": "text", "text": "and?"}
+            ]},
+            {"role": "assistant", "content": [{"type": "text", "text": "One file."}]}
+        ]
+    });
+    let text = original.to_string();
+    let f = ConversationFormat::Anthropic;
+    let messages = f.parse(&text, EvaluationId::new(), "ns", "k").unwrap();
+    let seen: Vec<String> = messages.iter().flat_map(opaque::opaque_types).collect();
+    assert_eq!(seen, ["future_block"], "{messages:?}");
+    let fields = f.request_fields(&text).unwrap();
+    assert_eq!(f.to_body(&messages, &fields), original);
+    let err = f
+        .parse_strict(&text, EvaluationId::new(), "ns", "k")
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Unmodeled { at, kind }
+            if at == "messages[2].content[0].content[1]" && kind == "future_block"),
+        "{err}"
+    );
+    let file = dir.path().join("request.json");
+    std::fs::write(&file, &text).unwrap();
+    let err = ConversationFile::open_strict(&file, f, 1 << 30).unwrap_err();
+    assert!(matches!(err, Error::Unmodeled { .. }), "{err}");
+
+    // The CLI: --strict refuses and writes nothing; without it, imported,
+    // shown, and exported back equal.
+    let strict_db = dir.path().join("strict-db");
+    let out = run_cli(&strict_db, &["import", path_str(&file), "--strict"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("messages[2].content[0].content[1]: \"future_block\""),
+        "{stderr}"
+    );
+    assert!(!strict_db.exists(), "nothing written");
+    ok(&run_cli(&db, &["import", path_str(&file)]));
+    let id = session_ids(&db).pop().unwrap();
+    let log = ok(&run_cli(&db, &["log", &id, "--no-pager"])).0;
+    assert!(log.contains("[opaque future_block]"), "{log}");
+    let body = ok(&run_cli(
+        &db,
+        &["export", &id, "--format", "anthropic", "--body"],
+    ))
+    .0;
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body, original);
+
+    // A Claude Code log whose tool result holds one.
+    let log_text = std::fs::read_to_string(fixtures().join("claude-code/session/resumed.jsonl"))
+        .unwrap()
+        .replace("\"type\": \"progress\"", "\"type\": \"system\"")
+        .replace(
+            "\"content\": \"def test_a(): ...\"",
+            "\"content\": [{\"type\": \"text\", \"text\": \"def test_a(): ...\"}, \
+             {\"type\": \"future_block\", \"x\": 1}]",
+        );
+    assert!(log_text.contains("future_block"));
+    let file = dir.path().join("log.jsonl");
+    std::fs::write(&file, log_text).unwrap();
+    let err = ClaudeCodeFile::open(&file, 1 << 30)
+        .unwrap()
+        .check_strict()
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Unmodeled { at, kind }
+            if at == "log.jsonl: line 5: message.content[0].content[1]" && kind == "future_block"),
+        "{err}"
+    );
+    let cc_db = dir.path().join("cc-db");
+    let out = run_cli(&cc_db, &["import", path_str(&file), "--strict"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(!cc_db.exists(), "nothing written");
+    ok(&run_cli(&cc_db, &["import", path_str(&file)]));
+    let id = session_ids(&cc_db).pop().unwrap();
+    let log = ok(&run_cli(&cc_db, &["log", &id, "--no-pager"])).0;
+    assert!(log.contains("[opaque future_block]"), "{log}");
+    assert!(log.contains("[opaque container_upload]"), "{log}");
+}
+
 #[test]
 fn the_same_file_twice_is_already_there_unless_again() {
     let dir = tempfile::tempdir().unwrap();
