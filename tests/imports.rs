@@ -12,7 +12,10 @@
 //!   we do not model (`fixtures/{openai-responses,anthropic,gemini}/unknown-*`)
 //!   import, show as `[opaque TYPE]` and export back equal as JSON values;
 //!   `--strict` refuses them naming the item and the type.
-//! - The same file imported twice is there already, unless `--again`.
+//! - The same file imported twice is there already, unless `--again`:
+//!   for every kind of import (a provider's file, a Claude Code log, a
+//!   state blob, a WINK snapshot, standard input by what was read; an
+//!   exported journal when all its sessions are here with the same events).
 
 use std::path::{Path, PathBuf};
 
@@ -426,4 +429,133 @@ fn the_same_file_twice_is_already_there_unless_again() {
     ok(&run_cli(&db, &["import", path_str(&responses), "--again"]));
     ok(&run_cli(&db, &["import", path_str(&log), "--again"]));
     assert_eq!(session_ids(&db).len(), 4);
+}
+
+/// Runs the binary on `db` with `input` on its standard input.
+fn run_cli_with_stdin(db: &Path, args: &[&str], input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = crate::common::cli_command(db)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A second import of an exported journal, a state blob, a WINK snapshot,
+/// or the same bytes on standard input, says where they are and writes
+/// nothing (exit 0); `--again` imports them again (but an exported
+/// journal, whose ids the import keeps).
+#[test]
+fn every_kind_of_import_is_already_there_the_second_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let sandbox = dir.path().join("sb");
+    ok(&run_cli(
+        &source,
+        &["demo", "--sandbox", path_str(&sandbox)],
+    ));
+    let id = session_ids(&source).pop().unwrap();
+    let export = |format: &str, name: &str| {
+        let file = dir.path().join(name);
+        ok(&run_cli(
+            &source,
+            &["export", &id, "--format", format, "-o", path_str(&file)],
+        ));
+        file
+    };
+    let journal = export("journal", "run.ajournal");
+    let wink = export("wink", "run.wink.json");
+    let blob = fixtures().join("state_blob/goaitools_example.json");
+    let request = fixtures().join("openai-responses/items.json");
+
+    let db = dir.path().join("db");
+    let already = |out: &std::process::Output, file: &Path, sessions: &[String]| {
+        let (stdout, _) = ok(out);
+        let v: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(v["sessions"], serde_json::json!([]), "{file:?}: {v}");
+        let named: Vec<&str> = v["already_imported"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["session"].as_str().unwrap())
+            .collect();
+        assert_eq!(named, sessions, "{file:?}: {v}");
+    };
+    for file in [&journal, &wink, &blob] {
+        ok(&run_cli(&db, &["import", path_str(file)]));
+        let made = session_ids(&db).pop().unwrap();
+        let made = if file == &journal { id.clone() } else { made };
+        let before = session_ids(&db);
+        let out = run_cli(&db, &["--json", "import", path_str(file)]);
+        already(&out, file, std::slice::from_ref(&made));
+        let (text, _) = ok(&run_cli(&db, &["import", path_str(file)]));
+        assert!(
+            text.contains(&format!("already imported as {made}")),
+            "{text}"
+        );
+        assert_eq!(session_ids(&db), before, "{file:?}: nothing written");
+        // The same bytes on standard input (read once) are the same file.
+        if file != &journal {
+            let bytes = std::fs::read(file).unwrap();
+            let out = run_cli_with_stdin(&db, &["--json", "import", "/dev/stdin"], &bytes);
+            already(&out, file, std::slice::from_ref(&made));
+            assert_eq!(session_ids(&db), before, "{file:?}: nothing written");
+        }
+    }
+    // Standard input first: its hash is that of what was read, with the
+    // format told or detected.
+    let bytes = std::fs::read(&request).unwrap();
+    let args = [
+        "--json",
+        "import",
+        "/dev/stdin",
+        "--format",
+        "openai-responses",
+    ];
+    ok(&run_cli_with_stdin(&db, &args, &bytes));
+    let made = session_ids(&db).pop().unwrap();
+    let before = session_ids(&db);
+    already(
+        &run_cli_with_stdin(&db, &args, &bytes),
+        &request,
+        std::slice::from_ref(&made),
+    );
+    let out = run_cli_with_stdin(&db, &["--json", "import", "/dev/stdin"], &bytes);
+    already(&out, &request, std::slice::from_ref(&made));
+    already(
+        &run_cli(&db, &["--json", "import", path_str(&request)]),
+        &request,
+        &[made],
+    );
+    assert_eq!(session_ids(&db), before, "nothing written");
+
+    // --again imports each again, but a journal's sessions, whose ids are
+    // taken.
+    for file in [&wink, &blob] {
+        ok(&run_cli(&db, &["import", path_str(file), "--again"]));
+    }
+    ok(&run_cli_with_stdin(
+        &db,
+        &["import", "/dev/stdin", "--again"],
+        &bytes,
+    ));
+    assert_eq!(session_ids(&db).len(), before.len() + 3);
+    let out = run_cli(&db, &["import", path_str(&journal), "--again"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    // A journal with a session not here (a fork of the run) is imported as
+    // always: refused whole, since its parent is here.
+    let two = dir.path().join("two.ajournal");
+    ok(&run_cli(&source, &["fork", &id, "--at", "5"]));
+    let fork = session_ids(&source).pop().unwrap();
+    ok(&run_cli(
+        &source,
+        &["export", &fork, "--format", "journal", "-o", path_str(&two)],
+    ));
+    let out = run_cli(&db, &["import", path_str(&two)]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(!session_ids(&db).contains(&fork));
 }
