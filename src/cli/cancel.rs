@@ -22,13 +22,13 @@ use crate::cli::output::print_json;
 /// (the command allows the missing first positional, so that a single
 /// value is TURN); exactly one of CONVERSATION and `--last`.
 #[derive(Args, Debug)]
+#[command(group = clap::ArgGroup::new("conversation_ref")
+    .args(["conversation", "last"])
+    .required(true)
+    .multiple(false))]
 pub(crate) struct CancelArgs {
     /// Conversation (session) id, or a unique prefix or suffix of it.
-    #[arg(
-        value_parser = session_arg,
-        required_unless_present = "last",
-        conflicts_with = "last"
-    )]
+    #[arg(value_parser = session_arg)]
     conversation: Option<String>,
     /// Instead of CONVERSATION: the conversation with the latest activity
     /// (`cancel-turn --last TURN`).
