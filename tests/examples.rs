@@ -129,7 +129,7 @@ fn run_example(name: &str) -> String {
         let log = Command::new(env!("CARGO_BIN_EXE_agent-journal"))
             .arg("--db")
             .arg(&db)
-            .args(["--no-pager", "log", session])
+            .args(["log", session, "--no-pager"])
             .env_remove("AGENT_JOURNAL_DB")
             .stdin(Stdio::null())
             .output()

@@ -12,7 +12,10 @@
 //!   we do not model (`fixtures/{openai-responses,anthropic,gemini}/unknown-*`)
 //!   import, show as `[opaque TYPE]` and export back equal as JSON values;
 //!   `--strict` refuses them naming the item and the type.
-//! - The same file imported twice is there already, unless `--again`.
+//! - The same file imported twice is there already, unless `--again`:
+//!   for every kind of import (a provider's file, a Claude Code log, a
+//!   state blob, a WINK snapshot, standard input by what was read; an
+//!   exported journal when all its sessions are here with the same events).
 
 use std::path::{Path, PathBuf};
 
@@ -290,6 +293,106 @@ fn unknown_items_and_blocks_round_trip_exactly_and_strict_refuses_them() {
     assert!(out.1.contains("apply_patch_call"), "{}", out.1);
 }
 
+/// A block of a type not modeled inside a `tool_result`'s content (an
+/// Anthropic request, a Claude Code log): shown as `[opaque TYPE]`,
+/// refused by `--strict` naming its path, and given back equal on export.
+#[test]
+fn an_opaque_block_inside_a_tool_result_is_shown_refused_and_given_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let original = serde_json::json!({
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 256,
+        "messages": [
+            {"role": "user", "content": "List the files"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {"dir": "."}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+                    {"type": "text", "text": "a.rs"},
+                    {"type": "future_block", "data": {"rows": [1, 2]}, "n": 0.5}
+                ]},
+                {"type": "text", "text": "and?"}
+            ]},
+            {"role": "assistant", "content": [{"type": "text", "text": "One file."}]}
+        ]
+    });
+    let text = original.to_string();
+    let f = ConversationFormat::Anthropic;
+    let messages = f.parse(&text, EvaluationId::new(), "ns", "k").unwrap();
+    let seen: Vec<String> = messages.iter().flat_map(opaque::opaque_types).collect();
+    assert_eq!(seen, ["future_block"], "{messages:?}");
+    let fields = f.request_fields(&text).unwrap();
+    assert_eq!(f.to_body(&messages, &fields), original);
+    let err = f
+        .parse_strict(&text, EvaluationId::new(), "ns", "k")
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Unmodeled { at, kind }
+            if at == "messages[2].content[0].content[1]" && kind == "future_block"),
+        "{err}"
+    );
+    let file = dir.path().join("request.json");
+    std::fs::write(&file, &text).unwrap();
+    let err = ConversationFile::open_strict(&file, f, 1 << 30).unwrap_err();
+    assert!(matches!(err, Error::Unmodeled { .. }), "{err}");
+
+    // The CLI: --strict refuses and writes nothing; without it, imported,
+    // shown, and exported back equal.
+    let strict_db = dir.path().join("strict-db");
+    let out = run_cli(&strict_db, &["import", path_str(&file), "--strict"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("messages[2].content[0].content[1]: \"future_block\""),
+        "{stderr}"
+    );
+    assert!(!strict_db.exists(), "nothing written");
+    ok(&run_cli(&db, &["import", path_str(&file)]));
+    let id = session_ids(&db).pop().unwrap();
+    let log = ok(&run_cli(&db, &["log", &id, "--no-pager"])).0;
+    assert!(log.contains("[opaque future_block]"), "{log}");
+    let body = ok(&run_cli(
+        &db,
+        &["export", &id, "--format", "anthropic", "--body"],
+    ))
+    .0;
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body, original);
+
+    // A Claude Code log whose tool result holds one.
+    let log_text = std::fs::read_to_string(fixtures().join("claude-code/session/resumed.jsonl"))
+        .unwrap()
+        .replace("\"type\": \"progress\"", "\"type\": \"system\"")
+        .replace(
+            "\"content\": \"def test_a(): ...\"",
+            "\"content\": [{\"type\": \"text\", \"text\": \"def test_a(): ...\"}, \
+             {\"type\": \"future_block\", \"x\": 1}]",
+        );
+    assert!(log_text.contains("future_block"));
+    let file = dir.path().join("log.jsonl");
+    std::fs::write(&file, log_text).unwrap();
+    let err = ClaudeCodeFile::open(&file, 1 << 30)
+        .unwrap()
+        .check_strict()
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Unmodeled { at, kind }
+            if at == "log.jsonl: line 5: message.content[0].content[1]" && kind == "future_block"),
+        "{err}"
+    );
+    let cc_db = dir.path().join("cc-db");
+    let out = run_cli(&cc_db, &["import", path_str(&file), "--strict"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(!cc_db.exists(), "nothing written");
+    ok(&run_cli(&cc_db, &["import", path_str(&file)]));
+    let id = session_ids(&cc_db).pop().unwrap();
+    let log = ok(&run_cli(&cc_db, &["log", &id, "--no-pager"])).0;
+    assert!(log.contains("[opaque future_block]"), "{log}");
+    assert!(log.contains("[opaque container_upload]"), "{log}");
+}
+
 #[test]
 fn the_same_file_twice_is_already_there_unless_again() {
     let dir = tempfile::tempdir().unwrap();
@@ -326,4 +429,133 @@ fn the_same_file_twice_is_already_there_unless_again() {
     ok(&run_cli(&db, &["import", path_str(&responses), "--again"]));
     ok(&run_cli(&db, &["import", path_str(&log), "--again"]));
     assert_eq!(session_ids(&db).len(), 4);
+}
+
+/// Runs the binary on `db` with `input` on its standard input.
+fn run_cli_with_stdin(db: &Path, args: &[&str], input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = crate::common::cli_command(db)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A second import of an exported journal, a state blob, a WINK snapshot,
+/// or the same bytes on standard input, says where they are and writes
+/// nothing (exit 0); `--again` imports them again (but an exported
+/// journal, whose ids the import keeps).
+#[test]
+fn every_kind_of_import_is_already_there_the_second_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let sandbox = dir.path().join("sb");
+    ok(&run_cli(
+        &source,
+        &["demo", "--sandbox", path_str(&sandbox)],
+    ));
+    let id = session_ids(&source).pop().unwrap();
+    let export = |format: &str, name: &str| {
+        let file = dir.path().join(name);
+        ok(&run_cli(
+            &source,
+            &["export", &id, "--format", format, "-o", path_str(&file)],
+        ));
+        file
+    };
+    let journal = export("journal", "run.ajournal");
+    let wink = export("wink", "run.wink.json");
+    let blob = fixtures().join("state_blob/goaitools_example.json");
+    let request = fixtures().join("openai-responses/items.json");
+
+    let db = dir.path().join("db");
+    let already = |out: &std::process::Output, file: &Path, sessions: &[String]| {
+        let (stdout, _) = ok(out);
+        let v: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(v["sessions"], serde_json::json!([]), "{file:?}: {v}");
+        let named: Vec<&str> = v["already_imported"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["session"].as_str().unwrap())
+            .collect();
+        assert_eq!(named, sessions, "{file:?}: {v}");
+    };
+    for file in [&journal, &wink, &blob] {
+        ok(&run_cli(&db, &["import", path_str(file)]));
+        let made = session_ids(&db).pop().unwrap();
+        let made = if file == &journal { id.clone() } else { made };
+        let before = session_ids(&db);
+        let out = run_cli(&db, &["--json", "import", path_str(file)]);
+        already(&out, file, std::slice::from_ref(&made));
+        let (text, _) = ok(&run_cli(&db, &["import", path_str(file)]));
+        assert!(
+            text.contains(&format!("already imported as {made}")),
+            "{text}"
+        );
+        assert_eq!(session_ids(&db), before, "{file:?}: nothing written");
+        // The same bytes on standard input (read once) are the same file.
+        if file != &journal {
+            let bytes = std::fs::read(file).unwrap();
+            let out = run_cli_with_stdin(&db, &["--json", "import", "/dev/stdin"], &bytes);
+            already(&out, file, std::slice::from_ref(&made));
+            assert_eq!(session_ids(&db), before, "{file:?}: nothing written");
+        }
+    }
+    // Standard input first: its hash is that of what was read, with the
+    // format told or detected.
+    let bytes = std::fs::read(&request).unwrap();
+    let args = [
+        "--json",
+        "import",
+        "/dev/stdin",
+        "--format",
+        "openai-responses",
+    ];
+    ok(&run_cli_with_stdin(&db, &args, &bytes));
+    let made = session_ids(&db).pop().unwrap();
+    let before = session_ids(&db);
+    already(
+        &run_cli_with_stdin(&db, &args, &bytes),
+        &request,
+        std::slice::from_ref(&made),
+    );
+    let out = run_cli_with_stdin(&db, &["--json", "import", "/dev/stdin"], &bytes);
+    already(&out, &request, std::slice::from_ref(&made));
+    already(
+        &run_cli(&db, &["--json", "import", path_str(&request)]),
+        &request,
+        &[made],
+    );
+    assert_eq!(session_ids(&db), before, "nothing written");
+
+    // --again imports each again, but a journal's sessions, whose ids are
+    // taken.
+    for file in [&wink, &blob] {
+        ok(&run_cli(&db, &["import", path_str(file), "--again"]));
+    }
+    ok(&run_cli_with_stdin(
+        &db,
+        &["import", "/dev/stdin", "--again"],
+        &bytes,
+    ));
+    assert_eq!(session_ids(&db).len(), before.len() + 3);
+    let out = run_cli(&db, &["import", path_str(&journal), "--again"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    // A journal with a session not here (a fork of the run) is imported as
+    // always: refused whole, since its parent is here.
+    let two = dir.path().join("two.ajournal");
+    ok(&run_cli(&source, &["fork", &id, "--at", "5"]));
+    let fork = session_ids(&source).pop().unwrap();
+    ok(&run_cli(
+        &source,
+        &["export", &fork, "--format", "journal", "-o", path_str(&two)],
+    ));
+    let out = run_cli(&db, &["import", path_str(&two)]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(!session_ids(&db).contains(&fork));
 }

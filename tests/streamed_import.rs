@@ -357,7 +357,15 @@ fn a_conversation_piped_in_is_detected_and_imported() {
     );
     let j = Journal::open(&db).expect("open");
     let id = j.sessions().expect("sessions")[0];
-    // The prompt key is the file's stem: "stdin" both ways.
+    // The prompt key is the file's stem: "stdin" both ways. The import
+    // labels the session with the SHA-256 of what it read.
     let (_, streamed) = both_ways(dir.path(), "stdin", &text, ConversationFormat::OpenAi);
-    assert_eq!(session_events(&j, id), streamed);
+    let mut events = session_events(&j, id);
+    let labels = events[0]["SessionOpened"]["labels"]
+        .as_array_mut()
+        .expect("the opening's labels");
+    let hash = labels.pop().expect("a label");
+    assert_eq!(hash[0], "import.sha256", "{hash}");
+    assert_eq!(hash[1].as_str().map(str::len), Some(64), "{hash}");
+    assert_eq!(events, streamed);
 }

@@ -45,9 +45,8 @@ pub(crate) struct VerifyArgs {
 /// The arguments of `fork`.
 #[derive(Args, Debug)]
 pub(crate) struct ForkArgs {
-    /// Session id (or a unique prefix of it).
-    #[arg(value_parser = crate::cli::find::session_arg)]
-    session: String,
+    #[command(flatten)]
+    session: crate::cli::find::SessionRef,
     /// The last event of the parent to include.
     #[arg(long)]
     at: u64,

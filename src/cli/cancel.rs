@@ -1,4 +1,5 @@
-//! `cancel-turn CONVERSATION TURN [--reason TEXT]`: gives up an interrupted
+//! `cancel-turn CONVERSATION TURN [--reason TEXT]` (or `cancel-turn --last
+//! TURN`): gives up an interrupted
 //! turn for good, as the library's `ConversationEngine::cancel_turn` does.
 
 use std::process::ExitCode;
@@ -12,17 +13,27 @@ use clap::Args;
 use serde_json::json;
 
 use crate::cli::conversation::find_turn;
-use crate::cli::find::session_arg;
+use crate::cli::find::{Pick, session_arg};
 use crate::cli::global::Global;
 use crate::cli::open::{find_session, open_existing};
 use crate::cli::output::print_json;
 
-/// The arguments of `cancel-turn`.
+/// The arguments of `cancel-turn`: `CONVERSATION TURN`, or `--last TURN`
+/// (the command allows the missing first positional, so that a single
+/// value is TURN); exactly one of CONVERSATION and `--last`.
 #[derive(Args, Debug)]
+#[command(group = clap::ArgGroup::new("conversation_ref")
+    .args(["conversation", "last"])
+    .required(true)
+    .multiple(false))]
 pub(crate) struct CancelArgs {
-    /// Conversation (session) id, or a unique prefix of it.
+    /// Conversation (session) id, or a unique prefix or suffix of it.
     #[arg(value_parser = session_arg)]
-    conversation: String,
+    conversation: Option<String>,
+    /// Instead of CONVERSATION: the conversation with the latest activity
+    /// (`cancel-turn --last TURN`).
+    #[arg(long)]
+    last: bool,
     /// The interrupted turn: a prefix or a suffix of its id (as `turns` prints it).
     turn: String,
     /// Why, kept in the turn's metadata (`cancel_reason`).
@@ -36,7 +47,12 @@ pub(crate) struct CancelArgs {
 /// sends a valid history. No tool and no provider is called.
 pub(crate) fn cancel_turn(cli: &Global, args: &CancelArgs) -> Result<ExitCode, Error> {
     let journal = open_existing(&cli.db)?;
-    let s = find_session(&journal, &args.conversation)?;
+    let which = match (&args.conversation, args.last) {
+        (Some(text), false) => Pick::Id(text),
+        // clap makes them exclusive and one required.
+        _ => Pick::Last,
+    };
+    let s = find_session(&journal, which)?;
     let state = s.state_cloned();
     if !state.conversation_log().is_conversation() {
         return Err(Error::NotAConversation(s.id()));

@@ -56,6 +56,8 @@ pub(crate) struct ChatArgs {
     /// Seconds a provider call may take.
     #[arg(long, default_value_t = 120)]
     timeout: u64,
+    #[command(flatten)]
+    compress: crate::cli::global::CompressArg,
 }
 
 /// Prints streamed text as it arrives.
@@ -103,7 +105,7 @@ fn adapter(args: &ChatArgs) -> Arc<dyn ProviderAdapter> {
 
 /// `chat --provider P --model M [--conversation ID] [--system TEXT] [--stream]`.
 pub(crate) fn chat(cli: &Global, args: &ChatArgs) -> Result<ExitCode, Error> {
-    let journal = crate::cli::open::open_creating(&cli.db, cli.compress)?;
+    let journal = crate::cli::open::open_creating(&cli.db, args.compress.compress)?;
     let store = Arc::new(JournalConversationStore::new(journal.clone()));
     let adapter = adapter(args);
     let mut config =

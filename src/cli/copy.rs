@@ -21,12 +21,14 @@ pub(crate) struct CopyArgs {
     /// (created if missing).
     #[arg(long, value_name = "DB")]
     to: PathBuf,
+    #[command(flatten)]
+    compress: crate::cli::global::CompressArg,
 }
 
 /// `copy --from DB --to DB`.
 pub(crate) fn copy(cli: &Global, args: &CopyArgs) -> Result<ExitCode, Error> {
     let from = open_for_reading(&args.from)?;
-    let to = crate::cli::open::open_creating(&args.to, cli.compress)?;
+    let to = crate::cli::open::open_creating(&args.to, args.compress.compress)?;
     let total: u64 = from
         .sessions()?
         .into_iter()

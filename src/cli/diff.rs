@@ -1,4 +1,5 @@
-//! `diff`: what changed between two points of a session.
+//! `diff`: what changed between two points of a session (`diff_sessions`
+//! between two sessions).
 
 use std::collections::HashSet;
 use std::process::ExitCode;
@@ -7,41 +8,89 @@ use agent_journal::agent::{StateChange, diff_states};
 use agent_journal::{Error, Event, InnerMessage, Session, ToolStatus};
 use clap::Args;
 
+use crate::cli::find::Pick;
 use crate::cli::global::Global;
 use crate::cli::open::{open_for_reading, read_session};
 use crate::cli::output::print_json;
 use crate::cli::render::{event_line, outcome};
 
 /// The arguments of `diff`: `SESSION A B` (two seqs of one session) or
-/// `A B` (two sessions).
+/// `SESSION OTHER` (two sessions); under `--last` the first SESSION is the
+/// latest active one and is not given (`--last A B`, `--last OTHER`).
 #[derive(Args, Debug)]
 pub(crate) struct DiffArgs {
-    /// Session id (or a unique prefix of it).
-    #[arg(value_parser = crate::cli::find::session_arg)]
-    session: String,
-    /// The earlier seq; or, without a third argument, the other session
-    /// (compared aligned by seq over the events both share from seq 0,
-    /// then by message).
-    second: String,
-    /// The later seq.
-    b: Option<u64>,
+    /// SESSION A B: what changed between seqs A and B of SESSION (a full
+    /// id, or a unique prefix or suffix of one). SESSION OTHER: two
+    /// sessions, compared aligned by seq over the events both share from
+    /// seq 0, then by message. Without SESSION under --last.
+    #[arg(value_name = "ARGS", num_args = 1..=3, required = true)]
+    args: Vec<String>,
+    /// Instead of the first SESSION: the session with the latest activity
+    /// (`diff --last A B` compares two of its seqs, `diff --last OTHER`
+    /// compares it with OTHER, e.g. the run it was forked from).
+    #[arg(long)]
+    last: bool,
 }
 
-/// `diff SESSION A B`, or `diff A B` across two sessions.
+/// The usage of `diff`, its four forms.
+pub(crate) const USAGE: &str = "agent-journal diff [OPTIONS] <SESSION> <A> <B>
+       agent-journal diff [OPTIONS] <SESSION> <OTHER>
+       agent-journal diff [OPTIONS] --last <A> <B>
+       agent-journal diff [OPTIONS] --last <OTHER>";
+
+/// A usage error of `diff` that clap cannot see (how many positionals
+/// each form takes): one `error:` line on stderr, exit 2, as clap's
+/// refused values are.
+fn usage(line: &str) -> ExitCode {
+    crate::cli::output::report_error(2, "usage", line);
+    ExitCode::from(2)
+}
+
+/// `diff SESSION A B`, or `diff SESSION OTHER` across two sessions (with
+/// `--last` in place of the first SESSION).
 pub(crate) fn diff(cli: &Global, args: &DiffArgs) -> Result<ExitCode, Error> {
+    let (first, rest): (Pick<'_>, &[String]) = match (args.last, args.args.as_slice()) {
+        (true, rest @ [_] | rest @ [_, _]) => (Pick::Last, rest),
+        (false, [first, rest @ ..]) if matches!(rest.len(), 1 | 2) => (Pick::Id(first), rest),
+        (true, _) => {
+            return Ok(usage(
+                "diff --last takes A B (two seqs of the latest session) or OTHER (a session)",
+            ));
+        }
+        (false, _) => {
+            return Ok(usage(
+                "diff takes SESSION A B (two seqs of SESSION) or SESSION OTHER (two sessions)",
+            ));
+        }
+    };
+    let session_like = |text: &str| {
+        crate::cli::find::session_arg(text)
+            .map_err(|why| usage(&format!("invalid session {text:?}: {why}")))
+    };
+    if let Pick::Id(text) = first {
+        if let Err(code) = session_like(text) {
+            return Ok(code);
+        }
+    }
     let journal = open_for_reading(&cli.db)?;
-    let s = read_session(&journal, &args.session)?;
-    let Some(b) = args.b else {
-        crate::cli::find::session_arg(&args.second).map_err(Error::InvalidInput)?;
-        let other = read_session(&journal, &args.second)?;
+    let s = read_session(&journal, first)?;
+    let [second, b] = rest else {
+        // One value after SESSION: OTHER, a second session.
+        let other = rest.first().map_or("", String::as_str);
+        if let Err(code) = session_like(other) {
+            return Ok(code);
+        }
+        let other = read_session(&journal, other)?;
         return crate::cli::diff_sessions::diff_sessions(cli.json, &s, &other);
     };
-    let a = args.second.parse::<u64>().map_err(|_| {
-        Error::InvalidInput(format!(
-            "diff SESSION A B wants A as a seq (got {:?})",
-            args.second
-        ))
-    })?;
+    let seq = |text: &String, name: &str| {
+        text.parse::<u64>().map_err(|_| {
+            Error::InvalidInput(format!(
+                "diff SESSION A B wants {name} as a seq (got {text:?})"
+            ))
+        })
+    };
+    let (a, b) = (seq(second, "A")?, seq(b, "B")?);
     let d = compute(&s, a, b)?;
     if cli.json {
         print_json(&d.to_json())?;

@@ -16,7 +16,8 @@ use crate::cli::global::Global;
 use crate::cli::import_seen;
 use crate::cli::open::warn;
 use crate::cli::output::{print_json, progress};
-use format::{ImportFormat, detect, too_large};
+use agent_journal::provider::input::Input;
+use format::{ImportFormat, detect, read_bounded, too_large};
 
 /// The arguments of `import`.
 #[derive(Args, Debug)]
@@ -42,6 +43,8 @@ pub(crate) struct ImportArgs {
     /// imported again (the command says which session holds it, exit 0).
     #[arg(long)]
     again: bool,
+    #[command(flatten)]
+    compress: crate::cli::global::CompressArg,
 }
 
 /// glibc raises its mmap threshold to the size of each large block freed
@@ -66,9 +69,10 @@ pub(crate) fn import(cli: &Global, args: &ImportArgs) -> Result<ExitCode, Error>
     // A FIFO, a device (/dev/zero) or a socket is refused before a byte of
     // it is read (a pipe on /dev/stdin is read once, within --max-bytes); a
     // directory holds Claude Code logs.
-    if !file.is_dir() {
-        agent_journal::provider::input::check_input(file)?;
-    }
+    let input = match file.is_dir() {
+        true => None,
+        false => Some(agent_journal::provider::input::check_input(file)?),
+    };
     // The text `auto` read to tell the format, if it read it.
     let mut text = None;
     let format = match args.format {
@@ -88,15 +92,19 @@ pub(crate) fn import(cli: &Global, args: &ImportArgs) -> Result<ExitCode, Error>
         }
         f => f,
     };
+    // Standard input is read once, within --max-bytes, whatever the format
+    // that reads text: what was read is imported, and its SHA-256 recorded.
+    if text.is_none()
+        && matches!(input, Some(Input::Stdin))
+        && !matches!(format, ImportFormat::Journal | ImportFormat::ClaudeCode)
+    {
+        text = Some(read_bounded(file, args.max_bytes)?);
+    }
     // An exported journal shows a bar of the events written; the others
     // (a conversation is read in passes, then written as it is read again)
     // a spinner.
     if format == ImportFormat::Journal {
-        return import_journal(
-            cli,
-            &crate::cli::open::open_for_import(&cli.db, cli.compress)?,
-            file,
-        );
+        return import_journal(cli, args);
     }
     let spinner = crate::cli::output::working("import");
     let result = import_format(cli, args, format, text);
@@ -120,13 +128,7 @@ fn import_format(
         ImportFormat::OpenaiResponses => ConversationFormat::OpenAiResponses,
         ImportFormat::Ollama => ConversationFormat::Ollama,
         ImportFormat::Gemini => ConversationFormat::Gemini,
-        ImportFormat::Journal => {
-            return import_journal(
-                cli,
-                &crate::cli::open::open_for_import(&cli.db, cli.compress)?,
-                file,
-            );
-        }
+        ImportFormat::Journal => return import_journal(cli, args),
         ImportFormat::StateBlob => return import_state_blob(cli, args, text),
         ImportFormat::Wink => return import_wink(cli, args, text),
     };
@@ -146,57 +148,54 @@ fn import_format(
     };
     // Read and checked before the database is opened (or created): bad
     // input creates nothing. A file is read in passes that hold a message
-    // at a time (`ConversationFile`); text `auto` read from a pipe is
-    // parsed whole.
-    let Some(text) = text else {
-        let open = if args.strict {
-            agent_journal::transfer::ConversationFile::open_strict
-        } else {
-            agent_journal::transfer::ConversationFile::open
-        };
-        let mut conversation = open(file, f, args.max_bytes).map_err(in_file)?;
-        let hash = import_seen::file_hash(file)?;
-        let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
-        if let Some(h) = &hash {
-            if !args.again
-                && let [Some(id)] = import_seen::imported_as(&journal, &[h])?[..]
-            {
-                import_seen::say_already(cli.json, file, id)?;
-                return Ok(ExitCode::SUCCESS);
-            }
-            conversation.label(import_seen::LABEL, h.clone());
+    // at a time (`ConversationFile`); text read from a pipe is converted
+    // from memory.
+    let (mut conversation, hash) = match text {
+        None => {
+            let open = if args.strict {
+                agent_journal::transfer::ConversationFile::open_strict
+            } else {
+                agent_journal::transfer::ConversationFile::open
+            };
+            let conversation = open(file, f, args.max_bytes).map_err(in_file)?;
+            (conversation, import_seen::file_hash(file)?)
         }
-        let (id, events) = journal
-            .import_conversation_file(&conversation, "import", &name)
+        Some(text) => {
+            let hash = import_seen::bytes_hash(text.as_bytes());
+            let conversation = agent_journal::transfer::ConversationFile::from_bytes(
+                text.into_bytes(),
+                f,
+                args.strict,
+            )
             .map_err(in_file)?;
-        return imported(cli, id, events);
+            (conversation, Some(hash))
+        }
     };
-    let parse = if args.strict {
-        ConversationFormat::parse_strict
-    } else {
-        ConversationFormat::parse
-    };
-    let messages = parse(
-        f,
-        &text,
-        agent_journal::EvaluationId::new(),
-        "import",
-        &name,
-    )
-    .map_err(in_file)?;
-    if messages.is_empty() {
-        return Err(in_file(Error::InvalidInput(
-            "the conversation has no messages".into(),
-        )));
+    let journal = crate::cli::open::open_for_import(&cli.db, args.compress.compress)?;
+    if let Some(h) = &hash {
+        if let Some(id) = already(&journal, args, h)? {
+            import_seen::say_already(cli.json, file, &[id], import_seen::SAME_BYTES)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        conversation.label(import_seen::LABEL, h.clone());
     }
-    // The text is not needed past here: its memory goes before the writes.
-    let fields = f.request_fields(&text);
-    drop(text);
-    let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
-    let s = journal
-        .import_messages(messages, f, fields)
+    let (id, events) = journal
+        .import_conversation_file(&conversation, "import", &name)
         .map_err(in_file)?;
-    imported(cli, s.id(), s.head())
+    imported(cli, id, events)
+}
+
+/// The session imported from the same bytes (SHA-256 `hash`), unless
+/// `--again`.
+fn already(
+    journal: &Journal,
+    args: &ImportArgs,
+    hash: &str,
+) -> Result<Option<agent_journal::SessionId>, Error> {
+    if args.again {
+        return Ok(None);
+    }
+    Ok(import_seen::imported_as(journal, &[hash])?.pop().flatten())
 }
 
 /// Says what an import made.
@@ -218,9 +217,13 @@ fn import_state_blob(
     text: Option<String>,
 ) -> Result<ExitCode, Error> {
     let file = &args.file;
+    let hash = match &text {
+        Some(text) => Some(import_seen::bytes_hash(text.as_bytes())),
+        None => import_seen::file_hash(file)?,
+    };
     // A file is read a message at a time (a message over the record limit
-    // is refused before more of it is read); text `auto` read from a pipe
-    // is decoded whole.
+    // is refused before more of it is read); text read from a pipe is
+    // decoded whole.
     let decoded = match text {
         Some(text) => {
             let limit = usize::try_from(args.max_bytes).unwrap_or(usize::MAX);
@@ -240,11 +243,22 @@ fn import_state_blob(
             d.kind()
         ))
     })?;
-    let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
-    let options = ImportStateBlob {
+    let journal = crate::cli::open::open_for_import(&cli.db, args.compress.compress)?;
+    let mut options = ImportStateBlob {
         title: file.file_stem().map(|n| n.to_string_lossy().into_owned()),
         ..ImportStateBlob::default()
     };
+    // A conversation the engine makes has no labels of ours: the hash is
+    // in its metadata, where `imported_as` looks too.
+    if let Some(h) = hash {
+        if let Some(id) = already(&journal, args, &h)? {
+            import_seen::say_already(cli.json, file, &[id], import_seen::SAME_BYTES)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        options
+            .metadata
+            .insert(import_seen::LABEL.into(), serde_json::Value::String(h));
+    }
     let id = blob.import(&journal, &options)?;
     let events = journal.session(id)?.head();
     if cli.json {
@@ -274,8 +288,11 @@ fn import_wink(cli: &Global, args: &ImportArgs, text: Option<String>) -> Result<
     // Read once, before the database is opened: a file straight into its
     // JSON (no text held), within --max-bytes.
     let registry = agent_journal::state::SliceRegistry::default();
-    let state = match text {
-        Some(text) => agent_journal::state::SessionState::from_json(&text, &registry),
+    let (state, hash) = match text {
+        Some(text) => (
+            agent_journal::state::SessionState::from_json(&text, &registry),
+            Some(import_seen::bytes_hash(text.as_bytes())),
+        ),
         None => {
             use std::io::Read;
             let f = std::fs::File::open(file).map_err(|e| Error::Io {
@@ -286,12 +303,29 @@ fn import_wink(cli: &Global, args: &ImportArgs, text: Option<String>) -> Result<
                 return Err(too_large(file, args.max_bytes));
             }
             // A pipe is cut at the limit: its JSON then ends too soon.
-            agent_journal::state::SessionState::from_json_reader(f.take(args.max_bytes), &registry)
+            let state = agent_journal::state::SessionState::from_json_reader(
+                f.take(args.max_bytes),
+                &registry,
+            );
+            // Hashed once it reads (a second pass over a regular file).
+            let hash = match &state {
+                Ok(_) => import_seen::file_hash(file)?,
+                Err(_) => None,
+            };
+            (state, hash)
         }
+    };
+    let state = state.map_err(named)?;
+    let journal = crate::cli::open::open_for_import(&cli.db, args.compress.compress)?;
+    let mut labels = Vec::new();
+    if let Some(h) = hash {
+        if let Some(id) = already(&journal, args, &h)? {
+            import_seen::say_already(cli.json, file, &[id], import_seen::SAME_BYTES)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        labels.push((import_seen::LABEL.to_owned(), h));
     }
-    .map_err(named)?;
-    let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
-    let s = journal.import_snapshot_state(&state)?;
+    let s = journal.import_snapshot_labelled(&state, &labels)?;
     if cli.json {
         print_json(&serde_json::json!({"sessions": [s.id().to_string()], "events": s.head()}))?;
     } else {
@@ -304,14 +338,31 @@ fn import_wink(cli: &Global, args: &ImportArgs, text: Option<String>) -> Result<
     Ok(ExitCode::SUCCESS)
 }
 
-/// `import FILE --format journal`.
-fn import_journal(cli: &Global, journal: &Journal, file: &Path) -> Result<ExitCode, Error> {
+/// `import FILE --format journal`. The import keeps the sessions' ids, so
+/// a file whose sessions are all here with the same events was imported
+/// already (or exported from here): said so, exit 0, unless `--again`
+/// (then the import refuses the ids it finds, as it always did).
+fn import_journal(cli: &Global, args: &ImportArgs) -> Result<ExitCode, Error> {
+    let file = &args.file;
+    let journal = crate::cli::open::open_for_import(&cli.db, args.compress.compress)?;
     let bar = progress(0, "import");
-    let (ids, tail) = journal.import_journal_with(file, |done, total| {
+    let made = journal.import_journal_with(file, |done, total| {
         bar.set_length(total);
         bar.set_position(done);
-    })?;
+    });
     bar.finish_and_clear();
+    let (ids, tail) = match made {
+        Err(e @ Error::InvalidInput(_)) if !args.again => {
+            return match import_seen::journal_already_in(&journal, file) {
+                Some(ids) => {
+                    import_seen::say_already(cli.json, file, &ids, import_seen::SAME_SESSIONS)?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                None => Err(e),
+            };
+        }
+        other => other?,
+    };
     if let Some(t) = &tail {
         warn(format_args!("{}: {t}", file.display()));
     }
@@ -354,7 +405,7 @@ fn import_claude_code(cli: &Global, args: &ImportArgs) -> Result<ExitCode, Error
             None => None,
         });
     }
-    let journal = crate::cli::open::open_for_import(&cli.db, cli.compress)?;
+    let journal = crate::cli::open::open_for_import(&cli.db, args.compress.compress)?;
     let known: Vec<&str> = hashes.iter().flatten().map(String::as_str).collect();
     let found = if args.again {
         vec![None; known.len()]
@@ -399,8 +450,9 @@ fn import_claude_code(cli: &Global, args: &ImportArgs) -> Result<ExitCode, Error
         for (log, id) in &already {
             let path = log.path().map(Path::to_path_buf).unwrap_or_default();
             outln!(
-                "{}: already imported as {id} (same SHA-256); nothing written (--again imports it again)",
-                path.display()
+                "{}: already imported as {id} {}",
+                path.display(),
+                import_seen::SAME_BYTES
             );
         }
         for ((id, n), log) in sessions.iter().zip(&logs) {

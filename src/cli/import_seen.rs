@@ -1,12 +1,15 @@
-//! `import` of the same bytes twice: each imported file's SHA-256 is a
-//! label of the session it made ([`LABEL`]), and a second import of a file
-//! with the same hash says which session holds it and writes nothing,
-//! unless `--again`.
+//! `import` of the same bytes twice: each imported file's SHA-256 (of what
+//! was read, for standard input) is a label of the session it made
+//! ([`LABEL`]; for a state blob, a member of its conversation's metadata),
+//! and a second import of a file with the same hash says which session
+//! holds it and writes nothing, unless `--again`. An exported journal
+//! keeps its sessions' ids and events as they are (no label can be added):
+//! it is there already when all its sessions are, with the same events.
 
 use std::io::Read;
 use std::path::Path;
 
-use agent_journal::{Error, Journal, SessionId};
+use agent_journal::{Error, Journal, Session, SessionId};
 use sha2::{Digest, Sha256};
 
 /// The label holding the SHA-256 (hex) of the file a session was imported
@@ -35,8 +38,16 @@ pub(crate) fn file_hash(file: &Path) -> Result<Option<String>, Error> {
         }
         hasher.update(&buf[..n]);
     }
-    let digest = hasher.finalize();
-    Ok(Some(digest.iter().map(|b| format!("{b:02x}")).collect()))
+    Ok(Some(hex(&hasher.finalize())))
+}
+
+/// The SHA-256 of `bytes` (text read from standard input), in hex.
+pub(crate) fn bytes_hash(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The sessions of `journal` imported from a file of each hash in
@@ -53,12 +64,19 @@ pub(crate) fn imported_as(
         // A session that cannot be read is not one this file made.
         let Ok(s) = journal.session(id) else { continue };
         let state = s.state();
-        for (k, v) in state.labels() {
-            if k != LABEL {
-                continue;
-            }
+        let labelled = state
+            .labels()
+            .iter()
+            .filter(|(k, _)| k == LABEL)
+            .map(|(_, v)| v.as_str());
+        let in_metadata = state
+            .conversation_log()
+            .info()
+            .and_then(|c| c.metadata.get(LABEL))
+            .and_then(serde_json::Value::as_str);
+        for v in labelled.chain(in_metadata) {
             for (slot, h) in found.iter_mut().zip(hashes) {
-                if slot.is_none() && v == h {
+                if slot.is_none() && v == *h {
                     *slot = Some(id);
                 }
             }
@@ -67,18 +85,54 @@ pub(crate) fn imported_as(
     Ok(found)
 }
 
-/// Says that `file` is in the journal already, as `session`.
-pub(crate) fn say_already(json: bool, file: &Path, session: SessionId) -> Result<(), Error> {
+/// The sessions of the exported journal `file` when every one of them is
+/// in `journal` already with the same events (the same number, the last
+/// one equal, time included: an import keeps ids and events); `None` when
+/// one is missing or differs, or the file cannot be read.
+pub(crate) fn journal_already_in(journal: &Journal, file: &Path) -> Option<Vec<SessionId>> {
+    let from = crate::cli::open::open_quietly(file).ok()?;
+    let ids = from.sessions().ok()?;
+    let last = |s: &Session| {
+        let head = s.head().checked_sub(1)?;
+        let mut events = s.events(head..).ok()?;
+        events.pop().map(|e| (e.at, e.event))
+    };
+    for id in &ids {
+        let (theirs, ours) = (from.session(*id).ok()?, journal.session(*id).ok()?);
+        let end = last(&theirs)?;
+        if theirs.head() != ours.head() || last(&ours)? != end {
+            return None;
+        }
+    }
+    (!ids.is_empty()).then_some(ids)
+}
+
+/// What `say_already` adds for a file recognised by its SHA-256.
+pub(crate) const SAME_BYTES: &str = "(same SHA-256); nothing written (--again imports it again)";
+
+/// What `say_already` adds for an exported journal whose sessions are here.
+pub(crate) const SAME_SESSIONS: &str = "(same sessions, same events); nothing written";
+
+/// Says that `file` is in the journal already, as `sessions`; `note` says
+/// how it was recognised ([`SAME_BYTES`], [`SAME_SESSIONS`]).
+pub(crate) fn say_already(
+    json: bool,
+    file: &Path,
+    sessions: &[SessionId],
+    note: &str,
+) -> Result<(), Error> {
+    let name = file.display().to_string();
     if json {
+        let already: Vec<_> = sessions
+            .iter()
+            .map(|s| serde_json::json!({"file": name, "session": s.to_string()}))
+            .collect();
         crate::cli::output::print_json(&serde_json::json!({
-            "sessions": [], "events": 0,
-            "already_imported": [{"file": file.display().to_string(), "session": session.to_string()}],
+            "sessions": [], "events": 0, "already_imported": already,
         }))?;
     } else {
-        outln!(
-            "{}: already imported as {session} (same SHA-256); nothing written (--again imports it again)",
-            file.display()
-        );
+        let ids: Vec<String> = sessions.iter().map(SessionId::to_string).collect();
+        outln!("{name}: already imported as {} {note}", ids.join(", "));
     }
     Ok(())
 }

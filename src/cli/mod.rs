@@ -2,7 +2,9 @@
 //! found, 4 a lease held or lost.
 //!
 //! This file holds the top-level parser and the dispatch; the options every
-//! command takes are `global`'s ([`Global`], what each handler gets); each
+//! command takes are `global`'s ([`Global`], what each handler gets; with
+//! `--no-pager` and `--compress`, the flags of the commands that page or
+//! create a database); each
 //! group of commands lives in its own file with its arguments and handlers:
 //! `record` (demo, resume; `resumed` marks and finds resumes), `read`
 //! (sessions, log, show, pending; `find` their filters, `--last` and id
@@ -100,6 +102,7 @@ enum Command {
     /// Record a compaction of a conversation's history by hand (nothing is deleted).
     CompactHistory(conversation::CompactArgs),
     /// Give up an interrupted turn of a conversation: stored as cancelled, no tool run.
+    #[command(allow_missing_positional = true)]
     CancelTurn(cancel::CancelArgs),
     /// Chat with a real provider (one user message per line of stdin), recording everything.
     #[cfg(feature = "http")]
@@ -107,7 +110,9 @@ enum Command {
     /// The crash point, and the pending and in-doubt tool calls.
     Pending(read::PendingArgs),
     /// What changed between two points of a session (SESSION A B), or
-    /// between two sessions (A B: a run and its fork, two runs of one prompt).
+    /// between two sessions (A B: a run and its fork, two runs of one prompt);
+    /// `--last` stands for the first SESSION.
+    #[command(override_usage = diff::USAGE)]
     Diff(diff::DiffArgs),
     /// List sessions: id, created, events, status, last activity.
     Sessions(read::SessionsArgs),

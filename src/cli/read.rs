@@ -33,6 +33,8 @@ pub(crate) struct SessionsArgs {
 pub(crate) struct LogArgs {
     #[command(flatten)]
     session: crate::cli::find::SessionRef,
+    #[command(flatten)]
+    pager: crate::cli::global::PagerArg,
     /// First seq to show.
     #[arg(long)]
     from: Option<u64>,
@@ -53,6 +55,8 @@ pub(crate) struct LogArgs {
 pub(crate) struct ShowArgs {
     #[command(flatten)]
     session: crate::cli::find::SessionRef,
+    #[command(flatten)]
+    pager: crate::cli::global::PagerArg,
     /// Show the state right after this event (default: the last).
     #[arg(long)]
     at: Option<u64>,
@@ -163,7 +167,7 @@ pub(crate) fn log(cli: &Global, args: &LogArgs) -> Result<ExitCode, Error> {
         )));
     }
     if !cli.json {
-        style::start_pager(cli.no_pager);
+        style::start_pager(args.pager.no_pager);
     }
     print_events(cli, &s, from, to, &mut filter)?;
     Ok(ExitCode::SUCCESS)
@@ -245,10 +249,10 @@ pub(crate) fn show(cli: &Global, args: &ShowArgs) -> Result<ExitCode, Error> {
         });
         outln!("{text}");
     } else if state.conversation_log().is_conversation() {
-        style::start_pager(cli.no_pager);
+        style::start_pager(args.pager.no_pager);
         conversation::print_conversation(&s, at, &state);
     } else {
-        style::start_pager(cli.no_pager);
+        style::start_pager(args.pager.no_pager);
         render::print_state(&s, at, &state, &filter);
     }
     Ok(ExitCode::SUCCESS)

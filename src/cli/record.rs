@@ -33,6 +33,8 @@ pub(crate) struct DemoArgs {
     #[arg(long)]
     conversation: bool,
     #[command(flatten)]
+    compress: crate::cli::global::CompressArg,
+    #[command(flatten)]
     lease: crate::cli::lease::LeaseArgs,
 }
 
@@ -76,7 +78,7 @@ enum CrashWith {
 /// `demo [--sandbox DIR] [--crash-after N] [--crash-with abort|kill]`.
 pub(crate) fn demo(cli: &Global, args: &DemoArgs) -> Result<ExitCode, Error> {
     let mut config = JournalConfig {
-        compress: cli.compress,
+        compress: args.compress.compress,
         ..JournalConfig::default()
     };
     if let Some(n) = args.crash_after {

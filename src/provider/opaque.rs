@@ -1,6 +1,7 @@
 //! Opaque items: the items and content blocks of a provider's format whose
 //! type the journal does not model (an OpenAI Responses item newer than
-//! its list, an Anthropic or Claude Code content block, a Gemini part).
+//! its list, an Anthropic or Claude Code content block, or one inside a
+//! `tool_result` block's content, a Gemini part).
 //!
 //! An import keeps such an item verbatim in its message's
 //! [`provider_payload`](crate::InnerMessage::provider_payload), so an export
@@ -110,10 +111,46 @@ fn typed_unmodeled(v: &Value, known: &[&str]) -> Option<String> {
     (!known.contains(&t)).then(|| t.to_owned())
 }
 
-/// The unmodeled blocks of an Anthropic message's `content`, with their
-/// index.
-pub(crate) fn anthropic_unmodeled(message: &Value) -> Vec<(usize, String)> {
-    blocks_unmodeled(message.get("content"), ANTHROPIC_BLOCKS)
+/// The first unmodeled piece of one Anthropic content block: the block
+/// itself (path suffix `""`), or a block inside a `tool_result`'s content
+/// (suffix `.content[K]`), with its type. A `tool_result`'s content holds
+/// blocks of the same kinds (text, image, document), so the same list
+/// says which are modeled.
+pub(crate) fn anthropic_block_unmodeled(block: &Value) -> Option<(String, String)> {
+    anthropic_block_all(block).into_iter().next()
+}
+
+/// Every unmodeled piece of one Anthropic content block, as
+/// [`anthropic_block_unmodeled`] names the first.
+fn anthropic_block_all(block: &Value) -> Vec<(String, String)> {
+    if let Some(t) = typed_unmodeled(block, ANTHROPIC_BLOCKS) {
+        return vec![(String::new(), t)];
+    }
+    if block.get("type").and_then(Value::as_str) != Some("tool_result") {
+        return Vec::new();
+    }
+    blocks_unmodeled(block.get("content"), ANTHROPIC_BLOCKS)
+        .into_iter()
+        .map(|(k, t)| (format!(".content[{k}]"), t))
+        .collect()
+}
+
+/// The unmodeled blocks of an Anthropic message's `content`, those nested
+/// in a `tool_result` included, each with its path below the message
+/// (`content[J]`, `content[J].content[K]`).
+pub(crate) fn anthropic_unmodeled(message: &Value) -> Vec<(String, String)> {
+    message
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .flat_map(|(j, b)| {
+            anthropic_block_all(b)
+                .into_iter()
+                .map(move |(below, t)| (format!("content[{j}]{below}"), t))
+        })
+        .collect()
 }
 
 fn blocks_unmodeled(content: Option<&Value>, known: &[&str]) -> Vec<(usize, String)> {
@@ -187,7 +224,7 @@ pub(crate) fn refuse(format: ConversationFormat, i: usize, item: &Value) -> Resu
         ConversationFormat::Anthropic => anthropic_unmodeled(item)
             .into_iter()
             .next()
-            .map(|(j, t)| (format!("messages[{i}].content[{j}]"), t)),
+            .map(|(at, t)| (format!("messages[{i}].{at}"), t)),
         ConversationFormat::OpenAi => blocks_unmodeled(item.get("content"), OPENAI_PARTS)
             .into_iter()
             .next()

@@ -104,7 +104,19 @@ impl ConversationFormat {
     /// [`Error::InvalidInput`] past the limit or for invalid JSON (with its
     /// line and column); [`Error::Io`] if the file cannot be read.
     pub(crate) fn open_file(self, path: &Path, limit: u64) -> Result<StreamedConversation> {
-        let source = Source::of(path, limit)?;
+        self.open_source(Source::of(path, limit)?)
+    }
+
+    /// [`open_file`](Self::open_file) over text already read (standard
+    /// input, read once by the caller within its limit).
+    ///
+    /// # Errors
+    /// As `open_file`, but for the limit and reading.
+    pub(crate) fn open_bytes(self, bytes: Vec<u8>) -> Result<StreamedConversation> {
+        self.open_source(Source::Bytes(bytes.into()))
+    }
+
+    fn open_source(self, source: Source) -> Result<StreamedConversation> {
         let mut file = StreamedConversation {
             format: self,
             source,

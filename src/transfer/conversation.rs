@@ -154,13 +154,27 @@ impl ConversationFile {
         Self::open_with(path, format, limit, true)
     }
 
+    /// [`ConversationFile::open`] (or, if `strict`, `open_strict`) over
+    /// text already read, such as standard input a caller read once within
+    /// its own limit (a pipe cannot be read in passes).
+    ///
+    /// # Errors
+    /// As `open` and `open_strict`, but for the limit and reading.
+    pub fn from_bytes(bytes: Vec<u8>, format: ConversationFormat, strict: bool) -> Result<Self> {
+        Self::opened(format.open_bytes(bytes)?, strict)
+    }
+
     fn open_with(
         path: &Path,
         format: ConversationFormat,
         limit: u64,
         strict: bool,
     ) -> Result<Self> {
-        let mut file = format.open_file(path, limit)?;
+        Self::opened(format.open_file(path, limit)?, strict)
+    }
+
+    fn opened(mut file: crate::provider::StreamedConversation, strict: bool) -> Result<Self> {
+        let format = file.format();
         if strict {
             file.set_strict();
         }

@@ -50,7 +50,25 @@ impl Journal {
     /// # Errors
     /// A storage error; nothing is written then.
     pub fn import_snapshot_state(&self, state: &SessionState) -> Result<Session> {
-        let events = snapshot_events(state);
+        self.import_snapshot_labelled(state, &[])
+    }
+
+    /// [`import_snapshot_state`](Self::import_snapshot_state), with
+    /// `labels` added to the session's opening labels (after the
+    /// snapshot's own and `imported`), as a caller records where the
+    /// snapshot came from (the CLI: `import.sha256`, its content hash).
+    ///
+    /// # Errors
+    /// A storage error; nothing is written then.
+    pub fn import_snapshot_labelled(
+        &self,
+        state: &SessionState,
+        labels: &[(String, String)],
+    ) -> Result<Session> {
+        let mut events = snapshot_events(state);
+        if let Some(Event::SessionOpened { labels: opening }) = events.first_mut() {
+            opening.extend(labels.iter().cloned());
+        }
         self.create_session_from(SessionId::new(), events)
     }
 }

@@ -28,10 +28,21 @@ fn an_exported_journal_imports_elsewhere_and_serves_read_commands() {
     assert!(out.stdout.contains(&d.id), "{out:?}");
     assert_eq!(aj(&other, &["log", &d.id, "--json"]).stdout, original);
 
-    // A second import is refused and changes nothing.
-    let line = aj(&other, &["import", path_str(&file), "--format", "journal"])
-        .assert_error(1)
-        .to_owned();
+    // A second import says the session is here already (exit 0); with
+    // --again it is refused (the id is taken); neither changes anything.
+    let out = aj(&other, &["import", path_str(&file), "--format", "journal"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout
+            .contains(&format!("already imported as {}", d.id)),
+        "{out:?}"
+    );
+    let line = aj(
+        &other,
+        &["import", path_str(&file), "--format", "journal", "--again"],
+    )
+    .assert_error(1)
+    .to_owned();
     assert!(
         line.contains(&d.id) && line.contains("already exists"),
         "{line}"

@@ -115,3 +115,77 @@ fn a_closed_stdout_is_not_a_panic() {
         );
     }
 }
+
+/// `--no-pager` is a flag of the commands that page (`log`, `show`) and
+/// `--compress` of the commands that create a database (`demo`, `chat`,
+/// `import`, `copy`; `compact` has its own): every other command's help
+/// leaves them out and refuses them (exit 2), and so does the top level.
+#[test]
+fn no_pager_and_compress_belong_to_the_commands_they_change() {
+    let d = Demo::new();
+    let help = d.run(&["--help"]);
+    assert_eq!(help.code, 0, "{help:?}");
+    assert!(!help.stdout.contains("--no-pager"), "{help:?}");
+    assert!(!help.stdout.contains("--compress"), "{help:?}");
+    let commands: Vec<&str> = help
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() > 20, "{commands:?}");
+    let (pagers, creators) = (
+        ["log", "show"],
+        ["demo", "chat", "import", "copy", "compact"],
+    );
+    for c in &commands {
+        let out = d.run(&[c, "--help"]);
+        assert_eq!(out.code, 0, "{c}: {out:?}");
+        let has = |flag: &str| out.stdout.lines().any(|l| l.trim_start().starts_with(flag));
+        assert_eq!(has("--no-pager"), pagers.contains(c), "{c}: {}", out.stdout);
+        assert_eq!(
+            has("--compress"),
+            creators.contains(c),
+            "{c}: {}",
+            out.stdout
+        );
+    }
+    for args in [
+        &["compact-history", "--last", "--no-pager"][..],
+        &["stats", &d.id, "--no-pager"],
+        &["pending", &d.id, "--no-pager"],
+        &["--no-pager", "log", &d.id],
+        &["export", &d.id, "--compress"],
+        &["fork", &d.id, "--at", "3", "--compress"],
+        &["log", &d.id, "--compress"],
+        &["--compress", "demo"],
+    ] {
+        let out = d.run(args);
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+        assert!(out.stderr.starts_with("error: "), "{args:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
+    }
+    let log = d.run(&["log", &d.id, "--no-pager"]);
+    assert_eq!(log.code, 0, "{log:?}");
+    assert_eq!(log.stdout.lines().count(), 23, "{log:?}");
+    assert_eq!(d.run(&["show", &d.id, "--no-pager"]).code, 0);
+    // `import --compress` makes a compressed database.
+    let file = d.export_journal("one.ajournal");
+    let new = d.dir.path().join("new");
+    let out = aj(&new, &["import", path_str(&file), "--compress"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let v = aj(
+        &new,
+        &[
+            "--json",
+            "compact",
+            "--to",
+            path_str(&d.dir.path().join("c")),
+        ],
+    )
+    .json();
+    assert_eq!(v["compressed"], true, "{v}");
+}

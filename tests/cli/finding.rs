@@ -149,7 +149,7 @@ fn last_names_the_session_with_the_latest_activity_in_every_command() {
     // Same output as with the id, in each command that takes one.
     let same = |id: &str, args: &[&str]| {
         let with = |who: &[&str]| {
-            let mut all: Vec<&str> = vec!["--no-pager", args[0]];
+            let mut all: Vec<&str> = vec![args[0]];
             all.extend_from_slice(who);
             all.extend_from_slice(&args[1..]);
             let out = aj(&t.db, &all);
@@ -181,6 +181,67 @@ fn last_names_the_session_with_the_latest_activity_in_every_command() {
     aj(&t.db, &["--json", "log"]).assert_error(2);
     usage_error(aj(&t.db, &["log", c, "--last"]));
     aj(&t.db, &["--json", "export", "--last", c]).assert_error(2);
+}
+
+/// `--last` stands for the first session of `diff` (`diff --last A B`,
+/// `diff --last OTHER`), for the parent of `fork` and for the conversation
+/// of `cancel-turn` (`cancel-turn --last TURN`).
+#[test]
+fn last_stands_for_the_first_session_of_diff_fork_and_cancel_turn() {
+    let t = Three::new();
+    let (a, c) = (t.id(0), t.id(2));
+    let run = |args: &[&str]| {
+        let out = aj(&t.db, args);
+        assert_eq!(out.code, 0, "{out:?}");
+        out.stdout
+    };
+    assert_eq!(
+        run(&["--json", "diff", "--last", "3", "9"]),
+        run(&["--json", "diff", c, "3", "9"])
+    );
+    assert_eq!(run(&["diff", "--last", a]), run(&["diff", c, a]));
+    // One value too many or too few for the form, or --last and SESSION.
+    for bad in [
+        &["diff", "--last"][..],
+        &["diff", "--last", "1", "2", "3"],
+        &["diff", c],
+        &["diff", " ", "1", "2"],
+    ] {
+        usage_error(aj(&t.db, bad));
+    }
+    aj(&t.db, &["diff", "--last", "1", "2", "3"]).assert_error(2);
+    usage_error(aj(&t.db, &["fork", c, "--last", "--at", "2"]));
+
+    let fork = aj(&t.db, &["--json", "fork", "--last", "--at", "4"]).json();
+    assert_eq!(fork["parent"], c, "{fork}");
+
+    // A conversation killed inside a turn is the latest active session.
+    let sb = t.db.with_file_name("conversation");
+    let out = aj(
+        &t.db,
+        &[
+            "demo",
+            "--conversation",
+            "--sandbox",
+            path_str(&sb),
+            "--crash-after",
+            "9",
+        ],
+    );
+    assert_ne!(out.code, 0, "{out:?}");
+    let pending = aj(&t.db, &["--json", "pending", "--last"]).json();
+    let turn = pending["interrupted_turns"][0]["turn"]
+        .as_str()
+        .expect("an interrupted turn");
+    usage_error(aj(&t.db, &["cancel-turn", c, "--last", turn]));
+    usage_error(aj(&t.db, &["cancel-turn", turn]));
+    let out = aj(&t.db, &["--json", "cancel-turn", "--last", turn]).json();
+    assert_eq!(out["status"], "cancelled", "{out}");
+    assert_eq!(out["turn"], turn, "{out}");
+    assert_eq!(
+        out["conversation"], pending["conversation"],
+        "{out} {pending}"
+    );
 }
 
 #[test]

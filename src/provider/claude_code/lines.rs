@@ -15,7 +15,7 @@ use super::{ClaudeCodeFile, Place};
 use crate::error::{Error, Result};
 use crate::model::{EvaluationId, InnerMessage};
 use crate::provider::anthropic;
-use crate::provider::opaque::ANTHROPIC_BLOCKS;
+use crate::provider::opaque::anthropic_block_unmodeled;
 use crate::provider::read::tool_result_text;
 use crate::provider::window::Window;
 
@@ -306,10 +306,13 @@ impl Messages<'_, '_> {
         let mut content = m.get_mut("content").map(Value::take).unwrap_or_default();
         for (j, b) in content.as_array_mut().into_iter().flatten().enumerate() {
             let ty = b.get("type").and_then(Value::as_str).unwrap_or_default();
-            if self.lines.strict && !ty.is_empty() && !ANTHROPIC_BLOCKS.contains(&ty) {
+            if self.lines.strict
+                && let Some((below, kind)) = anthropic_block_unmodeled(b)
+                && !kind.is_empty()
+            {
                 return Err(Error::Unmodeled {
-                    at: format!("line {line}: message.content[{j}]"),
-                    kind: ty.to_owned(),
+                    at: format!("line {line}: message.content[{j}]{below}"),
+                    kind,
                 });
             }
             match ty {
