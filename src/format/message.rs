@@ -264,7 +264,6 @@ pub(crate) struct BodyIds {
     pub(crate) evaluation_id: EvaluationId,
     pub(crate) sequence: u64,
     pub(crate) message_id: MessageId,
-    pub(crate) role: Role,
     pub(crate) turn: u32,
     /// True when the message has no tool calls and is no tool result: the
     /// only slices that look at it then are the ones the ids above feed.
@@ -296,7 +295,7 @@ pub(crate) fn check_body(body: &[u8]) -> Result<BodyIds, String> {
 }
 
 fn read(r: &mut Reader<'_>) -> Result<BodyIds, Bad> {
-    let role = r.variant(&ROLES, "role")?;
+    r.variant(&ROLES, "role")?;
     let content = r.str("content")?;
     let evaluation_id = EvaluationId::from_bytes(r.uuid("evaluation_id")?);
     let sequence = r.varint("sequence")?;
@@ -355,7 +354,6 @@ fn read(r: &mut Reader<'_>) -> Result<BodyIds, Bad> {
         evaluation_id,
         sequence,
         message_id,
-        role,
         turn,
         plain,
     })
@@ -389,30 +387,6 @@ pub(crate) fn stale_statuses(
         }
     }
     Ok(out)
-}
-
-/// The role and turn of a body that [`check_body`] accepts (for any other,
-/// what it returns does not matter): read by skipping, unchecked, what
-/// comes before them.
-pub(crate) fn role_and_turn(body: &[u8]) -> Result<(Role, u32), Bad> {
-    let mut r = Reader::new(body);
-    let role = r.variant(&ROLES, "role")?;
-    r.skip_string("content")?;
-    r.uuid("evaluation_id")?;
-    r.varint("sequence")?;
-    for _ in 0..r.len("tool_calls")? {
-        r.skip_string("tool_calls.call_id")?;
-        r.skip_string("tool_calls.name")?;
-        r.skip_string("tool_calls.arguments")?;
-        r.byte("tool_calls.status")?;
-    }
-    if r.option("tool_call_id")? {
-        r.skip_string("tool_call_id")?;
-    }
-    if r.option("tool_name")? {
-        r.skip_string("tool_name")?;
-    }
-    Ok((role, r.u32("turn")?))
 }
 
 /// A plain message (see [`BodyIds::plain`]) found in the frame body of an

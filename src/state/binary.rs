@@ -9,8 +9,8 @@
 //! u64 LE    length of the messages section
 //! ```
 //!
-//! The conversation slice is not stored: it depends only on the messages,
-//! and is rebuilt from them (as the JSON form does).
+//! The conversation-state view is not stored: it is read from the messages
+//! when asked for.
 //!
 //! Decoding keeps the messages as bytes of the snapshot's buffer, decoded
 //! on first access; encoding copies a message still held as bytes.
@@ -23,10 +23,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::format::codec;
 use crate::model::SessionId;
-use crate::state::messages::{read_derived, read_section, section_evaluations, write_section};
-use crate::state::{
-    AdapterStates, Conversation, Evaluations, SessionState, SliceRegistry, ToolCalls, Usage,
-};
+use crate::state::messages::{read_section, write_section};
+use crate::state::{AdapterStates, Evaluations, SessionState, SliceRegistry, ToolCalls, Usage};
 
 #[cfg(test)]
 mod tests;
@@ -241,30 +239,17 @@ impl SessionState {
         };
         let undecodable =
             |e| Error::SnapshotRestore(format!("undecodable snapshot: messages: {e}"));
-        // On two threads, the head's also rebuilds the conversation of the
-        // first 2/5 of the evaluations (from the section's roles and turns),
-        // the section's the rest's: the two then take about as long (timed
-        // on a 1,000,000-event session: crc 27 ms and the head ~100 ms, then
-        // the conversation; with 3/5 the head's thread ended 20-50 ms after
-        // the section's).
-        let split = if parallel {
-            section_evaluations(&buf, start + head_len, section_len).unwrap_or(0) / 5 * 2
-        } else {
-            0
-        };
-        let head = || -> Result<(Head, Conversation)> {
+        // On two threads: the crc and the head on one, the messages
+        // section on the other.
+        let head = || -> Result<Head> {
             if parallel {
                 crc()?;
             }
-            let head = codec(limit)
+            codec(limit)
                 .deserialize(&body[..head_len])
-                .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot: {e}")))?;
-            let derived =
-                read_derived(&buf, start + head_len, section_len, split).map_err(undecodable)?;
-            Ok((head, derived))
+                .map_err(|e| Error::SnapshotRestore(format!("undecodable snapshot: {e}")))
         };
-        let section =
-            || read_section(&buf, start + head_len, section_len, split).map_err(undecodable);
+        let section = || read_section(&buf, start + head_len, section_len).map_err(undecodable);
         let (s, messages) = if parallel {
             std::thread::scope(|scope| {
                 let s = scope.spawn(head);
@@ -279,10 +264,7 @@ impl SessionState {
         } else {
             (head(), section())
         };
-        let (s, mut conversation) = s?;
-        let (messages, mut rest) = messages?;
-        conversation.append(&mut rest);
-        Self::assemble(s, messages, conversation, registry, limit)
+        Self::assemble(s?, messages?, registry, limit)
     }
 
     /// The body of the snapshot at `buf[start..]`, its format checked, and
@@ -327,7 +309,6 @@ impl SessionState {
     fn assemble(
         s: Head,
         messages: crate::state::Messages,
-        conversation: crate::state::Conversation,
         registry: &SliceRegistry,
         limit: u64,
     ) -> Result<SessionState> {
@@ -343,7 +324,6 @@ impl SessionState {
             messages,
             tool_calls: s.tool_calls,
             evaluations: s.evaluations,
-            conversation,
             adapter_states: s.adapter_states,
             usage: s.usage,
             labels: s.labels,

@@ -219,7 +219,6 @@ impl SessionState {
             .map_err(undecodable)?;
         apply_delta_section(
             &mut self.messages,
-            &mut self.conversation,
             &frame,
             FRAME_HEADER_LEN + head_len,
             section_len,

@@ -18,10 +18,7 @@ use crate::state::hash::FastMap;
 use crate::state::keys::EvalKey;
 use index::Index;
 use run::EvalMessages;
-pub(crate) use section::{
-    apply_delta_section, read_derived, read_section, section_evaluations, write_delta_section,
-    write_section,
-};
+pub(crate) use section::{apply_delta_section, read_section, write_delta_section, write_section};
 use slot::{CallSlot, Slot};
 
 /// Where the bytes of a plain message come from.

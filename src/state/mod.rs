@@ -21,7 +21,7 @@
 //! ```
 //!
 //! A [`SessionState`] holds the built-in slices ([`Messages`], [`ToolCalls`],
-//! [`Evaluations`], [`Conversation`], [`AdapterStates`], [`Usage`]) and any
+//! [`Evaluations`], [`AdapterStates`], [`Usage`], [`ConversationLog`]) and any
 //! application slices registered in a [`SliceRegistry`]. Folding is
 //! deterministic: `fold(all) == fold(prefix)` then `fold(rest)`, and a state
 //! decoded from a snapshot folds on exactly like the state it was taken from.
@@ -30,7 +30,7 @@
 
 mod adapter_states;
 mod binary;
-mod conversation;
+pub(crate) mod conversation;
 pub(crate) mod conversation_log;
 pub(crate) mod delta;
 mod dyn_slice;
@@ -52,7 +52,7 @@ use serde::{Deserialize, Serialize};
 use crate::event::Envelope;
 
 pub use adapter_states::AdapterStates;
-pub use conversation::{Conversation, ConversationView, TurnIds, TurnView};
+pub use conversation::{ConversationView, TurnView};
 pub use conversation_log::ConversationLog;
 pub(crate) use dyn_slice::DynSlice;
 pub use dyn_slice::SliceRegistry;

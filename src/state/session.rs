@@ -8,8 +8,8 @@ use crate::event::{Envelope, Event};
 use crate::model::{EvaluationId, SessionId};
 use crate::state::messages::{PeekedMessage, PlainBytes};
 use crate::state::{
-    AdapterStates, Conversation, ConversationLog, ConversationView, DynSlice, Evaluations,
-    Messages, Slice, SlicePolicy, SliceRegistry, ToolCalls, Usage,
+    AdapterStates, ConversationLog, ConversationView, DynSlice, Evaluations, Messages, Slice,
+    SlicePolicy, SliceRegistry, ToolCalls, Usage,
 };
 
 /// The state of a session: every slice folded from its events.
@@ -37,7 +37,6 @@ pub struct SessionState {
     pub(crate) messages: Messages,
     pub(crate) tool_calls: ToolCalls,
     pub(crate) evaluations: Evaluations,
-    pub(crate) conversation: Conversation,
     pub(crate) conversations: ConversationLog,
     pub(crate) adapter_states: AdapterStates,
     pub(crate) usage: Usage,
@@ -94,7 +93,6 @@ impl SessionState {
             messages: Messages::default(),
             tool_calls: ToolCalls::default(),
             evaluations: Evaluations::default(),
-            conversation: Conversation::default(),
             conversations: ConversationLog::default(),
             adapter_states: AdapterStates::default(),
             usage: Usage::default(),
@@ -212,7 +210,6 @@ impl SessionState {
             self.marks.evaluation(eval);
             self.marks.message(eval, key);
             self.evaluations.on_turn(eval, ids.turn, m.seq);
-            self.conversation.on_parts(eval, key, ids.role, ids.turn);
             let shared = frame.and_then(|(f, at)| f.try_slice(at + m.start..f.len()));
             let bytes = match shared {
                 Some(bytes) => PlainBytes::Shared(bytes),
@@ -260,7 +257,6 @@ impl SessionState {
                     self.marks.evaluation(m.evaluation_id);
                     self.tool_calls.on_message(m);
                     self.evaluations.on_message(m, envelope.seq);
-                    self.conversation.on_message(m);
                 }
             }
             Event::ToolStatus {
@@ -301,7 +297,6 @@ impl SessionState {
                     .on_finished(*evaluation_id, outcome, envelope.at);
                 // Its messages are in: no room kept for more.
                 self.messages.shrink(*evaluation_id);
-                self.conversation.shrink(*evaluation_id);
             }
             // A fork's own marker, after the prefix it shares (which may
             // hold its ancestors' markers): the last one folded wins.
@@ -352,20 +347,16 @@ impl SessionState {
         &self.evaluations
     }
 
-    /// The conversation view (message ids by turn).
-    pub fn conversation(&self) -> &Conversation {
-        &self.conversation
-    }
-
     /// The conversation engine's records (empty unless the session holds a
     /// conversation the engine made).
     pub fn conversation_log(&self) -> &ConversationLog {
         &self.conversations
     }
 
-    /// One evaluation's conversation with its messages.
+    /// One evaluation's conversation (the conversation-state spec's view),
+    /// read from its messages: `None` if it has none. O(its messages).
     pub fn conversation_view(&self, eval: EvaluationId) -> Option<ConversationView<'_>> {
-        self.conversation.view(eval, &self.messages)
+        crate::state::conversation::view(eval, &self.messages)
     }
 
     /// The captured adapter states (LOG slice).
@@ -405,7 +396,6 @@ impl SessionState {
             messages,
             tool_calls,
             evaluations,
-            conversation,
             conversations,
             adapter_states: _,
             usage,
@@ -421,7 +411,6 @@ impl SessionState {
         self.messages = messages;
         self.tool_calls = tool_calls;
         self.evaluations = evaluations;
-        self.conversation = conversation;
         self.conversations = conversations;
         self.usage = usage;
         self.labels = labels;
@@ -454,7 +443,6 @@ impl Clone for SessionState {
             messages: self.messages.clone(),
             tool_calls: self.tool_calls.clone(),
             evaluations: self.evaluations.clone(),
-            conversation: self.conversation.clone(),
             conversations: self.conversations.clone(),
             adapter_states: self.adapter_states.clone(),
             usage: self.usage.clone(),
@@ -479,7 +467,6 @@ impl PartialEq for SessionState {
             && self.messages == other.messages
             && self.tool_calls == other.tool_calls
             && self.evaluations == other.evaluations
-            && self.conversation == other.conversation
             && self.conversations == other.conversations
             && self.adapter_states == other.adapter_states
             && self.usage == other.usage
@@ -504,7 +491,6 @@ impl fmt::Debug for SessionState {
             .field("messages", &self.messages)
             .field("tool_calls", &self.tool_calls)
             .field("evaluations", &self.evaluations)
-            .field("conversation", &self.conversation)
             .field("adapter_states", &self.adapter_states)
             .field("usage", &self.usage)
             .field(

@@ -8,7 +8,8 @@ use serde_json::{Map, Value};
 use crate::event::AdapterStateSnapshot;
 use crate::model::{EvaluationId, InnerMessage, MessageId, SessionId, now};
 use crate::snapshot::JsonOptions;
-use crate::state::{Conversation, SessionState, SlicePolicy, ToolCalls, TurnIds};
+use crate::state::conversation::view;
+use crate::state::{Messages, SessionState, SlicePolicy, ToolCalls, TurnView};
 
 pub(super) const MESSAGES: &str = "agent_journal:InnerMessage";
 pub(super) const TOOL_CALLS: &str = "agent_journal:ToolCall";
@@ -129,23 +130,26 @@ pub(super) fn message_item(m: &InnerMessage, calls: &ToolCalls) -> Value {
     v
 }
 
-pub(super) fn conversation_items(c: &Conversation) -> Vec<ConversationItem> {
-    let id = |k: &(u64, MessageId)| k.1;
-    c.entries()
-        .map(|(eval, e)| ConversationItem {
-            evaluation_id: eval,
-            system_message_id: e.system.as_ref().map(id),
-            user_message_ids: e.users.iter().map(id).collect(),
-            turns: e.turns.iter().map(turn_item).collect(),
+/// The conversation-state slice's items: each evaluation's conversation,
+/// read from `messages`.
+pub(super) fn conversation_items(messages: &Messages) -> Vec<ConversationItem> {
+    messages
+        .evaluations()
+        .filter_map(|eval| view(eval, messages))
+        .map(|v| ConversationItem {
+            evaluation_id: v.evaluation_id,
+            system_message_id: v.system_message.map(|m| m.message_id),
+            user_message_ids: v.user_messages.iter().map(|m| m.message_id).collect(),
+            turns: v.turns.iter().map(turn_item).collect(),
         })
         .collect()
 }
 
-pub(super) fn turn_item(t: &TurnIds) -> TurnItem {
+pub(super) fn turn_item(t: &TurnView<'_>) -> TurnItem {
     TurnItem {
         turn_number: t.turn_number,
-        assistant_message_id: t.assistant_id(),
-        tool_message_ids: t.tool_message_ids().collect(),
+        assistant_message_id: t.assistant_message.map(|m| m.message_id),
+        tool_message_ids: t.tool_messages.iter().map(|m| m.message_id).collect(),
     }
 }
 
@@ -183,10 +187,7 @@ pub(super) fn to_value(s: &SessionState, opts: &JsonOptions) -> Value {
         slice(EVALUATIONS, s.evaluations.iter().map(val).collect()),
         slice(
             CONVERSATION,
-            conversation_items(&s.conversation)
-                .iter()
-                .map(val)
-                .collect(),
+            conversation_items(&s.messages).iter().map(val).collect(),
         ),
     ];
     // A LOG slice, but always written: the specs' recovery flow (restore

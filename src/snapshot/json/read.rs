@@ -12,8 +12,8 @@ use crate::event::{AdapterStateSnapshot, TokenUsage};
 use crate::model::{InnerMessage, SessionId};
 use crate::provider::read::kind;
 use crate::state::{
-    AdapterStates, Conversation, ConversationLog, DynSlice, EvaluationInfo, Evaluations, Messages,
-    SessionState, SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, Usage, UsageTotals,
+    AdapterStates, ConversationLog, DynSlice, EvaluationInfo, Evaluations, Messages, SessionState,
+    SlicePolicy, SliceRegistry, ToolCallInfo, ToolCalls, Usage, UsageTotals,
 };
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
@@ -259,8 +259,7 @@ fn from_value(mut value: Value, registry: &SliceRegistry) -> Result<SessionState
 
     let mut f = required(&mut found, CONVERSATION)?;
     let items: Vec<ConversationItem> = f.parse_all()?;
-    let conversation = Conversation::from_messages(&messages);
-    let expected = conversation_items(&conversation);
+    let expected = conversation_items(&messages);
     if let Some(i) =
         (0..items.len().max(expected.len())).find(|i| items.get(*i) != expected.get(*i))
     {
@@ -335,7 +334,6 @@ fn from_value(mut value: Value, registry: &SliceRegistry) -> Result<SessionState
         messages,
         tool_calls,
         evaluations,
-        conversation,
         adapter_states,
         usage,
         labels: info.labels,

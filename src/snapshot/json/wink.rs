@@ -236,10 +236,10 @@ pub(super) fn to_wink_value(s: &SessionState, opts: &JsonOptions, module: Option
         }
     }
     let conversation: Vec<Value> = s
-        .conversation
+        .messages
         .evaluations()
         .filter_map(|eval| {
-            let view = s.conversation.view(eval, &s.messages)?;
+            let view = s.conversation_view(eval)?;
             let id = eval.to_string();
             conversation_state(&view, ids.get(&id).map_or(&id, |o| o))
         })

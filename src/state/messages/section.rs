@@ -13,9 +13,7 @@
 //!
 //! A body is the message's bincode (the crate's codec). Reading keeps each
 //! body as bytes of the snapshot's buffer (after checking that it decodes)
-//! and rebuilds every index from the headers and the calls, and the
-//! conversation slice (which depends only on the messages) from each body's
-//! role and turn; writing copies the bytes of a message still held as bytes
+//! and rebuilds every index from the headers and the calls; writing copies the bytes of a message still held as bytes
 //! and encodes only the others.
 
 use crate::format::SharedBytes;
@@ -25,11 +23,8 @@ use super::Messages;
 use super::index::Index;
 use super::run::EvalMessages;
 use super::slot::{CallSlot, Slot};
-use crate::format::message::{
-    Bad, Reader, check_body, encode_body, role_and_turn, stale_statuses, write_varint,
-};
+use crate::format::message::{Bad, Reader, check_body, encode_body, stale_statuses, write_varint};
 use crate::model::{CallId, EvaluationId, MessageId, ToolStatus};
-use crate::state::Conversation;
 
 impl From<Bad> for String {
     fn from(Bad(what, why): Bad) -> String {
@@ -156,16 +151,10 @@ pub(crate) fn write_section(m: &Messages, out: &mut Vec<u8>) -> Result<(), Strin
 }
 
 /// Reads the messages section at `buf[at..at + len]`, keeping the bodies
-/// as bytes of `buf`, and (if `with_conversation`) rebuilds the
-/// [`Conversation`] slice from the bodies' roles and turns. Each body is
+/// as bytes of `buf`. Each body is
 /// checked to decode and to hold the ids of its header; order, uniqueness
 /// and every count are checked too.
-pub(crate) fn read_section(
-    buf: &SharedBytes,
-    at: usize,
-    len: usize,
-    conversation_from: usize,
-) -> Result<(Messages, Conversation), String> {
+pub(crate) fn read_section(buf: &SharedBytes, at: usize, len: usize) -> Result<Messages, String> {
     let section = at
         .checked_add(len)
         .and_then(|end| buf.get(at..end))
@@ -181,13 +170,10 @@ pub(crate) fn read_section(
     // new message would otherwise copy it whole inside an append.
     let cap = cap.min(len / 32);
     let mut index = crate::mem::with_capacity(cap + cap / 8 + 16);
-    let mut conversation = Conversation::default();
-    let mut conv = Vec::new();
     let mut messages = 0u64;
     let evals = r.len("evaluations")?;
     let mut last_eval: Option<EvaluationId> = None;
-    for e in 0..evals {
-        let with_derived = e >= conversation_from;
+    for _ in 0..evals {
         let eval = EvaluationId::from_bytes(r.array("evaluation_id")?);
         if last_eval.is_some_and(|last| last >= eval) {
             return Err(format!("evaluation {eval} out of order"));
@@ -218,13 +204,6 @@ pub(crate) fn read_section(
                 .try_slice(start..start + body_len)
                 .ok_or("a message body is out of bounds")?;
             run.push((key, Slot::shared(bytes)));
-            if with_derived {
-                conv.push((key, ids.role, ids.turn));
-            }
-        }
-        if with_derived {
-            conversation.push_sorted(eval, &mut conv);
-            conv.clear();
         }
         out.by_eval
             .insert(eval.into(), EvalMessages::from_sorted(run));
@@ -254,54 +233,11 @@ pub(crate) fn read_section(
     if !r.is_empty() {
         return Err("trailing bytes after the messages section".into());
     }
-    Ok((out, conversation))
+    Ok(out)
 }
 
 fn index_of(ids: Vec<(MessageId, (EvaluationId, u64))>) -> Result<Index, String> {
     Index::from_unsorted(ids).map_err(|id| format!("duplicate message_id {id}"))
-}
-
-/// The number of evaluations of the messages section at `buf[at..at +
-/// len]`, as its header says.
-pub(crate) fn section_evaluations(buf: &[u8], at: usize, len: usize) -> Option<usize> {
-    let mut r = Reader::new(buf.get(at..at.checked_add(len)?)?);
-    r.varint("count").ok()?;
-    r.len("evaluations").ok()
-}
-
-/// What [`read_section`] leaves out when told to: the [`Conversation`]
-/// slice of the first `evaluations` evaluations of the messages section at
-/// `buf[at..at + len]`, for a section `read_section` accepts. Made on
-/// another thread than it: the bodies are not checked here, only skipped
-/// through to their role and turn (should a section be damaged,
-/// `read_section` refuses it).
-pub(crate) fn read_derived(
-    buf: &[u8],
-    at: usize,
-    len: usize,
-    evaluations: usize,
-) -> Result<Conversation, String> {
-    let section = at
-        .checked_add(len)
-        .and_then(|end| buf.get(at..end))
-        .ok_or("the messages section is out of bounds")?;
-    let mut r = Reader::new(section);
-    r.varint("count")?;
-    let mut conversation = Conversation::default();
-    let mut conv = Vec::new();
-    for _ in 0..r.len("evaluations")?.min(evaluations) {
-        let eval = EvaluationId::from_bytes(r.array("evaluation_id")?);
-        for _ in 0..r.len("messages")? {
-            let sequence = r.varint("sequence")?;
-            let id = MessageId::from_bytes(r.array("message_id")?);
-            let body_len = r.len("body")?;
-            let (role, turn) = role_and_turn(r.take(body_len, "body")?)?;
-            conv.push(((sequence, id), role, turn));
-        }
-        conversation.push_sorted(eval, &mut conv);
-        conv.clear();
-    }
-    Ok(conversation)
 }
 
 /// The key of a message in a delta's section: by evaluation, then
@@ -351,14 +287,12 @@ pub(crate) fn write_delta_section(
 }
 
 /// Applies the messages section of a delta snapshot at `buf[at..at + len]`
-/// to `m`: its messages are added (kept as bytes of `buf`) and their part
-/// of the conversation slice `conversation` made; its call slots are put in
+/// to `m`: its messages are added (kept as bytes of `buf`); its call slots are put in
 /// place, their statuses given to the older messages that hold them. Each
 /// body is checked as [`read_section`] checks it; a message already there
 /// is refused. On an error `m` is half changed: drop it.
 pub(crate) fn apply_delta_section(
     m: &mut Messages,
-    conversation: &mut Conversation,
     buf: &SharedBytes,
     at: usize,
     len: usize,
@@ -403,7 +337,6 @@ pub(crate) fn apply_delta_section(
                 .entry(eval.into())
                 .or_default()
                 .insert(key, Slot::shared(bytes));
-            conversation.on_parts(eval, key, ids.role, ids.turn);
             fresh.insert((eval, key));
             messages += 1;
         }
