@@ -30,7 +30,7 @@ use clap::Args;
 
 use crate::cli::global::Global;
 use crate::cli::open::{find_session, open_quietly};
-use crate::cli::view::{Live, events_array, page, status_word};
+use crate::cli::view::{Live, events_array, fold_json, page, status_word};
 use crate::cli::{event_json, render};
 use http::{Reply, Request, text};
 
@@ -119,10 +119,17 @@ fn route(db: &std::path::Path, target: &str) -> Result<Reply, Error> {
             .map_err(|_| Error::InvalidInput(format!("bad query {query:?}")))?
             .unwrap_or(0);
         let head = s.head();
-        let status = status_word(s.info()?.status);
+        let info = s.info()?;
+        let status = status_word(info.status);
         let events = events_array(&s, from.min(head), head)?;
+        // The fold's statuses again, only when there is something new.
+        let fold = if from < head {
+            fold_json(&s, info.status)?.to_string()
+        } else {
+            "null".into()
+        };
         return Ok(json(format!(
-            "{{\"schema\":{},\"status\":\"{status}\",\"head\":{head},\"events\":{events}}}",
+            "{{\"schema\":{},\"status\":\"{status}\",\"head\":{head},\"fold\":{fold},\"events\":{events}}}",
             event_json::SCHEMA_VERSION
         )));
     }

@@ -23,8 +23,18 @@ use crate::cli::output::print_json;
 use crate::cli::render;
 use crate::cli::transfer::write_output;
 
+mod fold;
+
 const TEMPLATE: &str = include_str!("view/timeline.html");
-const SCRIPT: &str = include_str!("view/timeline.js");
+/// The page's script: its files in the order they depend on each other
+/// (the fold's statuses and text helpers, the time axis, the span tree,
+/// then the page that uses them), inlined as one.
+const SCRIPT: &str = concat!(
+    include_str!("view/status.js"),
+    include_str!("view/axis.js"),
+    include_str!("view/tree.js"),
+    include_str!("view/timeline.js")
+);
 const STYLE: &str = include_str!("view/timeline.css");
 const COMPARE: &str = include_str!("view/compare.html");
 
@@ -133,6 +143,15 @@ pub(crate) fn events_array(s: &Session, from: u64, to: u64) -> Result<String, Er
     Ok(out)
 }
 
+/// The statuses of `s` as the library's fold has them at every seq, and
+/// its crash points ([`fold::fold`]).
+///
+/// # Errors
+/// A read of the session's events.
+pub(crate) fn fold_json(s: &Session, status: SessionStatus) -> Result<serde_json::Value, Error> {
+    Ok(fold::fold(s, status == SessionStatus::Unfinished)?.json)
+}
+
 /// JSON text made safe inside a `<script>` element: `<` only ever occurs
 /// inside JSON strings, where `\u003c` means the same.
 fn script_safe(json: &str) -> String {
@@ -153,12 +172,15 @@ pub(crate) fn page(journal: &Journal, s: &Session, live: Option<&Live>) -> Resul
             .map(|(f, at)| serde_json::json!({"id": f.to_string(), "at": at})).collect::<Vec<_>>(),
     });
     let events = events_array(s, 0, s.head())?;
+    let folded = fold_json(s, info.status)?;
     let data = format!(
-        "{{\"version\":{},\"session\":{},\"link_base\":{},\"live\":{},\"events\":{}}}",
+        "{{\"version\":{},\"session\":{},\"link_base\":{},\"live\":{},\"fold\":{},\"costs\":{},\"events\":{}}}",
         event_json::SCHEMA_VERSION,
         session,
         serde_json::json!(live.map(|l| l.link_base.as_str())),
         serde_json::json!(live.map(|l| l.poll.as_str())),
+        folded,
+        serde_json::json!({"calls": {}, "total": null}),
         events
     );
     let html = TEMPLATE
