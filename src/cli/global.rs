@@ -30,4 +30,21 @@ pub(crate) struct Global {
     /// `--no-compress` rewrites it.
     #[arg(long, global = true)]
     pub(crate) compress: bool,
+    /// The price table that `stats`, `sessions` and `view` compute a run's
+    /// cost with: a JSON file `{"date": ..., "models": {MODEL: {"input",
+    /// "output", "cache_read", "cache_write"}}}` in US dollars per million
+    /// tokens (default: the table built in, dated; a model it does not name
+    /// shows no cost).
+    #[arg(long, global = true, env = "AGENT_JOURNAL_PRICES", value_name = "FILE")]
+    pub(crate) prices: Option<PathBuf>,
+}
+
+impl Global {
+    /// The price table of `--prices`, or the built-in one.
+    ///
+    /// # Errors
+    /// The file's, as [`crate::cli::price::Prices::load`] says them.
+    pub(crate) fn prices(&self) -> Result<crate::cli::price::Prices, agent_journal::Error> {
+        crate::cli::price::Prices::load(self.prices.as_deref())
+    }
 }

@@ -55,6 +55,7 @@ mod lease;
 mod man;
 mod open;
 mod output;
+mod price;
 mod read;
 mod record;
 mod redact;

@@ -20,6 +20,7 @@ use crate::cli::find::session_arg;
 use crate::cli::global::Global;
 use crate::cli::open::{open_for_reading, read_session};
 use crate::cli::output::print_json;
+use crate::cli::price::{self, Prices};
 use crate::cli::render;
 use crate::cli::transfer::write_output;
 
@@ -75,7 +76,10 @@ pub(crate) fn view(cli: &Global, args: &ViewArgs) -> Result<ExitCode, Error> {
                 format!("{}-vs-{}.html", s.id(), o.id()),
             )
         }
-        None => (page(&journal, &s, None)?, format!("{}.html", s.id())),
+        None => (
+            page(&journal, &s, None, &cli.prices()?)?,
+            format!("{}.html", s.id()),
+        ),
     };
     spinner.finish_and_clear();
     let path = args
@@ -159,8 +163,13 @@ fn script_safe(json: &str) -> String {
 }
 
 /// The whole page for `s`; `live` makes it a page of `serve` that polls
-/// for new events.
-pub(crate) fn page(journal: &Journal, s: &Session, live: Option<&Live>) -> Result<String, Error> {
+/// for new events; `prices` gives each provider call its cost.
+pub(crate) fn page(
+    journal: &Journal,
+    s: &Session,
+    live: Option<&Live>,
+    prices: &Prices,
+) -> Result<String, Error> {
     let info = s.info()?;
     let session = serde_json::json!({
         "id": s.id().to_string(),
@@ -180,7 +189,7 @@ pub(crate) fn page(journal: &Journal, s: &Session, live: Option<&Live>) -> Resul
         serde_json::json!(live.map(|l| l.link_base.as_str())),
         serde_json::json!(live.map(|l| l.poll.as_str())),
         folded,
-        serde_json::json!({"calls": {}, "total": null}),
+        price::session_costs(s, prices)?.json(prices),
         events
     );
     let html = TEMPLATE

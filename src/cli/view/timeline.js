@@ -8,7 +8,7 @@
   const ROW = 20;
   // The fold's statuses (view/fold.rs) and the costs from the price table (cli/price.rs).
   let F = AJFold.make(D.fold);
-  const C = D.costs || { calls: {}, total: null, unpriced: [] };
+  let C = D.costs || { calls: {}, total: null, unpriced: [], prices_date: "" };
   const COLOUR = {
     completed: "#2e9e5b", succeeded: "#2e9e5b", ok: "#2e9e5b", failed: "#d64545",
     "in_doubt": "#e0a030", started: "#e0a030", pending: "#9aa3b2", cancelled: "#777f8c", running: "#4a7bd0",
@@ -367,7 +367,7 @@
     const t = st.tokens;
     const crash = F.crashAt(e.seq);
     if (crash) box.append(crashBanner(crash));
-    const cost = t.calls === 0 ? "" : t.unpriced ? " · cost unknown (" + t.unpriced + " call(s) of a model with no price)" : " · cost " + AJText.usd(t.cost);
+    const cost = t.calls === 0 ? "" : t.unpriced ? " · cost unknown (no price for " + C.unpriced.join(", ") + ")" : " · cost " + AJText.usd(t.cost) + " (prices of " + C.prices_date + ")";
     const tokens = el("p", "", t.calls + " provider calls · " + t.input + " input + " + t.output + " output tokens" + cost);
     tokens.id = "tokens";
     box.append(tokens);
@@ -503,6 +503,7 @@
           const follow = cur === E.length - 1;
           S.status = body.status;
           if (body.fold) F = AJFold.make(body.fold);
+          if (body.costs) C = body.costs;
           if (body.events.length) {
             for (const e of body.events) E.push(e);
             hay = null;
