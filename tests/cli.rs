@@ -16,6 +16,7 @@ mod finding;
 mod inspect;
 mod reading;
 mod resuming;
+mod timeline;
 mod vocabulary;
 
 use std::path::{Path, PathBuf};

@@ -12,7 +12,9 @@ const AJTree = (function () {
     const at = (kind, key) => out.get(kind + " " + key);
     const put = (kind, key, s) => {
       const old = at(kind, key);
-      if (old) { for (const [k, v] of Object.entries(s)) if (v !== undefined && v !== null && !(k === "seq" && old.seq !== undefined)) old[k] = v; return old; }
+      // The first event names a span and places it; later ones end it or add to it.
+      const first = ["seq", "parent", "label", "args"];
+      if (old) { for (const [k, v] of Object.entries(s)) if (v !== undefined && v !== null && !(first.includes(k) && old[k] !== undefined && old[k] !== null)) old[k] = v; return old; }
       const n = Object.assign({ kind, key, tokens: null, cost: null, end: null }, s);
       out.set(kind + " " + key, n);
       return n;
@@ -76,8 +78,11 @@ const AJTree = (function () {
     const orphans = [];
     for (const s of all) {
       if (s.kind === "evaluation" || s.kind === "turn") continue;
-      const p = s.parent ? s.parent[0] + " " + s.parent[1] : null;
-      if (p && groups.some((g) => g.kind + " " + g.key === p)) { if (!children.has(p)) children.set(p, []); children.get(p).push(s); } else orphans.push(s);
+      // A tool status names an evaluation; a conversation turn's id stands for it.
+      const known = (k) => groups.some((g) => g.kind + " " + g.key === k);
+      let p = s.parent ? s.parent[0] + " " + s.parent[1] : null;
+      if (p && !known(p) && s.parent[0] === "evaluation") p = "turn " + s.parent[1];
+      if (p && known(p)) { if (!children.has(p)) children.set(p, []); children.get(p).push(s); } else orphans.push(s);
     }
     const rows = [[total, 0]];
     for (const g of groups) {
