@@ -34,6 +34,7 @@ const SCRIPT: &str = concat!(
     include_str!("view/status.js"),
     include_str!("view/axis.js"),
     include_str!("view/tree.js"),
+    include_str!("view/panel.js"),
     include_str!("view/timeline.js")
 );
 const STYLE: &str = include_str!("view/timeline.css");

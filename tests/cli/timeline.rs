@@ -239,7 +239,8 @@ fn every_status_of_a_call_an_evaluation_and_a_turn_is_the_folds() {
 /// A demo run killed with a call in doubt, resumed after an idle pause:
 /// the page marks the crash point (with the call in doubt, then with the
 /// seq it was resumed at), cuts the pause to a break so both halves of the
-/// run keep their width, and shows the conversation demo's failed turn.
+/// run keep their width, shows a provider call's request and response,
+/// and the conversation demo's failed turn.
 #[test]
 fn a_crashed_then_resumed_run_keeps_its_crash_point_and_cuts_the_idle_gap() {
     let Some(chromium) = chromium() else {
@@ -253,6 +254,13 @@ fn a_crashed_then_resumed_run_keeps_its_crash_point_and_cuts_the_idle_gap() {
     assert!(
         crashed.contains("1 call in doubt; 1 never started; resume with: agent-journal resume")
     );
+    // The panel of the provider call at seq 12 (turn 2): the five
+    // messages it was sent, the assistant message it answered with.
+    let at_call = dom(&run.db, &run.id, "crashed", Some(12), &chromium);
+    let panel = tags(&at_call, "div", "id=\"provider-call\"");
+    assert_eq!(attr(panel[0], "data-sent"), Some("5"), "{at_call}");
+    assert_eq!(attr(panel[0], "data-received"), Some("1"));
+    assert!(at_call.contains("Request (5 messages)") && at_call.contains("Response (1 message)"));
 
     run.resume_after_a_pause();
     let resumed = dom(&run.db, &run.id, "resumed", None, &chromium);
@@ -261,20 +269,14 @@ fn a_crashed_then_resumed_run_keeps_its_crash_point_and_cuts_the_idle_gap() {
     assert_eq!(breaks.len(), 1, "{resumed}");
     let idle: u64 = attr(breaks[0], "data-ms").unwrap().parse().unwrap();
     assert!(idle >= 1400, "{idle}");
-    // Without the cut, the run before the pause (seq 0..14) would be
-    // squeezed into its first hundredth; with it, it keeps its share.
-    let left = |key: &str| -> f64 {
-        let row = resumed
-            .find(&format!("data-kind=\"provider_call\" data-key=\"{key}\""))
-            .unwrap_or_else(|| panic!("no provider call {key}"));
-        let bar = row + resumed[row..].find("class=\"bar ").unwrap();
-        let bar = bar + resumed[bar..].find("left: ").unwrap() + 6;
-        resumed[bar..bar + resumed[bar..].find('%').unwrap()]
-            .parse()
-            .unwrap()
-    };
-    let (first, second) = (left("4"), left("12"));
-    assert!(second - first > 15.0, "{first}% .. {second}%");
+    // Without the cut, the pause would take its share of the run's time
+    // (most of it) and squeeze the run before it into the first
+    // hundredths of the width; cut, it takes one break of 5%.
+    let tree = tags(&resumed, "div", "id=\"tree\"");
+    let span: f64 = attr(tree[0], "data-span-ms").unwrap().parse().unwrap();
+    let share: f64 = attr(breaks[0], "data-share").unwrap().parse().unwrap();
+    assert!(idle as f64 > 0.5 * span, "{idle} ms idle of {span}");
+    assert!(share <= 0.05, "the break takes {share} of the width");
 
     let conv = dom(&run.conv_db, &run.conv_id, "conversation", None, &chromium);
     let turns: Vec<&str> = tags(&conv, "tr", "data-kind=\"turn\"")
@@ -283,6 +285,19 @@ fn a_crashed_then_resumed_run_keeps_its_crash_point_and_cuts_the_idle_gap() {
         .collect();
     assert_eq!(turns, ["succeeded", "succeeded", "failed", "succeeded"]);
     assert!(conv.contains("class=\"row failed\""));
+    // A conversation's call names the messages it sent: the last one
+    // (seq 57) was sent the 13 messages before it, and answered with one.
+    assert_eq!(tags(&conv, "div", "data-kind=\"provider_call\"").len(), 6);
+    let at_call = dom(
+        &run.conv_db,
+        &run.conv_id,
+        "conversation",
+        Some(57),
+        &chromium,
+    );
+    let panel = tags(&at_call, "div", "id=\"provider-call\"");
+    assert_eq!(attr(panel[0], "data-sent"), Some("13"), "{at_call}");
+    assert_eq!(attr(panel[0], "data-received"), Some("1"));
     assert!(tags(&conv, "div", "class=\"crash-banner\"").is_empty());
 }
 

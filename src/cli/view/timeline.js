@@ -141,10 +141,12 @@
     const st = el("span", "status-" + S.status, S.status);
     meta.append(st);
     if (S.labels.length) meta.append(" · " + S.labels.map((l) => l[0] + "=" + l[1]).join(" "));
+    // Served pages link to each other; a written page links to the file
+    // `view ID` writes by default, next to it.
     const link = (id) => {
-      if (D.link_base === null) return el("code", "", id);
       const a = el("a", "", id);
-      a.href = D.link_base + id;
+      a.href = D.link_base === null ? id + ".html" : D.link_base + id;
+      a.title = D.link_base === null ? "the page `agent-journal view " + id + "` writes" : "";
       return a;
     };
     if (S.parent) meta.append(" · forked from ", link(S.parent.id), " at seq " + S.parent.at);
@@ -367,6 +369,7 @@
     const t = st.tokens;
     const crash = F.crashAt(e.seq);
     if (crash) box.append(crashBanner(crash));
+    if (e.type === "provider_call" || e.type === "conversation_provider_call") AJPanel.render(box, E, e, el);
     const cost = t.calls === 0 ? "" : t.unpriced ? " · cost unknown (no price for " + C.unpriced.join(", ") + ")" : " · cost " + AJText.usd(t.cost) + " (prices of " + C.prices_date + ")";
     const tokens = el("p", "", t.calls + " provider calls · " + t.input + " input + " + t.output + " output tokens" + cost);
     tokens.id = "tokens";

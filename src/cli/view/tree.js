@@ -73,6 +73,7 @@ const AJTree = (function () {
   // Renders the tree of SPANS into BOX on AXIS; PICK(seq) scrubs to an event.
   function render(box, all, axis, el, pick, total) {
     box.textContent = "";
+    box.dataset.spanMs = String(Math.round(axis.t1 - axis.t0));
     const groups = all.filter((s) => s.kind === "evaluation" || s.kind === "turn").sort((a, b) => a.seq - b.seq);
     const children = new Map();
     const orphans = [];
@@ -124,6 +125,7 @@ const AJTree = (function () {
       const x = (axis.frac(g.a) + axis.frac(g.b)) / 2;
       const b = el("div", "break", "idle " + AJText.duration(g.b - g.a));
       b.dataset.ms = String(Math.round(g.b - g.a));
+      b.dataset.share = (axis.frac(g.b) - axis.frac(g.a)).toFixed(4);
       b.style.left = "calc(var(--name) + (100% - var(--name) - var(--cols)) * " + x.toFixed(4) + ")";
       box.append(b);
     }
