@@ -306,7 +306,6 @@ fn a_crashed_then_resumed_run_keeps_its_crash_point_and_cuts_the_idle_gap() {
 struct Runs {
     _dir: tempfile::TempDir,
     db: PathBuf,
-    sb: PathBuf,
     id: String,
     conv_db: PathBuf,
     conv_id: String,
@@ -342,20 +341,17 @@ impl Runs {
         Runs {
             _dir: dir,
             db,
-            sb,
             id,
             conv_db,
             conv_id,
         }
     }
 
-    /// Waits 1.5 s (an idle gap), then resumes the crashed run.
+    /// Waits 1.5 s (an idle gap), then resumes the crashed run (in the
+    /// sandbox its session records).
     fn resume_after_a_pause(&self) {
         std::thread::sleep(std::time::Duration::from_millis(1500));
-        let out = aj(
-            &self.db,
-            &["resume", &self.id, "--sandbox", path_str(&self.sb)],
-        );
+        let out = aj(&self.db, &["resume", &self.id]);
         assert_eq!(out.code, 0, "{out:?}");
     }
 }
