@@ -53,6 +53,10 @@ impl Call {
     }
 }
 
+/// Calls, input and output tokens, milliseconds and cost (unknown as soon
+/// as one call's is) of one provider/model.
+type ModelTotals = (u64, u64, u64, f64, Option<f64>);
+
 /// One tool call, from its request (or start) to its result.
 #[derive(Default)]
 struct ToolRun {
@@ -182,7 +186,7 @@ pub(crate) fn stats(cli: &Global, args: &StatsArgs) -> Result<ExitCode, Error> {
     calls.sort_by_key(|c| c.seq);
 
     // Per model (a cost is unknown as soon as one call's is).
-    let mut models: BTreeMap<(String, String), (u64, u64, u64, f64, Option<f64>)> = BTreeMap::new();
+    let mut models: BTreeMap<(String, String), ModelTotals> = BTreeMap::new();
     for c in &calls {
         let m = models
             .entry((c.provider.clone(), c.model.clone()))
