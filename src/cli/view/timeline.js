@@ -385,8 +385,15 @@
       }
       box.append(tb);
     }
-    const calls = [...st.calls.values()];
+    let calls = [...st.calls.values()];
     box.append(el("h2", "", "Tool calls (" + calls.length + ")"));
+    const MAX_CALLS = 300;
+    if (!showAll && calls.length > MAX_CALLS) {
+      const more = el("button", "", "show the " + (calls.length - MAX_CALLS) + " earlier tool calls");
+      more.addEventListener("click", () => { showAll = true; renderState(); });
+      box.append(more);
+      calls = calls.slice(calls.length - MAX_CALLS);
+    }
     if (calls.length) {
       const tb = el("table");
       tb.id = "calls";

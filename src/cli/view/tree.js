@@ -77,10 +77,11 @@ const AJTree = (function () {
     const groups = all.filter((s) => s.kind === "evaluation" || s.kind === "turn").sort((a, b) => a.seq - b.seq);
     const children = new Map();
     const orphans = [];
+    const groupKeys = new Set(groups.map((g) => g.kind + " " + g.key));
     for (const s of all) {
       if (s.kind === "evaluation" || s.kind === "turn") continue;
       // A tool status names an evaluation; a conversation turn's id stands for it.
-      const known = (k) => groups.some((g) => g.kind + " " + g.key === k);
+      const known = (k) => groupKeys.has(k);
       let p = s.parent ? s.parent[0] + " " + s.parent[1] : null;
       if (p && !known(p) && s.parent[0] === "evaluation") p = "turn " + s.parent[1];
       if (p && known(p)) { if (!children.has(p)) children.set(p, []); children.get(p).push(s); } else orphans.push(s);
