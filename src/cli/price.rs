@@ -50,6 +50,12 @@ pub(crate) struct Price {
     input_includes_cache: bool,
 }
 
+/// Dollars rounded to a billionth (nano-dollars), so that JSON carries no
+/// float noise (`0.001629`, not `0.0016290000000000002`).
+pub(crate) fn round(x: f64) -> f64 {
+    (x * 1e9).round() / 1e9
+}
+
 /// A price table: the date its prices were read on, and a price per model.
 #[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Prices {
@@ -119,7 +125,7 @@ impl Prices {
             + usage.output_tokens as f64 * p.output
             + usage.cache_read_tokens as f64 * p.cache_read
             + usage.cache_write_tokens as f64 * p.cache_write;
-        Some(dollars / 1_000_000.0)
+        Some(round(dollars / 1_000_000.0))
     }
 }
 
@@ -195,7 +201,7 @@ impl Costs {
     /// (a sum without it would be a made-up number), `Some(0.0)` for a run
     /// without provider calls.
     pub(crate) fn total(&self) -> Option<f64> {
-        self.calls.values().copied().sum()
+        self.calls.values().copied().sum::<Option<f64>>().map(round)
     }
 
     /// The costs as the page and `--json` take them:

@@ -195,9 +195,13 @@ pub(crate) fn stats(cli: &Global, args: &StatsArgs) -> Result<ExitCode, Error> {
         m.1 += c.input;
         m.2 += c.output;
         m.3 += c.ms;
-        m.4 = m.4.zip(c.cost).map(|(a, b)| a + b);
+        m.4 = m.4.zip(c.cost).map(|(a, b)| price::round(a + b));
     }
-    let cost: Option<f64> = calls.iter().map(|c| c.cost).sum();
+    let cost = calls
+        .iter()
+        .map(|c| c.cost)
+        .sum::<Option<f64>>()
+        .map(price::round);
     let unpriced: std::collections::BTreeSet<&str> = calls
         .iter()
         .filter(|c| c.cost.is_none())

@@ -1,7 +1,14 @@
 //! `view SESSION [-o FILE.html]`: the run as one self-contained HTML page
-//! (lanes of evaluations or turns, provider calls and tool calls; a
-//! scrubber that shows the state folded up to any event; search and
-//! filters), and the page that `serve` hands out for each session.
+//! (a span tree of the session, its evaluations or turns, provider calls
+//! and tool calls with durations, tokens and costs; lanes of the same on a
+//! canvas; idle gaps cut to a break; a banner at each crash point; a
+//! scrubber that shows the state at any event, with the panel of a
+//! provider call; search and filters), and the page that `serve` hands out
+//! for each session.
+//!
+//! Statuses on the page are the library's fold's ([`fold`]): the page
+//! looks them up by seq and never ranks them itself. Costs come from the
+//! price table ([`crate::cli::price`]).
 //!
 //! The page loads nothing: its script, style and data are inline, and its
 //! Content-Security-Policy forbids any other load (`connect-src 'self'`

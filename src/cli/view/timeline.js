@@ -437,7 +437,9 @@
 
   // ---- crash points: a banner each, at the top and in the state there ----
   function crashBanner(c) {
-    const parts = ["process stopped here (seq " + c.seq + ")"];
+    // A served page of a run still going cannot tell a stop from a pause.
+    const open = c.resumed_at === null && D.live;
+    const parts = [open ? "no event after seq " + c.seq + " yet (if its process stopped, it stopped here)" : "process stopped here (seq " + c.seq + ")"];
     parts.push(c.in_doubt.length + " call" + (c.in_doubt.length === 1 ? "" : "s") + " in doubt");
     if (c.pending) parts.push(c.pending + " never started");
     if (c.running_turns) parts.push(c.running_turns + " turn" + (c.running_turns === 1 ? "" : "s") + " left running");
