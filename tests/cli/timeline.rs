@@ -240,7 +240,8 @@ fn every_status_of_a_call_an_evaluation_and_a_turn_is_the_folds() {
 /// the page marks the crash point (with the call in doubt, then with the
 /// seq it was resumed at), cuts the pause to a break so both halves of the
 /// run keep their width, shows a provider call's request and response,
-/// and the conversation demo's failed turn.
+/// links a fork and its parent, and shows the conversation demo's failed
+/// turn and provider call.
 #[test]
 fn a_crashed_then_resumed_run_keeps_its_crash_point_and_cuts_the_idle_gap() {
     let Some(chromium) = chromium() else {
@@ -278,6 +279,24 @@ fn a_crashed_then_resumed_run_keeps_its_crash_point_and_cuts_the_idle_gap() {
     assert!(idle as f64 > 0.5 * span, "{idle} ms idle of {span}");
     assert!(share <= 0.05, "the break takes {share} of the width");
 
+    // A fork links to its parent's page, the parent to its fork's (the
+    // files `view ID` writes next to each other).
+    let out = aj(&run.db, &["fork", &run.id, "--at", "5"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let fork = out
+        .stdout
+        .strip_prefix("forked session ")
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{out:?}"))
+        .to_owned();
+    let page = dom(&run.db, &fork, "fork", None, &chromium);
+    assert!(
+        page.contains(&format!("href=\"{}.html\"", run.id)),
+        "{page}"
+    );
+    let page = dom(&run.db, &run.id, "parent", None, &chromium);
+    assert!(page.contains(&format!("href=\"{fork}.html\"")), "{page}");
+
     let conv = dom(&run.conv_db, &run.conv_id, "conversation", None, &chromium);
     let turns: Vec<&str> = tags(&conv, "tr", "data-kind=\"turn\"")
         .into_iter()
@@ -285,6 +304,14 @@ fn a_crashed_then_resumed_run_keeps_its_crash_point_and_cuts_the_idle_gap() {
         .collect();
     assert_eq!(turns, ["succeeded", "succeeded", "failed", "succeeded"]);
     assert!(conv.contains("class=\"row failed\""));
+    // A conversation's provider calls: five answered, one failed, as the
+    // fold has them.
+    let mut calls: Vec<&str> = tags(&conv, "div", "data-kind=\"provider_call\"")
+        .into_iter()
+        .filter_map(|t| attr(t, "data-status"))
+        .collect();
+    calls.sort_unstable();
+    assert_eq!(calls, ["failed", "ok", "ok", "ok", "ok", "ok"]);
     // A conversation's call names the messages it sent: the last one
     // (seq 57) was sent the 13 messages before it, and answered with one.
     assert_eq!(tags(&conv, "div", "data-kind=\"provider_call\"").len(), 6);
