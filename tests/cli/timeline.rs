@@ -215,13 +215,14 @@ fn every_status_of_a_call_an_evaluation_and_a_turn_is_the_folds() {
         expect("div", key, want);
     }
     // The crash banner: one call in doubt (not call_3, which has its
-    // result), one never started in each evaluation, two turns open.
+    // result), one never started (call_5: call_4's evaluation finished,
+    // `resume` leaves it), two turns open.
     let banners = tags(&end, "div", "class=\"crash-banner\"");
     assert!(!banners.is_empty(), "no crash banner");
     assert_eq!(attr(banners[0], "data-in-doubt"), Some("1"), "{banners:?}");
     assert!(
         end.contains(
-            "1 call in doubt; 2 never started; 2 turns left running; resume with: agent-journal resume"
+            "1 call in doubt; 1 never started; 2 turns left running; resume with: agent-journal resume"
         ),
         "{end}"
     );

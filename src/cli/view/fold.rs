@@ -193,7 +193,9 @@ pub(crate) fn fold(s: &Session, unfinished: bool) -> Result<Folded, Error> {
 
 /// What was open at the crash point `at`, from the fold's statuses there:
 /// the calls in doubt (started, no result, as `resume` counts them), the
-/// calls never started, the turns left pending or running.
+/// calls never started, the turns left pending or running. Only the calls
+/// of an evaluation or turn still open there count: one that finished
+/// leaves nothing for `resume` to do.
 fn crash_at(
     changes: &[(u64, &'static str, String, Status)],
     at: u64,
@@ -206,14 +208,29 @@ fn crash_at(
         }
         now.insert((kind, key), st);
     }
+    // The evaluation (or turn, whose id stands for one) of a call is open.
+    let open = |key: &str| {
+        let owner = key.split_once('/').map_or(key, |(owner, _)| owner);
+        match (now.get(&("evaluation", owner)), now.get(&("turn", owner))) {
+            (Some(e), _) => e.word == outcome_word(None),
+            (None, Some(t)) => ![
+                TurnStatus::Succeeded,
+                TurnStatus::Failed,
+                TurnStatus::Cancelled,
+            ]
+            .iter()
+            .any(|f| f.as_str() == t.word),
+            (None, None) => true,
+        }
+    };
     let started = ToolStatus::Started.as_str();
     let pending = ToolStatus::Pending.as_str();
     let mut in_doubt = Vec::new();
     let (mut never_started, mut running_turns) = (0u64, 0u64);
     for ((kind, key), st) in &now {
         match *kind {
-            "call" if st.word == started && !st.result => in_doubt.push(*key),
-            "call" if st.word == pending && !st.result => never_started += 1,
+            "call" if st.word == started && !st.result && open(key) => in_doubt.push(*key),
+            "call" if st.word == pending && !st.result && open(key) => never_started += 1,
             "turn"
                 if st.word == TurnStatus::Running.as_str()
                     || st.word == TurnStatus::Pending.as_str() =>
