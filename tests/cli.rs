@@ -17,6 +17,7 @@ mod inspect;
 mod one_model;
 mod reading;
 mod resuming;
+mod timeline;
 mod vocabulary;
 
 use std::path::{Path, PathBuf};

@@ -168,6 +168,8 @@ fn conversation(event: &ConversationEvent) -> Value {
                    "output_tokens": p.usage.as_ref().map(|u| u.output_tokens),
                    "started_at": json_time(p.started_at), "finished_at": p.finished_at.map(json_time),
                    "ok": p.outcome.as_ref().map(|o| o.ok),
+                   "sent_messages": p.sent_messages.iter().map(|m| m.to_string()).collect::<Vec<_>>(),
+                   "parameters": p.parameters,
                    "error": p.outcome.as_ref().and_then(|o| o.error.clone())}),
         ConversationEvent::Compacted(c) => json!({"turn": c.turn_id.map(|t| t.to_string()),
                    "strategy": c.strategy, "messages_before": c.messages_before,

@@ -1,7 +1,8 @@
 //! The options every command takes (`--db`, `--json`, `--utc`), as each
 //! command's handler gets them, and the two that only some commands take:
 //! `--no-pager` ([`PagerArg`], of the commands that page) and `--compress`
-//! ([`CompressArg`], of the commands that create a database).
+//! ([`CompressArg`], of the commands that create a database), and
+//! `--prices` ([`PricesArg`], of the commands that show a run's cost).
 
 use std::path::PathBuf;
 
@@ -45,4 +46,26 @@ pub(crate) struct CompressArg {
     /// --compress` or `--no-compress` rewrites it.
     #[arg(long)]
     pub(crate) compress: bool,
+}
+
+/// `--prices FILE`: a flag of the commands that show a run's cost
+/// (`stats`, `sessions`, `view`, `serve`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct PricesArg {
+    /// The price table a run's cost is computed with: a JSON file
+    /// `{"date": ..., "models": {MODEL: {"input", "output", "cache_read",
+    /// "cache_write"}}}` in US dollars per million tokens (default: the
+    /// table built in, dated; a model it does not name shows no cost).
+    #[arg(long, env = "AGENT_JOURNAL_PRICES", value_name = "FILE")]
+    pub(crate) prices: Option<PathBuf>,
+}
+
+impl PricesArg {
+    /// The price table of `--prices`, or the built-in one.
+    ///
+    /// # Errors
+    /// The file's, as [`crate::cli::price::Prices::load`] says them.
+    pub(crate) fn load(&self) -> Result<crate::cli::price::Prices, agent_journal::Error> {
+        crate::cli::price::Prices::load(self.prices.as_deref())
+    }
 }

@@ -3,14 +3,15 @@
 //!
 //! This file holds the top-level parser and the dispatch; the options every
 //! command takes are `global`'s ([`Global`], what each handler gets; with
-//! `--no-pager` and `--compress`, the flags of the commands that page or
-//! create a database); each
+//! `--no-pager`, `--compress` and `--prices`, the flags of the commands
+//! that page, create a database or show a run's cost); each
 //! group of commands lives in its own file with its arguments and handlers:
 //! `record` (demo, resume; `resumed` marks and finds resumes), `read`
 //! (sessions, log, show, pending; `find` their filters, `--last` and id
 //! prefixes), `diff` (`diff_sessions` for two sessions), `edit` (fork with
 //! an edited result or message), `stats`, `view` and `serve` (the timeline
-//! page), `conversation`
+//! page; `view/fold.rs` the statuses the page shows), `price` (a run's
+//! cost from the price table), `conversation`
 //! (conversations, turns, and the conversation views of show and pending;
 //! `conversation_demo` is `demo --conversation`), `transfer` (export, with
 //! `redact`), `import`, `copy`, `lease`, and `admin` (verify, salvage,
@@ -57,6 +58,7 @@ mod lease;
 mod man;
 mod open;
 mod output;
+mod price;
 mod read;
 mod record;
 mod redact;
@@ -226,7 +228,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Diff(args) => diff::diff(g, args),
         Command::Sessions(args) => match &args.delete {
             Some(session) => admin::delete_session(g, session, args.force),
-            None => read::sessions(g, &args.list),
+            None => read::sessions(g, &args.list, &args.prices),
         },
         Command::Compact(args) => admin::compact(g, args),
         Command::Salvage(args) => admin::salvage(g, &args.to),

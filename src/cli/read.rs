@@ -13,6 +13,7 @@ use crate::cli::find::session_arg;
 use crate::cli::global::Global;
 use crate::cli::open::{at_or_last, open_for_reading, open_quietly, read_session, warn_torn_tail};
 use crate::cli::output::print_json;
+use crate::cli::price;
 use crate::cli::{conversation, event_json, render, resumed, style};
 
 /// The arguments of `sessions`.
@@ -26,6 +27,8 @@ pub(crate) struct SessionsArgs {
     pub(crate) force: bool,
     #[command(flatten)]
     pub(crate) list: ListArgs,
+    #[command(flatten)]
+    pub(crate) prices: crate::cli::global::PricesArg,
 }
 
 /// The arguments of `log`.
@@ -82,9 +85,16 @@ pub(crate) struct PendingArgs {
 /// the sessions `list` selects, in its order; under `--json` one object a
 /// line. Without `--sort` each is written as it is read (and the reading
 /// stops at `--limit`); with it, after all are read.
-pub(crate) fn sessions(cli: &Global, list: &ListArgs) -> Result<ExitCode, Error> {
+pub(crate) fn sessions(
+    cli: &Global,
+    list: &ListArgs,
+    prices: &crate::cli::global::PricesArg,
+) -> Result<ExitCode, Error> {
     let select = list.select(cli.utc)?;
     let journal = open_for_reading(&cli.db)?;
+    let prices = prices.load()?;
+    // The cost of each session listed (`None`: a model with no price).
+    let mut costs = std::collections::HashMap::new();
     // Streamed: JSON Lines in the database's order, in constant memory.
     let stream = cli.json && !list.sorted();
     let mut infos = Vec::new();
@@ -100,9 +110,11 @@ pub(crate) fn sessions(cli: &Global, list: &ListArgs) -> Result<ExitCode, Error>
             continue;
         }
         kept += 1;
+        let cost = price::session_total(&s, &prices)?;
         if stream {
-            outln!("{}", render::info_json(&info));
+            outln!("{}", render::info_json(&info, cost));
         } else {
+            costs.insert(info.id, cost);
             infos.push(info);
         }
     }
@@ -112,10 +124,13 @@ pub(crate) fn sessions(cli: &Global, list: &ListArgs) -> Result<ExitCode, Error>
     select.order(&mut infos);
     if cli.json {
         for info in &infos {
-            outln!("{}", render::info_json(info));
+            outln!(
+                "{}",
+                render::info_json(info, costs.get(&info.id).copied().flatten())
+            );
         }
     } else {
-        render::print_sessions(&infos);
+        render::print_sessions(&infos, &costs);
     }
     Ok(ExitCode::SUCCESS)
 }

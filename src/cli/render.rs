@@ -269,18 +269,22 @@ pub(crate) fn status(s: SessionStatus) -> &'static str {
 }
 
 /// Prints the session table.
-pub(crate) fn print_sessions(infos: &[SessionInfo]) {
+pub(crate) fn print_sessions(
+    infos: &[SessionInfo],
+    costs: &std::collections::HashMap<agent_journal::SessionId, Option<f64>>,
+) {
     if infos.is_empty() {
         outln!("no sessions");
         return;
     }
     outln!(
-        "{:<36}  {:<29}  {:>7}  {:<10}  {:<29}  labels",
+        "{:<36}  {:<29}  {:>7}  {:<10}  {:<29}  {:>10}  labels",
         "session",
         "created",
         "events",
         "status",
-        "last activity"
+        "last activity",
+        "cost"
     );
     for i in infos {
         let mut labels: Vec<String> = i.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -288,7 +292,7 @@ pub(crate) fn print_sessions(infos: &[SessionInfo]) {
             labels.push(format!("(fork of {} at seq {at})", short(parent)));
         }
         outln!(
-            "{:<36}  {:<29}  {:>7}  {}  {:<29}  {}",
+            "{:<36}  {:<29}  {:>7}  {}  {:<29}  {:>10}  {}",
             i.id,
             style::time(i.created),
             i.events,
@@ -297,13 +301,15 @@ pub(crate) fn print_sessions(infos: &[SessionInfo]) {
                 &format!("{:<10}", status(i.status))
             ),
             style::time(i.last_activity),
+            crate::cli::price::usd(costs.get(&i.id).copied().flatten()),
             labels.join(" ")
         );
     }
 }
 
-/// The JSON of one session summary.
-pub(crate) fn info_json(i: &SessionInfo) -> serde_json::Value {
+/// The JSON of one session summary, with its cost in US dollars (`null`
+/// when a model it called has no price).
+pub(crate) fn info_json(i: &SessionInfo, cost_usd: Option<f64>) -> serde_json::Value {
     serde_json::json!({
         "id": i.id.to_string(),
         "created": json_time(i.created),
@@ -312,6 +318,7 @@ pub(crate) fn info_json(i: &SessionInfo) -> serde_json::Value {
         "status": status(i.status),
         "labels": i.labels.iter().map(|(k, v)| serde_json::json!([k, v])).collect::<Vec<_>>(),
         "parent": i.forked_from.map(|(p, at)| serde_json::json!({"id": p.to_string(), "at": at})),
+        "cost_usd": cost_usd,
     })
 }
 

@@ -30,13 +30,16 @@ use clap::Args;
 
 use crate::cli::global::Global;
 use crate::cli::open::{find_session, open_quietly};
-use crate::cli::view::{Live, events_array, page, status_word};
+use crate::cli::price::{self, Prices};
+use crate::cli::view::{Live, events_array, fold_json, page, status_word};
 use crate::cli::{event_json, render};
 use http::{Reply, Request, text};
 
 /// The arguments of `serve`.
 #[derive(Args, Debug)]
 pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    prices: crate::cli::global::PricesArg,
     /// The port on 127.0.0.1 (0: any free one; the first line printed
     /// names the address).
     #[arg(long, default_value_t = 4780)]
@@ -57,18 +60,22 @@ pub(crate) fn serve(cli: &Global, args: &ServeArgs) -> Result<ExitCode, Error> {
         cli.db.display()
     );
     let db = cli.db.clone();
-    http::run(listener, move |request| handle(&request, &db, port));
+    // Read once: a bad table is an error at the start, not on every page.
+    let prices = args.prices.load()?;
+    http::run(listener, move |request| {
+        handle(&request, &db, port, &prices)
+    });
     Ok(ExitCode::SUCCESS)
 }
 
-fn handle(request: &Request, db: &std::path::Path, port: u16) -> Reply {
+fn handle(request: &Request, db: &std::path::Path, port: u16, prices: &Prices) -> Reply {
     let allowed = [format!("127.0.0.1:{port}"), format!("localhost:{port}")];
     if request.method != "GET" {
         text("405 Method Not Allowed", "only GET\n")
     } else if !request.host.as_ref().is_some_and(|h| allowed.contains(h)) {
         text("403 Forbidden", "wrong Host header\n")
     } else {
-        route(db, &request.target).unwrap_or_else(|e| {
+        route(db, &request.target, prices).unwrap_or_else(|e| {
             let status = match e {
                 Error::InvalidInput(_) | Error::SessionNotFound(_) => "404 Not Found",
                 _ => "500 Internal Server Error",
@@ -78,7 +85,7 @@ fn handle(request: &Request, db: &std::path::Path, port: u16) -> Reply {
     }
 }
 
-fn route(db: &std::path::Path, target: &str) -> Result<Reply, Error> {
+fn route(db: &std::path::Path, target: &str, prices: &Prices) -> Result<Reply, Error> {
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let html = |s: String| Reply("200 OK", "text/html; charset=utf-8", s.into_bytes());
     let json = |v: String| Reply("200 OK", "application/json", v.into_bytes());
@@ -95,7 +102,13 @@ fn route(db: &std::path::Path, target: &str) -> Result<Reply, Error> {
         if path == "/" {
             return Ok(html(index(&infos, &pairs)));
         }
-        let list: Vec<_> = infos.iter().map(render::info_json).collect();
+        let list = infos
+            .iter()
+            .map(|i| {
+                let cost = price::session_total(&journal.session(i.id)?, prices)?;
+                Ok(render::info_json(i, cost))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
         return Ok(json(serde_json::Value::Array(list).to_string()));
     }
     if let Some(id) = path.strip_prefix("/s/") {
@@ -104,7 +117,7 @@ fn route(db: &std::path::Path, target: &str) -> Result<Reply, Error> {
             link_base: "/s/".into(),
             poll: format!("/api/s/{}/events", s.id()),
         };
-        return Ok(html(page(&journal, &s, Some(&live))?));
+        return Ok(html(page(&journal, &s, Some(&live), prices)?));
     }
     if let Some(id) = path
         .strip_prefix("/api/s/")
@@ -119,10 +132,20 @@ fn route(db: &std::path::Path, target: &str) -> Result<Reply, Error> {
             .map_err(|_| Error::InvalidInput(format!("bad query {query:?}")))?
             .unwrap_or(0);
         let head = s.head();
-        let status = status_word(s.info()?.status);
+        let info = s.info()?;
+        let status = status_word(info.status);
         let events = events_array(&s, from.min(head), head)?;
+        // The fold's statuses again, only when there is something new.
+        let (fold, costs) = if from < head {
+            (
+                fold_json(&s, info.status)?.to_string(),
+                price::session_costs(&s, prices)?.json(prices).to_string(),
+            )
+        } else {
+            ("null".into(), "null".into())
+        };
         return Ok(json(format!(
-            "{{\"schema\":{},\"status\":\"{status}\",\"head\":{head},\"events\":{events}}}",
+            "{{\"schema\":{},\"status\":\"{status}\",\"head\":{head},\"fold\":{fold},\"costs\":{costs},\"events\":{events}}}",
             event_json::SCHEMA_VERSION
         )));
     }

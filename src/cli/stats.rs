@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::process::ExitCode;
 
 use agent_journal::conversation::ConversationEvent;
-use agent_journal::{Error, Event, Outcome, ProviderOutcome, ToolStatus};
+use agent_journal::{Error, Event, Outcome, ToolStatus};
 use chrono::{DateTime, Utc};
 use clap::Args;
 use serde_json::json;
@@ -15,6 +15,7 @@ use serde_json::json;
 use crate::cli::global::Global;
 use crate::cli::open::{open_for_reading, read_session};
 use crate::cli::output::print_json;
+use crate::cli::price;
 use crate::cli::render;
 
 /// The arguments of `stats`.
@@ -22,6 +23,8 @@ use crate::cli::render;
 pub(crate) struct StatsArgs {
     #[command(flatten)]
     session: crate::cli::find::SessionRef,
+    #[command(flatten)]
+    prices: crate::cli::global::PricesArg,
 }
 
 /// One provider call.
@@ -33,7 +36,28 @@ struct Call {
     output: u64,
     ms: f64,
     ok: bool,
+    /// In US dollars; `None` for a model the price table does not name.
+    cost: Option<f64>,
 }
+
+impl Call {
+    fn of(c: &price::CallRecord, prices: &price::Prices) -> Call {
+        Call {
+            seq: c.seq,
+            provider: c.provider.clone(),
+            model: c.model.clone(),
+            input: c.usage.input_tokens,
+            output: c.usage.output_tokens,
+            ms: c.finished_at.map_or(0.0, |f| ms(c.started_at, f)),
+            ok: c.ok == Some(true),
+            cost: prices.cost(&c.model, &c.usage),
+        }
+    }
+}
+
+/// Calls, input and output tokens, milliseconds and cost (unknown as soon
+/// as one call's is) of one provider/model.
+type ModelTotals = (u64, u64, u64, f64, Option<f64>);
 
 /// One tool call, from its request (or start) to its result.
 #[derive(Default)]
@@ -62,6 +86,7 @@ fn ms(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
 pub(crate) fn stats(cli: &Global, args: &StatsArgs) -> Result<ExitCode, Error> {
     let journal = open_for_reading(&cli.db)?;
     let s = read_session(&journal, &args.session)?;
+    let prices = args.prices.load()?;
     let mut calls: Vec<Call> = Vec::new();
     let mut conv_calls: BTreeMap<String, Call> = BTreeMap::new();
     let mut tools: HashMap<String, ToolRun> = HashMap::new();
@@ -99,16 +124,16 @@ pub(crate) fn stats(cli: &Global, args: &StatsArgs) -> Result<ExitCode, Error> {
             first = Some(first.map_or(p.started_at, |f: DateTime<Utc>| f.min(p.started_at)));
         }
         let e_at = at.unwrap_or(e.at);
+        if let Some(c) = price::provider_call(&e) {
+            let call = Call::of(&c, &prices);
+            if matches!(e.event, Event::ProviderCall(_)) {
+                calls.push(call);
+            } else {
+                // A conversation's call, recorded at its start and its end.
+                conv_calls.insert(c.key, call);
+            }
+        }
         match &e.event {
-            Event::ProviderCall(p) => calls.push(Call {
-                seq: e.seq,
-                provider: p.provider.clone(),
-                model: p.model.clone(),
-                input: p.usage.input_tokens,
-                output: p.usage.output_tokens,
-                ms: ms(p.started_at, p.finished_at),
-                ok: matches!(p.outcome, ProviderOutcome::Ok),
-            }),
             Event::Message(m) => {
                 for c in &m.tool_calls {
                     request(c.call_id.as_str(), &c.name, e_at, &mut tools);
@@ -140,21 +165,6 @@ pub(crate) fn stats(cli: &Global, args: &StatsArgs) -> Result<ExitCode, Error> {
                 evaluations_failed += 1;
             }
             Event::Conversation(c) => match &**c {
-                ConversationEvent::ProviderCall(p) => {
-                    let usage = p.usage.as_ref();
-                    conv_calls.insert(
-                        p.id.to_string(),
-                        Call {
-                            seq: e.seq,
-                            provider: p.provider.clone(),
-                            model: p.model.clone(),
-                            input: usage.map_or(0, |u| u.input_tokens),
-                            output: usage.map_or(0, |u| u.output_tokens),
-                            ms: p.finished_at.map_or(0.0, |f| ms(p.started_at, f)),
-                            ok: p.outcome.as_ref().is_some_and(|o| o.ok),
-                        },
-                    );
-                }
                 ConversationEvent::Message(m) => {
                     for c in &m.tool_calls {
                         request(c.call_id.as_str(), &c.name, e.at, &mut tools);
@@ -177,17 +187,28 @@ pub(crate) fn stats(cli: &Global, args: &StatsArgs) -> Result<ExitCode, Error> {
     calls.extend(conv_calls.into_values());
     calls.sort_by_key(|c| c.seq);
 
-    // Per model.
-    let mut models: BTreeMap<(String, String), (u64, u64, u64, f64)> = BTreeMap::new();
+    // Per model (a cost is unknown as soon as one call's is).
+    let mut models: BTreeMap<(String, String), ModelTotals> = BTreeMap::new();
     for c in &calls {
         let m = models
             .entry((c.provider.clone(), c.model.clone()))
-            .or_default();
+            .or_insert((0, 0, 0, 0.0, Some(0.0)));
         m.0 += 1;
         m.1 += c.input;
         m.2 += c.output;
         m.3 += c.ms;
+        m.4 = m.4.zip(c.cost).map(|(a, b)| price::round(a + b));
     }
+    let cost = calls
+        .iter()
+        .map(|c| c.cost)
+        .sum::<Option<f64>>()
+        .map(price::round);
+    let unpriced: std::collections::BTreeSet<&str> = calls
+        .iter()
+        .filter(|c| c.cost.is_none())
+        .map(|c| c.model.as_str())
+        .collect();
     // Per tool.
     let mut by_tool: BTreeMap<String, (Vec<f64>, u64)> = BTreeMap::new();
     let (mut tool_ms, mut tools_failed, mut in_doubt, mut pending) = (0.0, 0u64, 0u64, 0u64);
@@ -231,14 +252,17 @@ pub(crate) fn stats(cli: &Global, args: &StatsArgs) -> Result<ExitCode, Error> {
             "wall_ms": round(wall),
             "provider_ms": round(provider_ms),
             "tool_ms": round(tool_ms),
+            "cost_usd": cost,
+            "unpriced_models": unpriced,
+            "prices_date": prices.date,
             "provider_calls": calls.iter().map(|c| json!({
                 "seq": c.seq, "provider": c.provider, "model": c.model,
                 "input_tokens": c.input, "output_tokens": c.output,
-                "ms": round(c.ms), "ok": c.ok,
+                "ms": round(c.ms), "ok": c.ok, "cost_usd": c.cost,
             })).collect::<Vec<_>>(),
             "models": models.iter().map(|((p, m), v)| json!({
                 "provider": p, "model": m, "calls": v.0, "input_tokens": v.1,
-                "output_tokens": v.2, "ms": round(v.3),
+                "output_tokens": v.2, "ms": round(v.3), "cost_usd": v.4,
             })).collect::<Vec<_>>(),
             "tools": by_tool.iter().map(|(name, (d, failed))| {
                 let (min, median, max) = quantiles(d);
@@ -261,36 +285,52 @@ pub(crate) fn stats(cli: &Global, args: &StatsArgs) -> Result<ExitCode, Error> {
         human(provider_ms),
         human(tool_ms)
     );
+    outln!(
+        "cost: {}{} (prices of {})",
+        price::usd(cost),
+        if unpriced.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", unknown: no price for {}",
+                unpriced.iter().copied().collect::<Vec<_>>().join(", ")
+            )
+        },
+        prices.date
+    );
     outln!();
     outln!("provider calls by model:");
     outln!(
-        "  {:<28} {:>6} {:>12} {:>12} {:>10}",
+        "  {:<28} {:>6} {:>12} {:>12} {:>10} {:>10}",
         "provider/model",
         "calls",
         "input tok",
         "output tok",
-        "time"
+        "time",
+        "cost"
     );
     for ((p, m), v) in &models {
         outln!(
-            "  {:<28} {:>6} {:>12} {:>12} {:>10}",
+            "  {:<28} {:>6} {:>12} {:>12} {:>10} {:>10}",
             render::clip(&format!("{p}/{m}"), 28),
             v.0,
             v.1,
             v.2,
-            human(v.3)
+            human(v.3),
+            price::usd(v.4)
         );
     }
     outln!();
     outln!("provider calls:");
     for c in &calls {
         outln!(
-            "  seq {:>6}  {:<24} {:>8} in {:>7} out {:>10}{}",
+            "  seq {:>6}  {:<24} {:>8} in {:>7} out {:>10} {:>10}{}",
             c.seq,
             render::clip(&format!("{}/{}", c.provider, c.model), 24),
             c.input,
             c.output,
             human(c.ms),
+            price::usd(c.cost),
             if c.ok { "" } else { "  FAILED" }
         );
     }

@@ -1,7 +1,14 @@
 //! `view SESSION [-o FILE.html]`: the run as one self-contained HTML page
-//! (lanes of evaluations or turns, provider calls and tool calls; a
-//! scrubber that shows the state folded up to any event; search and
-//! filters), and the page that `serve` hands out for each session.
+//! (a span tree of the session, its evaluations or turns, provider calls
+//! and tool calls with durations, tokens and costs; lanes of the same on a
+//! canvas; idle gaps cut to a break; a banner at each crash point; a
+//! scrubber that shows the state at any event, with the panel of a
+//! provider call; search and filters), and the page that `serve` hands out
+//! for each session.
+//!
+//! Statuses on the page are the library's fold's ([`fold`]): the page
+//! looks them up by seq and never ranks them itself. Costs come from the
+//! price table ([`crate::cli::price`]).
 //!
 //! The page loads nothing: its script, style and data are inline, and its
 //! Content-Security-Policy forbids any other load (`connect-src 'self'`
@@ -20,11 +27,23 @@ use crate::cli::find::session_arg;
 use crate::cli::global::Global;
 use crate::cli::open::{open_for_reading, read_session};
 use crate::cli::output::print_json;
+use crate::cli::price::{self, Prices};
 use crate::cli::render;
 use crate::cli::transfer::write_output;
 
+mod fold;
+
 const TEMPLATE: &str = include_str!("view/timeline.html");
-const SCRIPT: &str = include_str!("view/timeline.js");
+/// The page's script: its files in the order they depend on each other
+/// (the fold's statuses and text helpers, the time axis, the span tree,
+/// then the page that uses them), inlined as one.
+const SCRIPT: &str = concat!(
+    include_str!("view/status.js"),
+    include_str!("view/axis.js"),
+    include_str!("view/tree.js"),
+    include_str!("view/panel.js"),
+    include_str!("view/timeline.js")
+);
 const STYLE: &str = include_str!("view/timeline.css");
 const COMPARE: &str = include_str!("view/compare.html");
 
@@ -33,6 +52,8 @@ const COMPARE: &str = include_str!("view/compare.html");
 pub(crate) struct ViewArgs {
     #[command(flatten)]
     session: crate::cli::find::SessionRef,
+    #[command(flatten)]
+    prices: crate::cli::global::PricesArg,
     /// The HTML file to write (default: SESSION-ID.html in the current
     /// directory); written whole under a temporary name, then renamed.
     #[arg(short, long, value_name = "FILE.html")]
@@ -65,7 +86,10 @@ pub(crate) fn view(cli: &Global, args: &ViewArgs) -> Result<ExitCode, Error> {
                 format!("{}-vs-{}.html", s.id(), o.id()),
             )
         }
-        None => (page(&journal, &s, None)?, format!("{}.html", s.id())),
+        None => (
+            page(&journal, &s, None, &args.prices.load()?)?,
+            format!("{}.html", s.id()),
+        ),
     };
     spinner.finish_and_clear();
     let path = args
@@ -133,6 +157,15 @@ pub(crate) fn events_array(s: &Session, from: u64, to: u64) -> Result<String, Er
     Ok(out)
 }
 
+/// The statuses of `s` as the library's fold has them at every seq, and
+/// its crash points ([`fold::fold`]).
+///
+/// # Errors
+/// A read of the session's events.
+pub(crate) fn fold_json(s: &Session, status: SessionStatus) -> Result<serde_json::Value, Error> {
+    Ok(fold::fold(s, status == SessionStatus::Unfinished)?.json)
+}
+
 /// JSON text made safe inside a `<script>` element: `<` only ever occurs
 /// inside JSON strings, where `\u003c` means the same.
 fn script_safe(json: &str) -> String {
@@ -140,8 +173,13 @@ fn script_safe(json: &str) -> String {
 }
 
 /// The whole page for `s`; `live` makes it a page of `serve` that polls
-/// for new events.
-pub(crate) fn page(journal: &Journal, s: &Session, live: Option<&Live>) -> Result<String, Error> {
+/// for new events; `prices` gives each provider call its cost.
+pub(crate) fn page(
+    journal: &Journal,
+    s: &Session,
+    live: Option<&Live>,
+    prices: &Prices,
+) -> Result<String, Error> {
     let info = s.info()?;
     let session = serde_json::json!({
         "id": s.id().to_string(),
@@ -153,12 +191,15 @@ pub(crate) fn page(journal: &Journal, s: &Session, live: Option<&Live>) -> Resul
             .map(|(f, at)| serde_json::json!({"id": f.to_string(), "at": at})).collect::<Vec<_>>(),
     });
     let events = events_array(s, 0, s.head())?;
+    let folded = fold_json(s, info.status)?;
     let data = format!(
-        "{{\"version\":{},\"session\":{},\"link_base\":{},\"live\":{},\"events\":{}}}",
+        "{{\"version\":{},\"session\":{},\"link_base\":{},\"live\":{},\"fold\":{},\"costs\":{},\"events\":{}}}",
         event_json::SCHEMA_VERSION,
         session,
         serde_json::json!(live.map(|l| l.link_base.as_str())),
         serde_json::json!(live.map(|l| l.poll.as_str())),
+        folded,
+        price::session_costs(s, prices)?.json(prices),
         events
     );
     let html = TEMPLATE

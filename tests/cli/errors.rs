@@ -116,10 +116,12 @@ fn a_closed_stdout_is_not_a_panic() {
     }
 }
 
-/// `--no-pager` is a flag of the commands that page (`log`, `show`) and
+/// `--no-pager` is a flag of the commands that page (`log`, `show`),
 /// `--compress` of the commands that create a database (`demo`, `chat`,
-/// `import`, `copy`; `compact` has its own): every other command's help
-/// leaves them out and refuses them (exit 2), and so does the top level.
+/// `import`, `copy`; `compact` has its own) and `--prices` of those that
+/// show a run's cost (`stats`, `sessions`, `view`, `serve`): every other
+/// command's help leaves them out and refuses them (exit 2), and so does
+/// the top level.
 #[test]
 fn no_pager_and_compress_belong_to_the_commands_they_change() {
     let d = Demo::new();
@@ -127,6 +129,7 @@ fn no_pager_and_compress_belong_to_the_commands_they_change() {
     assert_eq!(help.code, 0, "{help:?}");
     assert!(!help.stdout.contains("--no-pager"), "{help:?}");
     assert!(!help.stdout.contains("--compress"), "{help:?}");
+    assert!(!help.stdout.contains("--prices"), "{help:?}");
     let commands: Vec<&str> = help
         .stdout
         .lines()
@@ -137,9 +140,10 @@ fn no_pager_and_compress_belong_to_the_commands_they_change() {
         .filter(|c| *c != "help")
         .collect();
     assert!(commands.len() > 20, "{commands:?}");
-    let (pagers, creators) = (
+    let (pagers, creators, costs) = (
         ["log", "show"],
         ["demo", "chat", "import", "copy", "compact"],
+        ["stats", "sessions", "view", "serve"],
     );
     for c in &commands {
         let out = d.run(&[c, "--help"]);
@@ -152,6 +156,7 @@ fn no_pager_and_compress_belong_to_the_commands_they_change() {
             "{c}: {}",
             out.stdout
         );
+        assert_eq!(has("--prices"), costs.contains(c), "{c}: {}", out.stdout);
     }
     for args in [
         &["compact-history", "--last", "--no-pager"][..],
@@ -162,6 +167,8 @@ fn no_pager_and_compress_belong_to_the_commands_they_change() {
         &["fork", &d.id, "--at", "3", "--compress"],
         &["log", &d.id, "--compress"],
         &["--compress", "demo"],
+        &["log", &d.id, "--prices", "p.json"],
+        &["--prices", "p.json", "stats", &d.id],
     ] {
         let out = d.run(args);
         assert_eq!(out.code, 2, "{args:?}: {out:?}");

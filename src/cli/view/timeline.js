@@ -6,10 +6,12 @@
   const D = JSON.parse(document.getElementById("journal-data").textContent);
   const E = D.events;
   const ROW = 20;
-  const RANK = { pending: 0, started: 1, failed: 2, completed: 3 };
+  // The fold's statuses (view/fold.rs) and the costs from the price table (cli/price.rs).
+  let F = AJFold.make(D.fold);
+  let C = D.costs || { calls: {}, total: null, unpriced: [], prices_date: "" };
   const COLOUR = {
     completed: "#2e9e5b", succeeded: "#2e9e5b", ok: "#2e9e5b", failed: "#d64545",
-    "in_doubt": "#e0a030", pending: "#9aa3b2", cancelled: "#777f8c", running: "#4a7bd0",
+    "in_doubt": "#e0a030", started: "#e0a030", pending: "#9aa3b2", cancelled: "#777f8c", running: "#4a7bd0",
   };
   const $ = (id) => document.getElementById(id);
   const el = (tag, cls, text) => {
@@ -32,97 +34,52 @@
   let callName = new Map();
   let spans = [];
   let lanes = [];
+  let tree = [];
+  const callKey = (e, id) => (e.evaluation || e.turn) + "/" + id;
   function derive() {
     callName = new Map();
-    const open = new Map();
-    spans = [];
+    for (const e of E) if (e.tool_calls) for (const c of e.tool_calls) callName.set(c.call_id, c.name);
+    tree = AJTree.spans(E, F, C.calls);
     const laneSet = new Map();
     const lane = (name) => { if (!laneSet.has(name)) laneSet.set(name, laneSet.size); return name; };
-    const groupLane = E.some((e) => e.type === "turn") ? "turns" : "evaluations";
-    lane(groupLane);
+    const groupLane = lane(E.some((e) => e.type === "turn") ? "turns" : "evaluations");
     lane("provider calls");
-    const byKey = new Map();
-    const span = (key, s) => {
-      const old = byKey.get(key);
-      if (old) { Object.assign(old, s); return old; }
-      byKey.set(key, s); spans.push(s); return s;
-    };
-    for (const e of E) {
-      const t = ms(e.at);
-      switch (e.type) {
-        case "evaluation_started":
-          span("e" + e.evaluation, { lane: groupLane, start: t, end: null, status: "running", label: "evaluation " + e.prompt_ns + "/" + e.prompt_key, seq: e.seq });
-          break;
-        case "evaluation_finished":
-          span("e" + e.evaluation, { end: t, status: e.outcome, endSeq: e.seq });
-          break;
-        case "turn":
-          span("t" + e.turn, { lane: groupLane, start: ms(e.started_at), end: ms(e.finished_at) || null, status: e.status === "completed" ? "succeeded" : e.status, label: "turn " + e.agent + " " + e.status, seq: byKey.has("t" + e.turn) ? byKey.get("t" + e.turn).seq : e.seq, endSeq: e.seq });
-          break;
-        case "provider_call":
-          span("p" + e.seq, { lane: "provider calls", start: ms(e.started_at), end: ms(e.finished_at), status: e.ok ? "ok" : "failed", label: e.provider + "/" + e.model + " " + e.input_tokens + " in / " + e.output_tokens + " out", seq: e.seq });
-          break;
-        case "conversation_provider_call":
-          span("c" + e.id, { lane: "provider calls", start: ms(e.started_at), end: ms(e.finished_at) || null, status: e.ok === null ? "running" : e.ok ? "ok" : "failed", label: e.provider + "/" + e.model + (e.input_tokens === null ? "" : " " + e.input_tokens + " in / " + e.output_tokens + " out"), seq: byKey.has("c" + e.id) ? byKey.get("c" + e.id).seq : e.seq, endSeq: e.seq });
-          break;
-        case "message":
-        case "conversation_message":
-          for (const c of e.tool_calls) {
-            callName.set(c.call_id, c.name);
-            // An inner-loop message's calls carry their status (the fold counts it); a conversation message's do not.
-            span("k" + c.call_id, { lane: lane("tool: " + c.name), start: t, end: null, status: (e.type === "message" && c.status) || "pending", label: c.name + " " + c.call_id, seq: e.seq, call: c.call_id });
-          }
-          if (e.tool_call_id) {
-            const s = byKey.get("k" + e.tool_call_id);
-            // A result ends the bar; only the statuses the fold counts say how the call ended (a failed call has a result too).
-            if (s && s.end === null) { s.end = t; s.endSeq = e.seq; }
-          }
-          break;
-        case "tool_status": {
-          const name = callName.get(e.call_id) || "?";
-          const s = byKey.get("k" + e.call_id) || span("k" + e.call_id, { lane: lane("tool: " + name), start: t, end: null, status: "pending", label: name + " " + e.call_id, seq: e.seq, call: e.call_id });
-          if (e.status === "started") { s.start = t; s.startSeq = e.seq; }
-          if (RANK[e.status] >= RANK[s.status]) s.status = e.status;
-          if (e.status === "completed" || e.status === "failed") { s.end = t; s.endSeq = e.seq; }
-          if (e.error) s.label += ": " + e.error;
-          break;
-        }
-      }
-    }
+    spans = tree.map((s) => Object.assign({}, s, {
+      lane: s.kind === "provider_call" ? "provider calls" : s.kind === "call" ? lane("tool: " + (callName.get(s.key.slice(s.key.indexOf("/") + 1)) || "?")) : groupLane,
+      label: s.label + (s.tokens ? " " + s.tokens.input + " in / " + s.tokens.output + " out" : "") + (s.cost !== null ? " " + AJText.usd(s.cost) : "") + (s.error ? ": " + s.error : ""),
+      openEnd: s.end === null || Number.isNaN(s.end),
+    }));
     lanes = [...laneSet.keys()];
-    for (const s of spans) {
-      if (s.end === null || Number.isNaN(s.end)) {
-        s.openEnd = true;
-        if (s.status === "started") s.status = "in_doubt";
-      }
-    }
   }
 
-  // ---- the fold: the state right after E[k] ----
+  // ---- the state right after E[k]: messages and calls in order, statuses from the fold ----
   function fold(k) {
-    const st = { groups: new Map(), msgs: [], calls: new Map(), tokens: { input: 0, output: 0, calls: 0 }, pcalls: new Map(), compactions: [] };
-    const group = (id, g) => { if (!st.groups.has(id)) st.groups.set(id, g); return st.groups.get(id); };
+    const st = { groups: new Map(), msgs: [], calls: new Map(), tokens: { input: 0, output: 0, calls: 0, cost: 0, unpriced: 0 }, pcalls: new Map(), compactions: [] };
+    const seq = k < E.length ? E[k].seq : -1;
+    const group = (kind, id, what) => { if (!st.groups.has(id)) st.groups.set(id, { kind, id, what }); return st.groups.get(id); };
+    const price = (key, n) => { const c = C.calls[key]; if (c === undefined || c === null) st.tokens.unpriced += n; else st.tokens.cost += c; };
     for (let i = 0; i <= k && i < E.length; i++) {
       const e = E[i];
       switch (e.type) {
-        case "evaluation_started": group(e.evaluation, { kind: "evaluation", id: e.evaluation, what: e.prompt_ns + "/" + e.prompt_key + " via " + e.adapter, status: "running", error: null }); break;
-        case "evaluation_finished": { const g = st.groups.get(e.evaluation); if (g) { g.status = e.outcome; g.error = e.error; } break; }
-        case "turn": { const g = group(e.turn, { kind: "turn", id: e.turn, what: e.agent }); g.status = e.status; g.error = e.error; break; }
+        case "evaluation_started": group("evaluation", e.evaluation, e.prompt_ns + "/" + e.prompt_key + " via " + e.adapter); break;
+        case "turn": group("turn", e.turn, e.agent); break;
         case "message":
         case "conversation_message": {
+          if (e.type === "message") group("evaluation", e.evaluation, "");
           const text = e.type === "message" ? e.content : e.text;
           st.msgs.push({ seq: e.seq, role: e.role, text, calls: e.tool_calls, reply: e.tool_call_id, tool: e.tool_name || e.name });
-          for (const c of e.tool_calls) st.calls.set(c.call_id, { id: c.call_id, name: c.name, args: c.arguments, status: (e.type === "message" && c.status) || "pending", error: null, seq: e.seq });
+          for (const c of e.tool_calls) {
+            const key = callKey(e, c.call_id);
+            if (!st.calls.has(key)) st.calls.set(key, { key, id: c.call_id, name: c.name, args: c.arguments, seq: e.seq });
+          }
           break;
         }
         case "tool_status": {
-          let c = st.calls.get(e.call_id);
-          if (!c) { c = { id: e.call_id, name: callName.get(e.call_id) || "?", args: "", status: "pending", error: null, seq: e.seq }; st.calls.set(e.call_id, c); }
-          if (RANK[e.status] >= RANK[c.status]) c.status = e.status;
-          if (e.error) c.error = e.error;
+          const key = callKey(e, e.call_id);
+          if (!st.calls.has(key)) st.calls.set(key, { key, id: e.call_id, name: callName.get(e.call_id) || "?", args: "", seq: e.seq });
           break;
         }
-        case "provider_call": st.tokens.input += e.input_tokens; st.tokens.output += e.output_tokens; st.tokens.calls++; break;
+        case "provider_call": st.tokens.input += e.input_tokens; st.tokens.output += e.output_tokens; st.tokens.calls++; price(String(e.seq), 1); break;
         case "conversation_provider_call": st.pcalls.set(e.id, e); break;
         case "compacted": case "history_compacted": st.compactions.push(e); break;
       }
@@ -131,7 +88,13 @@
       st.tokens.calls++;
       st.tokens.input += p.input_tokens || 0;
       st.tokens.output += p.output_tokens || 0;
+      price(p.id, 1);
     }
+    for (const g of st.groups.values()) {
+      const f = F.at(g.kind, g.id, seq);
+      g.status = f ? f.status : "untracked"; g.error = f && f.error;
+    }
+    for (const c of st.calls.values()) { const f = F.call(c.key, seq); c.status = f.status; c.error = f.error; }
     return st;
   }
 
@@ -178,10 +141,12 @@
     const st = el("span", "status-" + S.status, S.status);
     meta.append(st);
     if (S.labels.length) meta.append(" · " + S.labels.map((l) => l[0] + "=" + l[1]).join(" "));
+    // Served pages link to each other; a written page links to the file
+    // `view ID` writes by default, next to it.
     const link = (id) => {
-      if (D.link_base === null) return el("code", "", id);
       const a = el("a", "", id);
-      a.href = D.link_base + id;
+      a.href = D.link_base === null ? id + ".html" : D.link_base + id;
+      a.title = D.link_base === null ? "the page `agent-journal view " + id + "` writes" : "";
       return a;
     };
     if (S.parent) meta.append(" · forked from ", link(S.parent.id), " at seq " + S.parent.at);
@@ -220,23 +185,27 @@
   const canvas = $("lanes");
   const LANE = 22, AXIS = 18, LABEL = 150;
   let t0 = 0, t1 = 1;
+  let axis = AJAxis.make([]);
   function range() {
-    t0 = Infinity; t1 = -Infinity;
-    for (const e of E) { const t = ms(e.at); if (t < t0) t0 = t; if (t > t1) t1 = t; }
-    if (!(t1 > t0)) { t0 = (t0 === Infinity ? 0 : t0) - 1; t1 = t0 + 2; }
+    const times = E.map((e) => ms(e.at));
+    for (const s of spans) { times.push(s.start); if (!s.openEnd) times.push(s.end); }
+    axis = AJAxis.make(times);
+    t0 = axis.t0; t1 = axis.t1;
   }
-  // The x axis: wall-clock time, or event order (the default when the whole
-  // run took under a second, where time would stack every bar on one pixel).
+  // The x axis: wall-clock time with idle gaps compressed, or event order
+  // (the default when the whole run took under a second, where time would
+  // stack every bar on one pixel).
   let bySeq = false;
   const seq0 = () => (E.length ? E[0].seq : 0);
   const seqN = () => (E.length ? E[E.length - 1].seq + 1 : 1);
-  const frac = (t, seq) => (bySeq ? (seq - seq0()) / Math.max(1, seqN() - seq0()) : (t - t0) / (t1 - t0));
+  const frac = (t, seq) => (bySeq ? (seq - seq0()) / Math.max(1, seqN() - seq0()) : axis.frac(t));
   const xAt = (t, seq, w) => LABEL + frac(t, seq) * (w - LABEL - 8);
   const spanX = (s, w) => {
     const x0 = xAt(s.start, s.startSeq ?? s.seq, w);
     const x1 = s.openEnd ? xAt(t1, seqN(), w) : xAt(s.end, (s.endSeq ?? s.seq) + 1, w);
     return [x0, Math.max(x0 + 2, x1)];
   };
+  const eventX = (e, w) => (bySeq ? xAt(0, e.seq + 0.5, w) : xAt(ms(e.at), 0, w));
   function drawLanes() {
     const w = canvas.clientWidth || 800;
     const h = AXIS + lanes.length * LANE + 4;
@@ -248,13 +217,17 @@
     g.clearRect(0, 0, w, h);
     g.font = "11px system-ui, sans-serif";
     g.fillStyle = "#687287";
-    g.fillText(bySeq ? "by event" : "by time", 6, 12);
-    for (let i = 0; i <= 4; i++) {
-      const x = LABEL + ((w - LABEL - 8) * i) / 4;
-      const label = bySeq
-        ? "seq " + Math.round(seq0() + ((seqN() - seq0()) * i) / 4)
-        : t1 - t0 < 60000 ? when(t0 + ((t1 - t0) * i) / 4) : new Date(t0 + ((t1 - t0) * i) / 4).toLocaleTimeString(undefined, { hour12: false });
-      g.fillText(label, Math.min(x, w - 90), 12);
+    g.fillText(bySeq ? "by event" : axis.gaps.length ? "by time (idle gaps cut)" : "by time", 6, 12);
+    const fmt = (t) => (t1 - t0 - axis.idle < 60000 ? when(t) : new Date(t).toLocaleTimeString(undefined, { hour12: false }));
+    if (bySeq) {
+      for (let i = 0; i <= 4; i++) g.fillText("seq " + Math.round(seq0() + ((seqN() - seq0()) * i) / 4), Math.min(LABEL + ((w - LABEL - 8) * i) / 4, w - 90), 12);
+    } else {
+      // A tick at the start and after each break, then between them where there is room.
+      let lastX = -Infinity;
+      for (const t of [t0, ...axis.gaps.map((x) => x.b)]) {
+        const x = xAt(t, 0, w);
+        if (x - lastX > 100) { g.fillText(fmt(t), Math.min(x, w - 90), 12); lastX = x; }
+      }
     }
     lanes.forEach((name, li) => {
       const y = AXIS + li * LANE;
@@ -270,15 +243,26 @@
       g.fillStyle = COLOUR[s.status] || "#4a7bd0";
       g.fillRect(x0, AXIS + li * LANE + 4, x1 - x0 - (bySeq ? 1 : 0), LANE - 8);
     }
-    if (S.status === "unfinished" && E.length) {
-      const last = E[E.length - 1];
-      const x = bySeq ? xAt(0, last.seq + 1, w) : xAt(ms(last.at), 0, w);
+    if (!bySeq) {
+      // Each compressed idle gap: a zigzag break with its length.
+      for (const x of axis.gaps) {
+        const a = xAt(x.a, 0, w), b = xAt(x.b, 0, w);
+        g.fillStyle = "rgba(246,247,249,0.92)"; g.fillRect(a + 1, AXIS, Math.max(2, b - a - 2), h - AXIS);
+        g.strokeStyle = "#687287"; g.beginPath();
+        for (const xx of [a + 2, b - 2]) { g.moveTo(xx, AXIS); for (let y = AXIS; y < h; y += 6) g.lineTo(xx + (((y - AXIS) / 6) % 2 ? -2 : 2), y + 6); }
+        g.stroke();
+        g.fillStyle = "#4a5468"; g.fillText("idle " + AJText.duration(x.b - x.a), Math.min(a + 4, w - 90), h - 4);
+      }
+    }
+    for (const c of F.crashes) {
+      const e = E[indexOfSeq(c.seq)];
+      if (!e) continue;
+      const x = eventX(e, w);
       g.strokeStyle = "#d64545"; g.setLineDash([4, 3]); g.beginPath(); g.moveTo(x, AXIS); g.lineTo(x, h); g.stroke(); g.setLineDash([]);
       g.fillStyle = "#d64545"; g.fillText("crash point", Math.max(LABEL, x - 66), AXIS - 6 + lanes.length * LANE);
     }
     if (E.length) {
-      const e = E[cur];
-      const x = bySeq ? xAt(0, e.seq + 0.5, w) : xAt(ms(e.at), 0, w);
+      const x = eventX(E[cur], w);
       g.strokeStyle = "#1d2330"; g.lineWidth = 1.5; g.beginPath(); g.moveTo(x, AXIS - 4); g.lineTo(x, h); g.stroke(); g.lineWidth = 1;
     }
   }
@@ -288,7 +272,6 @@
     const li = Math.floor((y - AXIS) / LANE);
     const w = canvas.clientWidth;
     const f = (x - LABEL) / (w - LABEL - 8);
-    const t = t0 + f * (t1 - t0);
     const seq = seq0() + f * (seqN() - seq0());
     let best = null;
     for (const s of spans) {
@@ -296,14 +279,15 @@
       const [x0, x1] = spanX(s, w);
       if (x >= x0 - 1 && x <= x1 + 1) best = s;
     }
-    return { t, seq, best, x, y };
+    return { seq, best, x, y };
   }
   canvas.addEventListener("click", (ev) => {
-    const { t, seq, best } = spanAt(ev);
+    const { seq, best, x } = spanAt(ev);
     if (best) { setSeq(indexOfSeq(best.seq)); return; }
     if (bySeq) { setSeq(indexOfSeq(Math.floor(seq))); return; }
+    const w = canvas.clientWidth;
     let lo = 0, hi = E.length - 1;
-    while (lo < hi) { const m = (lo + hi) >> 1; if (ms(E[m].at) < t) lo = m + 1; else hi = m; }
+    while (lo < hi) { const m = (lo + hi) >> 1; if (eventX(E[m], w) < x) lo = m + 1; else hi = m; }
     setSeq(lo);
   });
   canvas.addEventListener("mousemove", (ev) => {
@@ -334,6 +318,10 @@
     $("list-spacer").style.height = filtered.length * ROW + "px";
     renderRows();
   }
+  // An event that records a failure (its own fields say so; no status is re-derived).
+  const failedEvent = (e) =>
+    (e.type === "tool_status" && e.status === "failed") || (e.type === "evaluation_finished" && e.outcome === "failed") ||
+    (e.type === "turn" && e.status === "failed") || (e.type === "provider_call" && !e.ok) || (e.type === "conversation_provider_call" && e.ok === false);
   function renderRows() {
     const list = $("list"), spacer = $("list-spacer");
     const first = Math.max(0, Math.floor(list.scrollTop / ROW) - 5);
@@ -341,7 +329,7 @@
     spacer.textContent = "";
     for (let p = first; p < last; p++) {
       const i = filtered[p], e = E[i];
-      const r = el("div", "row" + (i === cur ? " current" : i > cur ? " after" : ""));
+      const r = el("div", "row" + (i === cur ? " current" : i > cur ? " after" : "") + (failedEvent(e) ? " failed" : "") + (F.crashAt(e.seq) ? " crash" : ""));
       r.style.top = p * ROW + "px";
       r.dataset.index = String(i);
       r.append(el("span", "seq", e.seq), el("span", "", when(e.at) + "  "), el("span", "ty", e.type), el("span", "", summary(e)));
@@ -379,7 +367,11 @@
     head.dataset.seq = String(e.seq);
     box.append(head);
     const t = st.tokens;
-    const tokens = el("p", "", t.calls + " provider calls · " + t.input + " input + " + t.output + " output tokens");
+    const crash = F.crashAt(e.seq);
+    if (crash) box.append(crashBanner(crash));
+    if (e.type === "provider_call" || e.type === "conversation_provider_call") AJPanel.render(box, E, e, el);
+    const cost = t.calls === 0 ? "" : t.unpriced ? " · cost unknown (no price for " + C.unpriced.join(", ") + ")" : " · cost " + AJText.usd(t.cost) + " (prices of " + C.prices_date + ")";
+    const tokens = el("p", "", t.calls + " provider calls · " + t.input + " input + " + t.output + " output tokens" + cost);
     tokens.id = "tokens";
     box.append(tokens);
     if (st.groups.size) {
@@ -387,23 +379,32 @@
       const tb = el("table");
       for (const g of st.groups.values()) {
         const tr = el("tr", "group");
+        tr.dataset.kind = g.kind; tr.dataset.key = g.id; tr.dataset.status = g.status;
         tr.append(el("td", "", g.id.slice(-8)), el("td", "", g.what), el("td", "st st-" + g.status, g.status), el("td", "", g.error || ""));
         tb.append(tr);
       }
       box.append(tb);
     }
-    const calls = [...st.calls.values()];
+    let calls = [...st.calls.values()];
     box.append(el("h2", "", "Tool calls (" + calls.length + ")"));
+    const MAX_CALLS = 300;
+    if (!showAll && calls.length > MAX_CALLS) {
+      const more = el("button", "", "show the " + (calls.length - MAX_CALLS) + " earlier tool calls");
+      more.addEventListener("click", () => { showAll = true; renderState(); });
+      box.append(more);
+      calls = calls.slice(calls.length - MAX_CALLS);
+    }
     if (calls.length) {
       const tb = el("table");
       tb.id = "calls";
-      const last = cur === E.length - 1;
       for (const c of calls) {
-        const status = last && c.status === "started" ? "in_doubt" : c.status;
-        const tr = el("tr", "call");
+        const tr = el("tr", "call" + (c.status === "failed" ? " failed" : ""));
         tr.dataset.call = c.id;
-        tr.dataset.status = status;
-        tr.append(el("td", "", c.id), el("td", "", c.name), el("td", "st st-" + status, status), el("td", "args", c.args), el("td", "", c.error || ""));
+        tr.dataset.key = c.key;
+        tr.dataset.status = c.status;
+        const args = el("td", "args");
+        args.append(el("pre", "json", AJText.pretty(c.args)));
+        tr.append(el("td", "", c.id), el("td", "", c.name), el("td", "st st-" + c.status, c.status), args, el("td", "", c.error || ""));
         tb.append(tr);
       }
       box.append(tb);
@@ -426,19 +427,51 @@
       const hd = el("div", "hd");
       hd.append(el("b", "", m.role), el("span", "", "seq " + m.seq));
       if (m.reply) hd.append(el("span", "", "result of " + m.reply + (m.tool ? " (" + m.tool + ")" : "")));
-      d.append(hd, el("div", "body", m.text));
-      for (const c of m.calls) d.append(el("div", "tc", "→ " + c.name + "(" + c.arguments + ")  [" + c.call_id + "]"));
+      d.append(hd, el("div", "body", m.reply ? AJText.pretty(m.text) : m.text));
+      for (const c of m.calls) d.append(el("div", "tc", "→ " + c.name + "  [" + c.call_id + "]\n" + AJText.pretty(c.arguments)));
       list.append(d);
     }
     box.append(list);
     if (st.compactions.length) box.append(el("p", "note", st.compactions.length + " compaction(s) recorded; every message is kept."));
   }
 
+  // ---- crash points: a banner each, at the top and in the state there ----
+  function crashBanner(c) {
+    // A served page of a run still going cannot tell a stop from a pause.
+    const open = c.resumed_at === null && D.live;
+    const parts = [open ? "no event after seq " + c.seq + " yet (if its process stopped, it stopped here)" : "process stopped here (seq " + c.seq + ")"];
+    parts.push(c.in_doubt.length + " call" + (c.in_doubt.length === 1 ? "" : "s") + " in doubt");
+    if (c.pending) parts.push(c.pending + " never started");
+    if (c.running_turns) parts.push(c.running_turns + " turn" + (c.running_turns === 1 ? "" : "s") + " left running");
+    parts.push(c.resumed_at === null ? "resume with: agent-journal resume " + S.id : "resumed at seq " + c.resumed_at);
+    const b = el("div", "crash-banner", parts.join("; "));
+    b.dataset.seq = String(c.seq);
+    b.dataset.inDoubt = String(c.in_doubt.length);
+    b.title = "go to seq " + c.seq;
+    b.addEventListener("click", () => setSeq(indexOfSeq(c.seq)));
+    return b;
+  }
+  function crashes() {
+    const box = $("crashes");
+    box.textContent = "";
+    for (const c of F.crashes) box.append(crashBanner(c));
+  }
+  function drawTree() {
+    const last = E.length ? E[E.length - 1] : null;
+    let input = 0, output = 0;
+    for (const s of tree) if (s.kind === "provider_call" && s.tokens) { input += s.tokens.input || 0; output += s.tokens.output || 0; }
+    const total = { kind: "session", key: S.id, label: "session " + S.short, start: t0, end: last && S.status !== "unfinished" ? ms(last.at) : null,
+      seq: E.length ? E[0].seq : undefined, status: S.status, tokens: { input, output }, cost: C.total };
+    AJTree.render($("tree"), tree, axis, el, (seq) => setSeq(indexOfSeq(seq)), total);
+  }
+
   // ---- wiring ----
   function refreshAll() {
     derive();
     range();
-    if ($("axis").value === "auto") bySeq = t1 - t0 < 1000;
+    if ($("axis").value === "auto") bySeq = t1 - t0 - axis.idle < 1000 && !axis.gaps.length;
+    crashes();
+    drawTree();
     fillSelects();
     scrub.max = String(Math.max(0, E.length - 1));
     header();
@@ -459,7 +492,7 @@
   window.addEventListener("resize", drawLanes);
   $("axis").addEventListener("input", () => {
     const v = $("axis").value;
-    bySeq = v === "auto" ? t1 - t0 < 1000 : v === "seq";
+    bySeq = v === "auto" ? t1 - t0 - axis.idle < 1000 && !axis.gaps.length : v === "seq";
     drawLanes();
   });
 
@@ -481,6 +514,8 @@
           const body = await r.json();
           const follow = cur === E.length - 1;
           S.status = body.status;
+          if (body.fold) F = AJFold.make(body.fold);
+          if (body.costs) C = body.costs;
           if (body.events.length) {
             for (const e of body.events) E.push(e);
             hay = null;
