@@ -488,3 +488,40 @@ fn status_of_quick(c: &mut std::net::TcpStream) -> Option<u16> {
     c.read_exact(&mut head).ok()?;
     std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
 }
+
+#[test]
+fn serve_compares_two_sessions_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (a, b) = {
+        let journal = Journal::open(&db).unwrap();
+        let a = journal.create_session().unwrap();
+        a.start_evaluation("demo", "files")
+            .unwrap()
+            .user("first <run>")
+            .unwrap();
+        let b = a.fork(1).unwrap();
+        b.append(agent_journal::Event::Custom {
+            kind: "note".into(),
+            payload: Vec::new(),
+        })
+        .unwrap();
+        (a.id().to_string(), b.id().to_string())
+    };
+    let (_server, port) = start_serve(&db);
+    let host = format!("127.0.0.1:{port}");
+    let (code, page) = http_get(
+        port,
+        &host,
+        "GET",
+        &format!("/compare/{}/{}", &a[a.len() - 8..], &b[b.len() - 8..]),
+    );
+    assert_eq!(code, 200, "{page}");
+    assert!(
+        page.contains(&a) && page.contains(&b),
+        "both sessions in the page"
+    );
+    assert!(page.contains("default-src 'none'"), "self-contained");
+    let (code, _) = http_get(port, &host, "GET", &format!("/compare/{a}/ffffffff"));
+    assert_eq!(code, 404);
+}

@@ -16,8 +16,9 @@
 //! (JSON); both lists take the filters of `sessions` as a query string
 //! (`?status=unfinished&label=agent%3Ddemo&since=2026-01-02&sort=activity&limit=20`,
 //! dates in UTC) and `q`, a text the id or a label must contain (a bad one
-//! is a `400`); `/api/s/ID/events?from=SEQ` (JSON: `status` and the `events`
-//! from SEQ on, as `log --json` prints them).
+//! is a `400`); `/compare/A/B` (two sessions side by side, as `view A
+//! --compare B` writes them); `/api/s/ID/events?from=SEQ` (JSON: `status`
+//! and the `events` from SEQ on, as `log --json` prints them).
 
 mod http;
 mod query;
@@ -31,7 +32,7 @@ use clap::Args;
 use crate::cli::global::Global;
 use crate::cli::open::{find_session, open_quietly};
 use crate::cli::price::{self, Prices};
-use crate::cli::view::{Live, events_array, fold_json, page, status_word};
+use crate::cli::view::{Live, compare_page, events_array, fold_json, page, status_word};
 use crate::cli::{event_json, render};
 use http::{Reply, Request, text};
 
@@ -110,6 +111,13 @@ fn route(db: &std::path::Path, target: &str, prices: &Prices) -> Result<Reply, E
             })
             .collect::<Result<Vec<_>, Error>>()?;
         return Ok(json(serde_json::Value::Array(list).to_string()));
+    }
+    if let Some((a, b)) = path
+        .strip_prefix("/compare/")
+        .and_then(|p| p.split_once('/'))
+    {
+        let (a, b) = (find_session(&journal, a)?, find_session(&journal, b)?);
+        return Ok(html(compare_page(&a, &b)?));
     }
     if let Some(id) = path.strip_prefix("/s/") {
         let s = find_session(&journal, id)?;

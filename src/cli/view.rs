@@ -224,7 +224,7 @@ pub(crate) fn page(
 /// prints, laid out in two columns (messages after the shared events
 /// paired by evaluation and msg; the tool calls that differ). Loads
 /// nothing, and puts every text in with `textContent`, as [`page`].
-fn compare_page(a: &Session, b: &Session) -> Result<String, Error> {
+pub(crate) fn compare_page(a: &Session, b: &Session) -> Result<String, Error> {
     let data = crate::cli::diff_sessions::compare(a, b)?;
     let html = COMPARE
         .replacen(
