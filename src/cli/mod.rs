@@ -13,6 +13,7 @@
 //! page; `view/fold.rs` the statuses the page shows), `price` (a run's
 //! cost from the price table), `conversation`
 //! (conversations, turns, and the conversation views of show and pending;
+//! `compact_history` the compaction recorded by hand;
 //! `conversation_demo` is `demo --conversation`), `transfer` (export, with
 //! `redact`), `import`, `copy`, `lease`, and `admin` (verify, salvage,
 //! compact, fork, sessions --delete), `man` the man pages, `cancel`
@@ -40,6 +41,7 @@ mod admin;
 mod cancel;
 #[cfg(feature = "http")]
 mod chat;
+mod compact_history;
 mod conversation;
 mod conversation_demo;
 mod copy;
@@ -102,7 +104,7 @@ enum Command {
     /// The turns of a conversation: status, agent, provider/model, tokens, duration, error.
     Turns(conversation::TurnsArgs),
     /// Record a compaction of a conversation's history by hand (nothing is deleted).
-    CompactHistory(conversation::CompactArgs),
+    CompactHistory(compact_history::CompactArgs),
     /// Give up an interrupted turn of a conversation: stored as cancelled, no tool run.
     #[command(allow_missing_positional = true)]
     CancelTurn(cancel::CancelArgs),
@@ -220,7 +222,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Resume(args) => record::resume(g, args),
         Command::Conversations => conversation::conversations(g),
         Command::Turns(args) => conversation::turns(g, args),
-        Command::CompactHistory(args) => conversation::compact_history(g, args),
+        Command::CompactHistory(args) => compact_history::compact_history(g, args),
         Command::CancelTurn(args) => cancel::cancel_turn(g, args),
         #[cfg(feature = "http")]
         Command::Chat(args) => chat::chat(g, args),
