@@ -360,7 +360,9 @@ pub enum ProviderOperation {
 /// gave one, and its own breakdown.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenUsage {
-    /// Prompt (input) tokens.
+    /// Prompt (input) tokens, as the provider counts them: OpenAI's count
+    /// includes the tokens read from its cache, Anthropic's does not (its
+    /// cache reads and writes are only in the two fields below).
     pub input_tokens: u64,
     /// Completion (output) tokens.
     pub output_tokens: u64,
