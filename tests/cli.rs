@@ -94,6 +94,15 @@ impl Out {
     }
 }
 
+/// Runs `demo --conversation` on `db` with its sandbox in `sandbox`,
+/// killed right after event 9 (inside its first turn), and checks that it
+/// died.
+pub(crate) fn crash_a_conversation(db: &Path, sandbox: &Path) {
+    let args = ["demo", "--conversation", "--sandbox", path_str(sandbox)];
+    let out = aj(db, &[&args[..], &["--crash-after", "9"]].concat());
+    assert_ne!(out.code, 0, "{out:?}");
+}
+
 /// Runs `agent-journal --db DB ARGS...` to completion.
 pub(crate) fn aj(db: &Path, args: &[&str]) -> Out {
     Out::of(cli_command(db).args(args))

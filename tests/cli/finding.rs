@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use super::aj;
+use super::{aj, crash_a_conversation};
 use crate::common::path_str;
 
 /// A database with three demo runs, made in this order: `a` (finished),
@@ -216,19 +216,7 @@ fn last_stands_for_the_first_session_of_diff_fork_and_cancel_turn() {
     assert_eq!(fork["parent"], c, "{fork}");
 
     // A conversation killed inside a turn is the latest active session.
-    let sb = t.db.with_file_name("conversation");
-    let out = aj(
-        &t.db,
-        &[
-            "demo",
-            "--conversation",
-            "--sandbox",
-            path_str(&sb),
-            "--crash-after",
-            "9",
-        ],
-    );
-    assert_ne!(out.code, 0, "{out:?}");
+    crash_a_conversation(&t.db, &t.db.with_file_name("conversation"));
     let pending = aj(&t.db, &["--json", "pending", "--last"]).json();
     let turn = pending["interrupted_turns"][0]["turn"]
         .as_str()

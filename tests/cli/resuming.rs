@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use super::{Out, aj};
+use super::{Out, aj, crash_a_conversation};
 use crate::common::path_str;
 
 /// A database with one demo run crashed right after event `n`.
@@ -241,18 +241,7 @@ fn a_conversation_resumed_in_place_keeps_its_id_and_resumes_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("db");
     let sb = dir.path().join("sb");
-    let out = aj(
-        &db,
-        &[
-            "demo",
-            "--conversation",
-            "--sandbox",
-            path_str(&sb),
-            "--crash-after",
-            "9",
-        ],
-    );
-    assert_ne!(out.code, 0, "{out:?}");
+    crash_a_conversation(&db, &sb);
     let id = aj(&db, &["--json", "sessions"]).json_lines()[0]["id"]
         .as_str()
         .expect("id")
