@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::Demo;
+use super::{Demo, Out};
 use crate::common::path_str;
 
 /// The seq of the assistant message making `call`, in `--json log ID`.
@@ -35,11 +35,11 @@ fn session_count(d: &Demo) -> usize {
     d.run(&["--json", "sessions"]).json_lines().len()
 }
 
-#[test]
-fn an_edited_result_is_what_the_resumed_fork_sends_and_the_parent_is_untouched() {
-    let d = Demo::new();
-    let before = events(&d, &d.id);
-    let at = seq_of_call(&d, &d.id, "call_2_1");
+/// `fork --json ID --at SEQ --replace-result call_2_1=FILE` of the demo,
+/// FILE holding "42 words (edited)", SEQ the seq of the message making
+/// that call: the seq and the run.
+fn fork_with_edited_result(d: &Demo) -> (u64, Out) {
+    let at = seq_of_call(d, &d.id, "call_2_1");
     let file = d.dir.path().join("edited.txt");
     std::fs::write(&file, "42 words (edited)").expect("write the edit");
     let edit = format!("call_2_1={}", path_str(&file));
@@ -52,6 +52,14 @@ fn an_edited_result_is_what_the_resumed_fork_sends_and_the_parent_is_untouched()
         "--replace-result",
         &edit,
     ]);
+    (at, out)
+}
+
+#[test]
+fn an_edited_result_is_what_the_resumed_fork_sends_and_the_parent_is_untouched() {
+    let d = Demo::new();
+    let before = events(&d, &d.id);
+    let (at, out) = fork_with_edited_result(&d);
     assert_eq!(out.code, 0, "{out:?}");
     let v = out.json();
     let fork = v["session"].as_str().expect("the fork's id").to_owned();
@@ -151,19 +159,7 @@ fn a_result_already_recorded_is_refused_naming_the_seq_to_fork_at_and_nothing_is
 #[test]
 fn diff_of_two_sessions_aligns_a_fork_by_seq_then_by_message_and_two_runs_by_message() {
     let d = Demo::new();
-    let at = seq_of_call(&d, &d.id, "call_2_1");
-    let file = d.dir.path().join("edited.txt");
-    std::fs::write(&file, "42 words (edited)").expect("write the edit");
-    let edit = format!("call_2_1={}", path_str(&file));
-    let out = d.run(&[
-        "--json",
-        "fork",
-        &d.id,
-        "--at",
-        &at.to_string(),
-        "--replace-result",
-        &edit,
-    ]);
+    let (at, out) = fork_with_edited_result(&d);
     assert_eq!(out.code, 0, "{out:?}");
     let fork = out.json()["session"].as_str().expect("id").to_owned();
     assert_eq!(d.run(&["resume", &fork]).code, 0);
