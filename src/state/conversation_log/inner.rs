@@ -74,7 +74,7 @@ pub(crate) struct InnerLoopLog {
     /// Each evaluation's turn record, finished or not, in start order.
     turns: BTreeMap<EvaluationId, TurnRecord>,
     /// Each evaluation's messages: (sequence, id), in fold order.
-    messages: BTreeMap<EvaluationId, Vec<(u64, MessageId)>>,
+    messages: BTreeMap<EvaluationId, Vec<(u64, MessageId, bool)>>,
     /// Each evaluation's highest `through_sequence` compacted.
     compacted: BTreeMap<EvaluationId, u64>,
 }
@@ -143,10 +143,11 @@ impl InnerLoopLog {
                 if !self.log.apply(&ConversationEvent::Message(cm)) {
                     return;
                 }
-                self.messages
-                    .entry(m.evaluation_id)
-                    .or_default()
-                    .push((m.sequence, m.message_id));
+                self.messages.entry(m.evaluation_id).or_default().push((
+                    m.sequence,
+                    m.message_id,
+                    m.role == Role::System,
+                ));
                 let t = self.turn(m.evaluation_id, m.created_at);
                 match m.role {
                     Role::Assistant | Role::Tool => t.output_messages.push(m.message_id),
@@ -202,8 +203,8 @@ impl InnerLoopLog {
                     .messages
                     .get(evaluation_id)
                     .map_or(&[][..], Vec::as_slice);
-                let kept = all.iter().filter(|(s, _)| *s > through);
-                let Some(&(_, first_kept)) = kept.clone().min() else {
+                let kept = all.iter().filter(|(s, ..)| *s > through);
+                let Some(&(_, first_kept, _)) = kept.clone().min() else {
                     return;
                 };
                 let record = CompactionRecord {
@@ -246,17 +247,22 @@ impl InnerLoopLog {
         }
     }
 
-    /// The messages of `eval` a provider call is sent now: its leading
-    /// system ones, then those after its compaction.
+    /// The messages of `eval` a provider call is sent now, as the inner
+    /// loop sends them: the evaluation's leading system messages, then
+    /// those after its compaction, by sequence.
     fn sent(&self, eval: EvaluationId) -> Vec<MessageId> {
         let through = self.compacted.get(&eval).copied();
-        let mut all: Vec<(u64, MessageId)> = self.messages.get(&eval).cloned().unwrap_or_default();
-        all.sort_unstable();
-        let system: std::collections::BTreeSet<MessageId> =
-            self.log.leading_system().iter().map(|m| m.id).collect();
+        let mut all = self.messages.get(&eval).cloned().unwrap_or_default();
+        if !all.is_sorted() {
+            all.sort_unstable();
+        }
+        let mut leading = true;
         all.into_iter()
-            .filter(|(s, id)| through.is_none_or(|t| *s > t) || system.contains(id))
-            .map(|(_, id)| id)
+            .filter(|&(s, _, system)| {
+                leading &= system;
+                leading || through.is_none_or(|t| s > t)
+            })
+            .map(|(_, id, _)| id)
             .collect()
     }
 
