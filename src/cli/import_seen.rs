@@ -98,6 +98,9 @@ pub(crate) fn journal_already_in(journal: &Journal, file: &Path) -> Option<Vec<S
         events.pop().map(|e| (e.at, e.event))
     };
     for id in &ids {
+        // A session not here (the usual case) is told from the store
+        // alone, before any session's state is loaded.
+        journal.stream_len(*id).ok()??;
         let (theirs, ours) = (from.session(*id).ok()?, journal.session(*id).ok()?);
         let end = last(&theirs)?;
         if theirs.head() != ours.head() || last(&ours)? != end {
