@@ -2,7 +2,6 @@
 //! compaction recorded by hand, of a conversation or of an inner-loop
 //! session's latest evaluation (the conversation `conversation_log` reads).
 
-use std::borrow::Cow;
 use std::process::ExitCode;
 
 use agent_journal::conversation::{
@@ -50,9 +49,10 @@ pub(crate) fn compact_history(cli: &Global, args: &CompactArgs) -> Result<ExitCo
     let last_usage = log.calls().iter().rev().find_map(|c| c.usage.clone());
     // What is sent now: the engine's history; for an inner-loop session,
     // its latest evaluation's messages (what `resume` continues).
-    let inner = match log {
-        Cow::Borrowed(_) => None,
-        Cow::Owned(_) => state.evaluations().latest().map(|e| e.evaluation_id),
+    let inner = if state.conversation_log().is_conversation() {
+        None
+    } else {
+        state.evaluations().latest().map(|e| e.evaluation_id)
     };
     let window = match inner {
         None => JournalConversationStore::new(journal).history(id, None)?,
